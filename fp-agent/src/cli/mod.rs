@@ -1,0 +1,43 @@
+//! The `fp` command line. Each subcommand lives in its own file next to this one.
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod audit;
+mod policy;
+mod run;
+
+#[derive(Parser)]
+#[command(name = "fp", version, about = "Per-agent file policies enforced in the kernel")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a command in a confined session.
+    Run(run::Args),
+    /// Check, explain and compile policies.
+    #[command(subcommand)]
+    Policy(policy::Command),
+    /// Keys, verification, replay and tailing of the audit log.
+    #[command(subcommand)]
+    Audit(audit::Command),
+}
+
+pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => run::main(args),
+        Command::Policy(cmd) => policy::main(cmd),
+        Command::Audit(cmd) => audit::main(cmd),
+    }
+}

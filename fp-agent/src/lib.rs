@@ -1,0 +1,9 @@
+//! fp: per-agent file policies enforced in the kernel, with a tamper-evident audit log.
+//!
+//! One module per concept: `policy` (language, layering, compiler), `kernel` (BPF object, BTF
+//! offsets, maps), `session` (cgroups), `audit` (the hash-chained log), `cli` (the `fp` command).
+pub mod audit;
+pub mod cli;
+pub mod kernel;
+pub mod policy;
+pub mod session;

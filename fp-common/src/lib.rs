@@ -1,0 +1,5 @@
+//! Types shared between the fp BPF programs (`fp-ebpf`) and userspace (`fp-agent`).
+//!
+//! Everything here is `no_std`, allocation-free and `#[repr(C)]` without implicit padding, so the
+//! same bytes mean the same thing on both sides of a map or ring buffer.
+#![no_std]

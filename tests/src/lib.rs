@@ -1,0 +1,1 @@
+//! Helpers shared by fp's privileged system tests (see tests/kernel).
