@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod audit;
+mod kernel;
 mod policy;
 mod run;
 
@@ -21,6 +22,9 @@ enum Command {
     /// Check, explain and compile policies.
     #[command(subcommand)]
     Policy(policy::Command),
+    /// What the running kernel offers fp (BPF LSM probe, BTF offsets).
+    #[command(subcommand)]
+    Kernel(kernel::Command),
     /// Keys, verification, replay and tailing of the audit log.
     #[command(subcommand)]
     Audit(audit::Command),
@@ -39,5 +43,6 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::main(args),
         Command::Policy(cmd) => policy::main(cmd),
         Command::Audit(cmd) => audit::main(cmd),
+        Command::Kernel(cmd) => kernel::main(cmd),
     }
 }

@@ -1,1 +1,288 @@
-//! kernel
+//! The kernel side as userspace sees it: the embedded BPF object, kernel struct offsets from BTF,
+//! loading and attaching the LSM programs, pinning, and the maps the programs consult.
+pub mod btf;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, anyhow, bail};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap, LpmTrie, MapData, RingBuf, lpm_trie::Key},
+    programs::{Lsm, links::FdLink, links::PinnedLink},
+};
+use fp_common::kernel::{
+    ABI_VERSION, InodeKey, KERNEL_FIELDS, LPM_PATH_BYTES, PATH_MAX, PathKey, SessionInfo,
+};
+
+/// The BPF object built from fp-ebpf by build.rs.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fp"));
+
+/// The embedded BPF object, or an error if this binary was built with `FP_EBPF_STUB=1`.
+pub fn object() -> anyhow::Result<&'static [u8]> {
+    if cfg!(fp_ebpf_stub) || OBJECT.is_empty() {
+        bail!(
+            "this fp was built with FP_EBPF_STUB=1 and carries no BPF programs; rebuild without it"
+        );
+    }
+    Ok(OBJECT)
+}
+
+/// Where fp pins maps and links: versioned so an fp with another ABI never reuses them.
+pub fn pin_root() -> PathBuf {
+    PathBuf::from(format!("/sys/fs/bpf/fp/v{ABI_VERSION}"))
+}
+
+/// A resolved kernel struct offset, passed to the programs as a read-only global.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Offset {
+    pub global: &'static str,
+    pub strukt: &'static str,
+    pub field: &'static str,
+    pub offset: u32,
+}
+
+/// Resolves every field the programs read from the running kernel's BTF. Any field that cannot be
+/// resolved stops the load, naming the field and the kernel.
+pub fn resolve_offsets(btf: &btf::Btf) -> anyhow::Result<Vec<Offset>> {
+    KERNEL_FIELDS
+        .iter()
+        .map(|f| {
+            let offset = btf.member_offset(f.strukt, f.field).with_context(|| {
+                format!(
+                    "cannot resolve struct {}.{} (global {}) on kernel {}",
+                    f.strukt,
+                    f.field,
+                    f.global,
+                    kernel_release()
+                )
+            })?;
+            Ok(Offset { global: f.global, strukt: f.strukt, field: f.field, offset })
+        })
+        .collect()
+}
+
+pub fn kernel_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Loads the object with offsets and the session cgroup level set; programs are not yet loaded
+/// into the kernel (see [`attach`]).
+fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, aya::Btf)> {
+    let offsets = resolve_offsets(&btf::Btf::from_sys()?)?;
+    let btf = aya::Btf::from_sys_fs().context("reading kernel BTF")?;
+    let mut loader = EbpfLoader::new();
+    loader.btf(Some(&btf));
+    for o in &offsets {
+        loader.override_global(o.global, &o.offset, true);
+    }
+    loader.override_global("SESSION_CGROUP_LEVEL", &session_cgroup_level, true);
+    let ebpf = loader.load(object()?).context("loading the fp BPF object")?;
+    Ok((ebpf, btf))
+}
+
+fn attach(ebpf: &mut Ebpf, btf: &aya::Btf, program: &str, hook: &str) -> anyhow::Result<FdLink> {
+    let prog: &mut Lsm = ebpf
+        .program_mut(program)
+        .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
+        .try_into()?;
+    prog.load(hook, btf)
+        .with_context(|| format!("loading {program} (lsm/{hook}) into the kernel"))?;
+    let id = prog.attach().with_context(|| format!("attaching {program} to lsm/{hook}"))?;
+    Ok(prog.take_link(id)?.try_into()?)
+}
+
+/// Proves BPF LSM works here: loads and attaches the pass-through probe program (it cannot deny
+/// anything), then detaches it. Reading `/sys/kernel/security/lsm` is not enough: some kernels
+/// list `bpf` and still refuse LSM programs.
+pub fn probe() -> anyhow::Result<()> {
+    let (mut ebpf, btf) = open(0)?;
+    let link = attach(&mut ebpf, &btf, "fp_probe", "file_open").map_err(|e| {
+        e.context(
+            "BPF LSM is not usable on this kernel: it needs CONFIG_BPF_LSM=y and `bpf` in the \
+             active LSM list (boot with lsm=...,bpf, e.g. lsm=lockdown,capability,landlock,yama,apparmor,bpf)",
+        )
+    })?;
+    drop(link);
+    Ok(())
+}
+
+/// The LSM programs of one enforcement scope, attached, with their maps and links pinned under
+/// `pin_dir` so enforcement survives the loader being paused or killed.
+pub struct Enforcer {
+    ebpf: Ebpf,
+    pin_dir: PathBuf,
+    links: Vec<(PathBuf, PinnedLink)>,
+    map_pins: Vec<PathBuf>,
+}
+
+const HOOKS: [(&str, &str); 2] = [("fp_file_open", "file_open"), ("fp_path_unlink", "path_unlink")];
+const PINNED_MAPS: [&str; 4] = ["SESSIONS", "DENY_PATHS", "DENY_INODES", "EVENTS"];
+
+impl Enforcer {
+    /// Loads and attaches the programs for sessions whose cgroups sit at `session_cgroup_level`.
+    /// The session tables start empty, so attaching denies nothing yet.
+    pub fn load(session_cgroup_level: u32, pin_dir: PathBuf) -> anyhow::Result<Self> {
+        ensure_bpffs()?;
+        std::fs::create_dir_all(&pin_dir)
+            .with_context(|| format!("creating {}", pin_dir.display()))?;
+        let (ebpf, btf) = open(session_cgroup_level)?;
+        let mut this = Self { ebpf, pin_dir, links: Vec::new(), map_pins: Vec::new() };
+        if let Err(e) = this.pin_and_attach(&btf) {
+            // Leave nothing half-attached behind.
+            let _ = this.unload();
+            return Err(e);
+        }
+        Ok(this)
+    }
+
+    fn pin_and_attach(&mut self, btf: &aya::Btf) -> anyhow::Result<()> {
+        for name in PINNED_MAPS {
+            let path = self.pin_dir.join(name);
+            self.ebpf
+                .map(name)
+                .ok_or_else(|| anyhow!("map {name} missing from the BPF object"))?
+                .pin(&path)
+                .with_context(|| format!("pinning {}", path.display()))?;
+            self.map_pins.push(path);
+        }
+        for (program, hook) in HOOKS {
+            let link = attach(&mut self.ebpf, btf, program, hook)?;
+            let path = self.pin_dir.join(format!("link_{hook}"));
+            let pinned = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+            self.links.push((path, pinned));
+        }
+        Ok(())
+    }
+
+    fn map_mut(&mut self, name: &str) -> anyhow::Result<&mut aya::maps::Map> {
+        self.ebpf.map_mut(name).ok_or_else(|| anyhow!("map {name} missing from the BPF object"))
+    }
+
+    pub fn add_session(&mut self, session: u64) -> anyhow::Result<()> {
+        let mut map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        map.insert(session, SessionInfo::default(), 0)?;
+        Ok(())
+    }
+
+    pub fn session_counters(&mut self, session: u64) -> anyhow::Result<SessionInfo> {
+        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        Ok(map.get(&session, 0)?)
+    }
+
+    /// Denies `path` (an absolute, normalized path) and everything below it for `session`.
+    pub fn deny_path(&mut self, session: u64, path: &[u8]) -> anyhow::Result<()> {
+        let mut trie: LpmTrie<_, PathKey, u32> = LpmTrie::try_from(self.map_mut("DENY_PATHS")?)?;
+        let trimmed =
+            if path.len() > 1 && path.ends_with(b"/") { &path[..path.len() - 1] } else { path };
+        let exact = [trimmed, b"\0"].concat();
+        let subtree = if trimmed == b"/" { b"/".to_vec() } else { [trimmed, b"/"].concat() };
+        for entry in [exact, subtree] {
+            if entry.len() > LPM_PATH_BYTES {
+                bail!(
+                    "deny path {} is longer than the kernel table allows ({} bytes)",
+                    String::from_utf8_lossy(path),
+                    LPM_PATH_BYTES - 1
+                );
+            }
+            let mut key = PathKey { session, path: [0; LPM_PATH_BYTES] };
+            key.path[..entry.len()].copy_from_slice(&entry);
+            trie.insert(&Key::new(((8 + entry.len()) * 8) as u32, key), 1, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Denies a file or directory by identity (`st_dev`/`st_ino` of a stat), so aliases through
+    /// bind mounts, other mount namespaces or hardlinks are denied too.
+    pub fn deny_inode(&mut self, session: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
+        let mut map: HashMap<_, InodeKey, u32> = HashMap::try_from(self.map_mut("DENY_INODES")?)?;
+        let dev = kernel_dev(st_dev);
+        map.insert(InodeKey { session, ino: st_ino, dev, _pad: 0 }, 1, 0)?;
+        Ok(())
+    }
+
+    /// Takes the ring buffer of denial events (once).
+    pub fn take_events(&mut self) -> anyhow::Result<RingBuf<MapData>> {
+        let map = self.ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS already taken"))?;
+        Ok(RingBuf::try_from(map)?)
+    }
+
+    /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously
+    /// once their last reference is gone.
+    pub fn unload(self) -> anyhow::Result<()> {
+        let Self { ebpf, pin_dir, links, map_pins } = self;
+        for (path, link) in links {
+            link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
+        }
+        for path in map_pins {
+            std::fs::remove_file(&path).with_context(|| format!("unpinning {}", path.display()))?;
+        }
+        drop(ebpf);
+        remove_empty_dirs(&pin_dir, Path::new("/sys/fs/bpf"));
+        Ok(())
+    }
+}
+
+/// Removes `dir` and its ancestors below `stop` while they are empty.
+fn remove_empty_dirs(dir: &Path, stop: &Path) {
+    let mut dir = Some(dir);
+    while let Some(d) = dir.filter(|d| d.starts_with(stop) && *d != stop) {
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+}
+
+/// The kernel's `s_dev` encoding (`major << 20 | minor`) of a userspace `st_dev`.
+pub fn kernel_dev(st_dev: u64) -> u32 {
+    let (major, minor) = (libc::major(st_dev), libc::minor(st_dev));
+    (major << 20) | minor
+}
+
+const BPF_FS_MAGIC: i64 = 0xcafe4a11;
+
+/// Mounts bpffs at /sys/fs/bpf when nothing is mounted there (some hosts do not mount it at boot).
+fn ensure_bpffs() -> anyhow::Result<()> {
+    let target = Path::new("/sys/fs/bpf");
+    let statfs = nix::sys::statfs::statfs(target).context("statfs /sys/fs/bpf")?;
+    if statfs.filesystem_type().0 as i64 == BPF_FS_MAGIC {
+        return Ok(());
+    }
+    tracing::warn!("bpffs is not mounted; mounting it at /sys/fs/bpf");
+    nix::mount::mount(Some("bpf"), target, Some("bpf"), nix::mount::MsFlags::empty(), None::<&str>)
+        .context("mounting bpffs at /sys/fs/bpf")?;
+    Ok(())
+}
+
+/// The bytes of a path as the programs resolve it, capped at the programs' limit.
+pub fn event_path(ev: &fp_common::kernel::DenyEvent) -> &[u8] {
+    &ev.path[..(ev.path_len as usize).min(PATH_MAX)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The real build embeds a real BPF object: an ELF file with fp's LSM program sections.
+    #[test]
+    #[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
+    fn embedded_object_is_real() {
+        let obj = object().expect("a real BPF object is embedded");
+        assert_eq!(&obj[..4], b"\x7fELF");
+        let text = String::from_utf8_lossy(obj);
+        for section in ["lsm/file_open", "lsm/path_unlink", "license"] {
+            assert!(text.contains(section), "object lacks section {section}");
+        }
+        for f in KERNEL_FIELDS {
+            assert!(text.contains(f.global), "object lacks the global {}", f.global);
+        }
+    }
+
+    #[test]
+    fn kernel_dev_matches_the_kernel_encoding() {
+        assert_eq!(kernel_dev(libc::makedev(8, 1)), (8 << 20) | 1);
+        assert_eq!(kernel_dev(libc::makedev(259, 70000)), (259 << 20) | 70000);
+    }
+}

@@ -1,1 +1,188 @@
-//! session
+//! Sessions as cgroup v2 directories: every process of a session (and everything it spawns) lives
+//! in the session's cgroup, whose id keys the kernel tables.
+use std::{
+    io::Write as _,
+    os::unix::fs::MetadataExt as _,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, anyhow, bail};
+
+/// The cgroup v2 hierarchy: where it is mounted and which cgroup path its mount root is (not `/`
+/// inside a cgroup namespace). Works on unified (`/sys/fs/cgroup`) and hybrid
+/// (`/sys/fs/cgroup/unified`) layouts.
+#[derive(Debug, Clone)]
+pub struct Cgroup2 {
+    pub mount: PathBuf,
+    pub root: PathBuf,
+}
+
+impl Cgroup2 {
+    pub fn find() -> anyhow::Result<Self> {
+        let mountinfo =
+            std::fs::read_to_string("/proc/self/mountinfo").context("reading mountinfo")?;
+        Self::from_mountinfo(&mountinfo).ok_or_else(|| {
+            anyhow!("no cgroup2 filesystem is mounted (mount -t cgroup2 none /sys/fs/cgroup)")
+        })
+    }
+
+    fn from_mountinfo(mountinfo: &str) -> Option<Self> {
+        mountinfo.lines().find_map(|line| {
+            // id parent major:minor root mountpoint options... - fstype source superoptions
+            let (left, right) = line.split_once(" - ")?;
+            if right.split(' ').next()? != "cgroup2" {
+                return None;
+            }
+            let fields: Vec<&str> = left.split(' ').collect();
+            Some(Self {
+                root: unescape(fields.get(3)?).into(),
+                mount: unescape(fields.get(4)?).into(),
+            })
+        })
+    }
+
+    /// The cgroup level (root = 0) of a directory inside this hierarchy.
+    pub fn level_of(&self, dir: &Path) -> anyhow::Result<u32> {
+        let rel = dir
+            .strip_prefix(&self.mount)
+            .with_context(|| format!("{} is not inside {}", dir.display(), self.mount.display()))?;
+        let depth = |p: &Path| {
+            p.components().filter(|c| matches!(c, std::path::Component::Normal(_))).count()
+        };
+        Ok((depth(&self.root) + depth(rel)) as u32)
+    }
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(s: &str) -> String {
+    let mut out = Vec::new();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A session's cgroup. Removing it kills whatever still runs inside.
+#[derive(Debug)]
+pub struct SessionCgroup {
+    pub path: PathBuf,
+    /// cgroup id (the inode number of the directory), as `bpf_get_current_cgroup_id` reports it.
+    pub id: u64,
+    pub level: u32,
+    created_parent: Option<PathBuf>,
+}
+
+impl SessionCgroup {
+    /// Creates `parent/name` (and `parent` if missing).
+    pub fn create(hierarchy: &Cgroup2, parent: &Path, name: &str) -> anyhow::Result<Self> {
+        let created_parent = if parent.exists() {
+            None
+        } else {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating cgroup {}", parent.display()))?;
+            Some(parent.to_path_buf())
+        };
+        let path = parent.join(name);
+        std::fs::create_dir(&path)
+            .with_context(|| format!("creating cgroup {}", path.display()))?;
+        let id = std::fs::metadata(&path)?.ino();
+        let level = hierarchy.level_of(&path)?;
+        Ok(Self { path, id, level, created_parent })
+    }
+
+    /// `cgroup.procs` opened for writing: a child writes "0" to it before exec to join.
+    pub fn procs_file(&self) -> anyhow::Result<std::fs::File> {
+        let p = self.path.join("cgroup.procs");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .with_context(|| format!("opening {}", p.display()))
+    }
+
+    pub fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.path.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Kills every remaining process and removes the cgroup (and the parent fp created).
+    pub fn remove(self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let pids = self.pids();
+            if pids.is_empty() {
+                break;
+            }
+            // cgroup.kill (Linux 5.14+) also catches processes forking while we kill.
+            let killed = std::fs::OpenOptions::new()
+                .write(true)
+                .open(self.path.join("cgroup.kill"))
+                .and_then(|mut f| f.write_all(b"1"));
+            if killed.is_err() {
+                for pid in pids {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::SIGKILL,
+                    );
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("processes remain in {} after SIGKILL", self.path.display());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // rmdir fails with EBUSY until the last exited task is released: retry briefly.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Err(e) = std::fs::remove_dir(&self.path) {
+            if Instant::now() > deadline {
+                return Err(e).with_context(|| format!("removing cgroup {}", self.path.display()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(parent) = &self.created_parent {
+            let _ = std::fs::remove_dir(parent); // only if no other session uses it
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_cgroup2_on_unified_and_hybrid_layouts() {
+        let hybrid = "30 25 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro\n\
+                      31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw\n";
+        let c = Cgroup2::from_mountinfo(hybrid).unwrap();
+        assert_eq!(c.mount, Path::new("/sys/fs/cgroup/unified"));
+        assert_eq!(c.level_of(Path::new("/sys/fs/cgroup/unified/fp/s1")).unwrap(), 2);
+
+        let namespaced = "31 30 0:27 /user.slice/x /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        let c = Cgroup2::from_mountinfo(namespaced).unwrap();
+        assert_eq!(c.level_of(Path::new("/sys/fs/cgroup/fp")).unwrap(), 3);
+        assert!(c.level_of(Path::new("/elsewhere")).is_err());
+        assert!(Cgroup2::from_mountinfo("1 0 0:1 / / rw - ext4 /dev/vda rw\n").is_none());
+    }
+
+    #[test]
+    fn unescapes_mountinfo_paths() {
+        assert_eq!(unescape(r"/a\134b"), "/a\\b");
+        assert_eq!(unescape(r"/a\040b"), "/a b");
+        assert_eq!(unescape(r"/trailing\04"), r"/trailing\04");
+    }
+}

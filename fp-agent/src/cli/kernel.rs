@@ -1,0 +1,57 @@
+//! `fp kernel`: what the running kernel offers fp.
+use std::process::ExitCode;
+
+use crate::kernel;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Exit 0 when BPF LSM programs load and attach here (attaches a pass-through program briefly).
+    Probe {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the kernel struct offsets the programs use, resolved from this kernel's BTF.
+    Offsets {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn main(cmd: Command) -> ExitCode {
+    match cmd {
+        Command::Probe { json } => {
+            let result = kernel::probe();
+            if json {
+                let error = result.as_ref().err().map(|e| format!("{e:#}"));
+                println!(
+                    "{}",
+                    serde_json::json!({ "kernel": kernel::kernel_release(), "bpf_lsm": result.is_ok(), "error": error })
+                );
+            } else {
+                match &result {
+                    Ok(()) => println!("BPF LSM works on kernel {}", kernel::kernel_release()),
+                    Err(e) => eprintln!("fp: {e:#}"),
+                }
+            }
+            if result.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        Command::Offsets { json } => {
+            match kernel::btf::Btf::from_sys().and_then(|btf| kernel::resolve_offsets(&btf)) {
+                Ok(offsets) if json => println!(
+                    "{}",
+                    serde_json::json!({ "kernel": kernel::kernel_release(), "offsets": offsets })
+                ),
+                Ok(offsets) => {
+                    for o in offsets {
+                        println!("{:<26} {}.{} = {}", o.global, o.strukt, o.field, o.offset);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("fp: {e:#}");
+                    return ExitCode::from(2);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}

@@ -1,0 +1,2 @@
+#![no_std]
+// Exists so cargo accepts fp-ebpf as a (build-)dependency of fp-agent; the programs are in main.rs.
