@@ -253,6 +253,8 @@ fn judge(output: &str, expected_binaries: usize, filtered: bool) -> KernelResult
     let mut binaries = 0;
     let mut current: Option<(String, bool)> = None; // (executable, saw a result line)
     for line in output.lines() {
+        // libtest colours its output on the guest's serial console.
+        let line = &strip_ansi_colors(line);
         if let Some(binary) = line.strip_prefix(BINARY_MARKER) {
             binaries += 1;
             current = Some((binary.to_owned(), false));
@@ -301,6 +303,17 @@ fn judge(output: &str, expected_binaries: usize, filtered: bool) -> KernelResult
     result
 }
 
+/// Removes `ESC [ ... m` colour sequences.
+fn strip_ansi_colors(line: &str) -> String {
+    let mut plain = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some((before, after)) = rest.split_once("\x1b[") {
+        plain += before;
+        rest = after.split_once('m').map_or("", |(_, tail)| tail);
+    }
+    plain + rest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +348,14 @@ mod tests {
         assert!(problems.contains("1 of 2 test executables ran"), "{problems}");
         assert!(problems.contains("no test ran"), "{problems}");
         assert!(judge("fp-test-binary: /t/a\n", 1, false).problems[0].contains("did not finish"));
+    }
+
+    #[test]
+    fn coloured_result_lines_are_read() {
+        let coloured = CLEAN.replace("ok. 2 passed", "\x1b[32mok\x1b[m. 2 passed");
+        let result = judge(&coloured, 1, false);
+        assert_eq!(result.passed, 2);
+        assert!(result.problems.is_empty(), "{:?}", result.problems);
     }
 
     #[test]

@@ -164,8 +164,9 @@ fn write_run_scripts(run_dir: &Path, cwd: &Path, run: &VmRun) -> Result<()> {
             bail!("--rw {}: not a directory", dir.display());
         }
         let host_path = shell_quote(&format!("/host{}", dir.display()));
+        // mkdir: the directory may lie under the guest's fresh /tmp or /run.
         mounts += &format!(
-            "mount -t 9p -o trans=virtio,version=9p2000.L,cache=mmap,msize=512000 fprw{i} {host_path} \
+            "mkdir -p {host_path} && mount -t 9p -o trans=virtio,version=9p2000.L,cache=mmap,msize=512000 fprw{i} {host_path} \
              || fail {}\n",
             shell_quote(&format!("cannot mount {} writable", dir.display()))
         );
@@ -202,6 +203,9 @@ pub fn stream(
     echo: Echo,
 ) -> Result<(ExitStatus, String)> {
     command.stdin(Stdio::null()).stdout(Stdio::piped());
+    if echo == Echo::Off {
+        command.stderr(Stdio::null());
+    }
     // SAFETY: prctl is async-signal-safe; PR_SET_PDEATHSIG makes the kernel kill the child if we
     // die without running destructors (SIGKILL, abort), so it never outlives xtask.
     unsafe {
