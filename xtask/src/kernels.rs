@@ -126,6 +126,7 @@ pub fn ensure(pin: &'static KernelPin, report: Report) -> Result<PreparedKernel>
         return Ok(prepared);
     }
     println!("setup: preparing test kernel {} in {}", pin.name, dir.display());
+    setup::require_root("build the initramfs (it needs a /dev/console node)")?;
     let resolved = resolve(pin)?;
     let deb = download(&resolved)?;
     let root = dir.join("root");

@@ -35,6 +35,7 @@ pub struct TestKernelArgs {
 pub fn main(args: TestKernelArgs) -> Result<ExitCode> {
     setup::run(Report::ChangesOnly)?;
     let totals = kernel_tests(&args.kernel, Duration::from_secs(args.timeout), &args.filter)?;
+    totals.print();
     Ok(totals.exit_code())
 }
 
@@ -128,7 +129,6 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         totals.passed += result.passed;
         totals.failed += result.failed + result.problems.len();
     }
-    totals.print();
     Ok(totals)
 }
 
