@@ -91,10 +91,7 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         "native" => bail!("this host cannot load BPF LSM programs (`fp kernel probe` failed)"),
         name => vec![Target::Vm(kernels::find(name)?)],
     };
-    let script = paths::vm_dir()?.join("kernel-tests.sh");
-    std::fs::create_dir_all(paths::vm_dir()?)?;
-    std::fs::write(&script, test_script(&built.tests, filter))?;
-    let command = vec!["/bin/sh".to_owned(), script.display().to_string()];
+    let command = vec!["/bin/sh".to_owned(), "-c".to_owned(), test_script(&built.tests, filter)];
 
     let mut totals = Totals::default();
     for target in &targets {

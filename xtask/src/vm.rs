@@ -96,7 +96,9 @@ pub enum Echo {
 }
 
 fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> Result<Finished> {
-    let run_dir = paths::vm_dir()?.join("runs").join(std::process::id().to_string());
+    let runs = paths::vm_dir()?.join("runs");
+    remove_stale_runs(&runs);
+    let run_dir = runs.join(std::process::id().to_string());
     std::fs::create_dir_all(&run_dir)?;
     let run_dir_text =
         run_dir.to_str().filter(|p| !p.contains(char::is_whitespace)).ok_or_else(|| {
@@ -140,6 +142,19 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
     }
     let exit_code = exit_code.trim().parse().context("exit status line")?;
     Ok(Finished { exit_code, output })
+}
+
+/// Removes the run directories of xtask processes that died without cleaning up (SIGKILL).
+fn remove_stale_runs(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else { return };
+    for entry in entries.flatten() {
+        let pid = entry.file_name();
+        if pid.to_str().is_some_and(|p| p.parse::<u32>().is_ok())
+            && !Path::new("/proc").join(&pid).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// QEMU arguments for a 9p share of `dir` with mount tag `tag`.
