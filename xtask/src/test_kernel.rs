@@ -103,10 +103,16 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
                 let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
                 let mut env = vm::guest_env();
                 env.push(("FP_BIN".into(), built.fp_bin.display().to_string()));
-                let run = VmRun { timeout, rw: Vec::new(), env, command: command.clone() };
+                let run = VmRun {
+                    timeout,
+                    rw: Vec::new(),
+                    env,
+                    cwd: built.tests_dir.clone(),
+                    command: command.clone(),
+                };
                 vm::boot(&kernel, &run).map(|finished| finished.output)
             }
-            Target::Native => run_native(&command, &built.fp_bin, timeout),
+            Target::Native => run_native(&command, &built, timeout),
         };
         let result = match output {
             Ok(output) => judge(&output, built.tests.len(), !filter.is_empty()),
@@ -151,6 +157,8 @@ impl Totals {
 struct Built {
     fp_bin: PathBuf,
     tests: Vec<PathBuf>,
+    /// fp-tests' package directory: the tests run there, as under `cargo test`.
+    tests_dir: PathBuf,
 }
 
 fn build() -> Result<Built> {
@@ -162,7 +170,7 @@ fn build() -> Result<Built> {
     if tests.is_empty() {
         bail!("fp-tests has no test executables");
     }
-    Ok(Built { fp_bin, tests })
+    Ok(Built { fp_bin, tests, tests_dir: paths::workspace_root().join("tests") })
 }
 
 /// Runs cargo with JSON messages and returns the executables of the artifacts `wanted` selects.
@@ -206,13 +214,14 @@ fn native_supported(fp_bin: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn run_native(command: &[String], fp_bin: &Path, timeout: Duration) -> Result<String> {
+fn run_native(command: &[String], built: &Built, timeout: Duration) -> Result<String> {
     let mut native = Command::new(&command[0]);
     native
         .args(&command[1..])
+        .current_dir(&built.tests_dir)
         .env_remove("FP_TEST_VM")
         .env("FP_TEST_NATIVE", "1")
-        .env("FP_BIN", fp_bin);
+        .env("FP_BIN", &built.fp_bin);
     let (status, output) =
         vm::stream(&mut native, timeout, Echo::On).context("native kernel tests")?;
     if !status.success() {

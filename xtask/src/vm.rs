@@ -46,6 +46,7 @@ pub fn main(args: VmArgs) -> Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout),
         rw: args.rw,
         env: guest_env(),
+        cwd: std::env::current_dir()?,
         command: args.command,
     };
     let finished = boot(&kernel, &run)?;
@@ -58,6 +59,8 @@ pub struct VmRun {
     pub rw: Vec<PathBuf>,
     /// The command's whole environment.
     pub env: Vec<(String, String)>,
+    /// Where the command starts (a host path; under the guest's fresh /tmp or /run it won't exist).
+    pub cwd: PathBuf,
     pub command: Vec<String>,
 }
 
@@ -104,8 +107,7 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
         run_dir.to_str().filter(|p| !p.contains(char::is_whitespace)).ok_or_else(|| {
             anyhow!("the VM run directory {} must be UTF-8 without spaces", run_dir.display())
         })?;
-    let cwd = std::env::current_dir()?;
-    write_run_scripts(&run_dir, &cwd, run)?;
+    write_run_scripts(&run_dir, run)?;
 
     let mut qemu = Command::new("qemu-system-x86_64");
     qemu.args(["-machine", "q35", "-accel", accel, "-cpu", if accel == "kvm" { "host" } else { "max" }])
@@ -127,7 +129,9 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
     let result = stream(&mut qemu, run.timeout, echo);
     let _ = std::fs::remove_dir_all(&run_dir);
     let (status, output) = result.with_context(|| format!("kernel {}: VM", kernel.name))?;
-    let Some(exit_code) = output.lines().rev().find_map(|l| l.strip_prefix(EXIT_MARKER)) else {
+    // The command's last output line may lack its newline, so the marker can end a line.
+    let Some(exit_code) = output.lines().rev().find_map(|l| Some(l.rsplit_once(EXIT_MARKER)?.1))
+    else {
         bail!(
             "kernel {}: the VM stopped ({status}) without reporting the command's exit status",
             kernel.name
@@ -171,7 +175,7 @@ fn share(tag: &str, dir: &Path, readonly: bool) -> [String; 4] {
     ]
 }
 
-fn write_run_scripts(run_dir: &Path, cwd: &Path, run: &VmRun) -> Result<()> {
+fn write_run_scripts(run_dir: &Path, run: &VmRun) -> Result<()> {
     let mut mounts = String::new();
     for (i, dir) in run.rw.iter().enumerate() {
         let dir = dir.canonicalize().with_context(|| format!("--rw {}", dir.display()))?;
@@ -192,7 +196,7 @@ fn write_run_scripts(run_dir: &Path, cwd: &Path, run: &VmRun) -> Result<()> {
     for (key, value) in &run.env {
         script += &format!("export {key}={}\n", shell_quote(value));
     }
-    let cwd = cwd.to_str().ok_or_else(|| anyhow!("current directory is not UTF-8"))?;
+    let cwd = run.cwd.to_str().ok_or_else(|| anyhow!("{} is not UTF-8", run.cwd.display()))?;
     script += &format!("cd {} || exit 125\n", shell_quote(cwd));
     let argv: Vec<String> = run.command.iter().map(|a| shell_quote(a)).collect();
     script += &format!("exec {}\n", argv.join(" "));
@@ -286,6 +290,7 @@ fn accelerator(kernel: &PreparedKernel) -> Result<&'static str> {
         timeout: KVM_PROBE_TIMEOUT,
         rw: Vec::new(),
         env: Vec::new(),
+        cwd: PathBuf::from("/"),
         command: vec!["true".into()],
     };
     let works = boot_with(kernel, &probe, "kvm", Echo::Off).is_ok_and(|f| f.exit_code == 0);
