@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 /// The line PID 1 prints after the command, followed by its exit status.
 const EXIT_MARKER: &str = "fp-vm: exit status ";
 /// On the kernel command line, so a test can tell it runs in this VM.
-pub const CMDLINE_MARKER: &str = "fp.vm=1";
+const CMDLINE_MARKER: &str = "fp.vm=1";
 /// A KVM probe boot that takes longer than this means KVM hangs here.
 const KVM_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -44,7 +44,11 @@ pub fn main(args: VmArgs) -> Result<ExitCode> {
     let kernel = kernels::ensure(kernels::find(&args.kernel)?, Report::ChangesOnly)?;
     let run = VmRun {
         timeout: Duration::from_secs(args.timeout),
-        rw: args.rw,
+        rw: args
+            .rw
+            .iter()
+            .map(|dir| dir.canonicalize().with_context(|| format!("--rw {}", dir.display())))
+            .collect::<Result<_>>()?,
         env: guest_env(),
         cwd: std::env::current_dir()?,
         command: args.command,
@@ -56,6 +60,7 @@ pub fn main(args: VmArgs) -> Result<ExitCode> {
 /// One command to run in a fresh VM.
 pub struct VmRun {
     pub timeout: Duration,
+    /// Absolute host directories shared writable at the same path.
     pub rw: Vec<PathBuf>,
     /// The command's whole environment.
     pub env: Vec<(String, String)>,
@@ -92,6 +97,7 @@ pub fn boot(kernel: &PreparedKernel, run: &VmRun) -> Result<Finished> {
     boot_with(kernel, run, accel, Echo::On)
 }
 
+/// Whether a child's output is copied to our stdout as it arrives (it is always kept).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Echo {
     On,
@@ -164,12 +170,11 @@ fn remove_stale_runs(runs: &Path) {
 /// QEMU arguments for a 9p share of `dir` with mount tag `tag`.
 fn share(tag: &str, dir: &Path, readonly: bool) -> [String; 4] {
     let readonly = if readonly { ",readonly=on" } else { "" };
+    // QEMU option values escape a comma by doubling it.
+    let path = dir.display().to_string().replace(',', ",,");
     [
         "-fsdev".into(),
-        format!(
-            "local,id={tag},path={},security_model=none,multidevs=remap{readonly}",
-            dir.display()
-        ),
+        format!("local,id={tag},path={path},security_model=none,multidevs=remap{readonly}"),
         "-device".into(),
         format!("virtio-9p-pci,fsdev={tag},mount_tag={tag}"),
     ]
@@ -178,7 +183,6 @@ fn share(tag: &str, dir: &Path, readonly: bool) -> [String; 4] {
 fn write_run_scripts(run_dir: &Path, run: &VmRun) -> Result<()> {
     let mut mounts = String::new();
     for (i, dir) in run.rw.iter().enumerate() {
-        let dir = dir.canonicalize().with_context(|| format!("--rw {}", dir.display()))?;
         if !dir.is_dir() {
             bail!("--rw {}: not a directory", dir.display());
         }
