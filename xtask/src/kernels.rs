@@ -43,7 +43,8 @@ pub const KERNELS: &[KernelPin] = &[
 const INITRAMFS_MODULES: &[&str] = &["virtio_pci", "9pnet_virtio", "9p"];
 
 /// PID 1 of the VM. `@INSMOD@` becomes the module loading lines. The per-run scripts come from the
-/// run directory named by `fp.run=` on the kernel command line (see vm.rs).
+/// run directory, shared as `fprun` (see vm.rs). `/hostfs` keeps a view of the host root without the
+/// fresh /tmp and /run, so the run scripts can bind host paths that lie under them.
 const INIT_SCRIPT: &str = r#"#!/bin/busybox sh
 # PID 1 of the fp test VM: mount the host root read-only, run the command in it, report, power off.
 /bin/busybox mkdir -p /sbin /usr/bin /usr/sbin
@@ -54,13 +55,9 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 @INSMOD@
-run=
-for arg in $(cat /proc/cmdline); do
-  case "$arg" in fp.run=*) run="${arg#fp.run=}" ;; esac
-done
-[ -n "$run" ] || fail "no fp.run= on the kernel command line"
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 fproot /host \
   || fail "cannot mount the host root over 9p"
+mount --bind /host /hostfs
 mount -t proc proc /host/proc
 mount -t sysfs sysfs /host/sys
 mount -t devtmpfs devtmpfs /host/dev
@@ -72,8 +69,10 @@ mount -t tmpfs -o mode=755 tmpfs /host/run
 mount -t securityfs securityfs /host/sys/kernel/security || fail "cannot mount securityfs"
 mount -t bpf bpf /host/sys/fs/bpf || fail "cannot mount bpffs"
 mount -t cgroup2 cgroup2 /host/sys/fs/cgroup || fail "cannot mount cgroup2"
-. "/host$run/mounts.sh" || fail "cannot mount the writable shares"
-chroot /host /bin/sh "$run/command.sh"
+mkdir -p /host/run/fp-vm
+mount -t 9p -o trans=virtio,version=9p2000.L,ro fprun /host/run/fp-vm || fail "cannot mount the run directory"
+. /host/run/fp-vm/mounts.sh || fail "cannot mount the host directories of this run"
+chroot /host /bin/sh /run/fp-vm/command.sh
 status=$?
 echo "fp-vm: exit status $status"
 sync
@@ -404,7 +403,7 @@ fn build_initramfs(root: &Path, release: &str, staging: &Path, initrd: &Path) ->
     let order = load_order(&dep_text, &builtin, INITRAMFS_MODULES)?;
 
     remove_dir_if_present(staging)?;
-    for dir in ["bin", "dev", "proc", "sys", "host", "lib/modules"] {
+    for dir in ["bin", "dev", "proc", "sys", "host", "hostfs", "lib/modules"] {
         std::fs::create_dir_all(staging.join(dir))?;
     }
     std::fs::copy("/bin/busybox", staging.join("bin/busybox"))

@@ -2,8 +2,9 @@
 //!
 //! The guest's PID 1 (kernels.rs) mounts the host root read-only over 9p and chroots into it, so
 //! the command sees the host's files, build output and current directory. Each run writes two
-//! scripts into `target/fp-vm/runs/<pid>/`, named on the kernel command line: `mounts.sh` (writable
-//! shares) and `command.sh` (environment, cwd, command).
+//! scripts into `target/fp-vm/runs/<pid>/`, shared as `/run/fp-vm` in the guest: `mounts.sh`
+//! (host paths hidden by the guest's fresh /tmp and /run, writable shares) and `command.sh`
+//! (environment, cwd, command).
 use crate::cmd::shell_quote;
 use crate::kernels::{self, PreparedKernel};
 use crate::setup::{self, Report};
@@ -105,29 +106,34 @@ pub enum Echo {
 }
 
 fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> Result<Finished> {
-    let runs = paths::vm_dir()?.join("runs");
+    let target = paths::target_dir()?;
+    let runs = target.join("fp-vm/runs");
     remove_stale_runs(&runs);
     let run_dir = runs.join(std::process::id().to_string());
     std::fs::create_dir_all(&run_dir)?;
-    let run_dir_text =
-        run_dir.to_str().filter(|p| !p.contains(char::is_whitespace)).ok_or_else(|| {
-            anyhow!("the VM run directory {} must be UTF-8 without spaces", run_dir.display())
-        })?;
-    write_run_scripts(&run_dir, run)?;
+    // The command needs these even when they lie under the guest's fresh /tmp or /run.
+    let keep = [paths::workspace_root(), target, run.cwd.clone()];
+    write_run_scripts(&run_dir, run, &keep)?;
 
     let mut qemu = Command::new("qemu-system-x86_64");
-    qemu.args(["-machine", "q35", "-accel", accel, "-cpu", if accel == "kvm" { "host" } else { "max" }])
-        .args(["-smp", "2", "-m", "2G", "-nodefaults", "-display", "none", "-serial", "stdio"])
-        .arg("-no-reboot")
-        .arg("-kernel")
-        .arg(&kernel.vmlinux)
-        .arg("-initrd")
-        .arg(&kernel.initrd)
-        .arg("-append")
-        .arg(format!(
-            "console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init {CMDLINE_MARKER} fp.run={run_dir_text}"
-        ))
-        .args(share("fproot", Path::new("/"), true));
+    qemu.args([
+        "-machine",
+        "q35",
+        "-accel",
+        accel,
+        "-cpu",
+        if accel == "kvm" { "host" } else { "max" },
+    ])
+    .args(["-smp", "2", "-m", "2G", "-nodefaults", "-display", "none", "-serial", "stdio"])
+    .arg("-no-reboot")
+    .arg("-kernel")
+    .arg(&kernel.vmlinux)
+    .arg("-initrd")
+    .arg(&kernel.initrd)
+    .arg("-append")
+    .arg(format!("console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init {CMDLINE_MARKER}"))
+    .args(share("fproot", Path::new("/"), true))
+    .args(share("fprun", &run_dir, true));
     for (i, dir) in run.rw.iter().enumerate() {
         qemu.args(share(&format!("fprw{i}"), dir, false));
     }
@@ -180,8 +186,27 @@ fn share(tag: &str, dir: &Path, readonly: bool) -> [String; 4] {
     ]
 }
 
-fn write_run_scripts(run_dir: &Path, run: &VmRun) -> Result<()> {
+fn write_run_scripts(run_dir: &Path, run: &VmRun, keep: &[PathBuf]) -> Result<()> {
     let mut mounts = String::new();
+    let mut kept: Vec<&Path> = Vec::new();
+    let mut hidden: Vec<&Path> = keep
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| p.starts_with("/tmp") || p.starts_with("/run"))
+        .collect();
+    hidden.sort();
+    for dir in hidden {
+        if kept.iter().any(|k| dir.starts_with(k)) {
+            continue;
+        }
+        let inside_host = shell_quote(&format!("/host{}", dir.display()));
+        let host_view = shell_quote(&format!("/hostfs{}", dir.display()));
+        mounts += &format!(
+            "mkdir -p {inside_host} && mount --bind {host_view} {inside_host} || fail {}\n",
+            shell_quote(&format!("cannot show {} in the VM", dir.display()))
+        );
+        kept.push(dir);
+    }
     for (i, dir) in run.rw.iter().enumerate() {
         if !dir.is_dir() {
             bail!("--rw {}: not a directory", dir.display());
