@@ -50,7 +50,9 @@ const INIT_SCRIPT: &str = r#"#!/bin/busybox sh
 /bin/busybox mkdir -p /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
-fail() { echo "fp-vm: $*"; sync; poweroff -f; }
+# Setting a tty mode waits (TCSADRAIN) until the console has sent everything before power-off.
+drain() { stty onlcr; }
+fail() { echo "fp-vm: $*"; drain; poweroff -f; }
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
@@ -75,6 +77,7 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro fprun /host/run/fp-vm || fail "c
 chroot /host /bin/sh /run/fp-vm/command.sh
 status=$?
 echo "fp-vm: exit status $status"
+drain
 sync
 poweroff -f
 "#;
@@ -137,9 +140,14 @@ pub fn ensure(pin: &'static KernelPin, report: Report) -> Result<PreparedKernel>
     println!("setup: extracting vmlinux (uncompressed, for PVH boot)");
     let bzimage = std::fs::read(root.join("boot").join(format!("vmlinuz-{release}")))
         .with_context(|| format!("kernel {release}: no /boot/vmlinuz-{release} in the package"))?;
-    std::fs::write(&prepared.vmlinux, extract_vmlinux(&bzimage)?)?;
+    let vmlinux = dir.join("vmlinux.new");
+    std::fs::write(&vmlinux, extract_vmlinux(&bzimage)?)?;
     println!("setup: building the initramfs");
-    build_initramfs(&root, &release, &dir.join("initramfs"), &prepared.initrd)?;
+    let initrd = dir.join("initrd.cpio.new");
+    build_initramfs(&root, &release, &dir.join("initramfs"), &initrd)?;
+    // Renamed into place only now, so a VM booting meanwhile sees whole files.
+    std::fs::rename(vmlinux, &prepared.vmlinux)?;
+    std::fs::rename(initrd, &prepared.initrd)?;
     let stamp = Stamp { resolved: Some(resolved), ..wanted };
     std::fs::write(&stamp_path, stamp.render())?;
     Ok(prepared)
