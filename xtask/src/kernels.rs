@@ -531,6 +531,30 @@ mod tests {
         assert_eq!(parsed.render(), stamp.render());
     }
 
+    /// A minimal bzImage: one setup sector, the boot header, then `payload` at offset 1024.
+    fn bzimage(payload: &[u8]) -> Vec<u8> {
+        let mut image = vec![0; 1024];
+        image[0x1f1] = 1;
+        image[0x202..0x206].copy_from_slice(b"HdrS");
+        image[0x206..0x208].copy_from_slice(&0x020f_u16.to_le_bytes());
+        image[0x24c..0x250].copy_from_slice(&u32::try_from(payload.len()).unwrap().to_le_bytes());
+        image.extend_from_slice(payload);
+        image
+    }
+
+    #[test]
+    fn extract_vmlinux_decompresses_the_payload_and_checks_its_size() {
+        let elf = b"\x7fELF and the rest of a kernel";
+        let mut payload = pipe_through(&["gzip", "-c"], elf).unwrap();
+        payload.extend_from_slice(&u32::try_from(elf.len()).unwrap().to_le_bytes());
+        assert_eq!(extract_vmlinux(&bzimage(&payload)).unwrap(), elf);
+
+        let last = payload.len() - 4;
+        payload[last] += 1;
+        let err = extract_vmlinux(&bzimage(&payload)).unwrap_err();
+        assert!(err.to_string().contains("the bzImage says"), "{err}");
+    }
+
     #[test]
     fn extract_vmlinux_rejects_non_bzimage() {
         assert!(extract_vmlinux(&[0; 4096]).unwrap_err().to_string().contains("HdrS"));

@@ -190,6 +190,14 @@ fn share(tag: &str, dir: &Path, readonly: bool) -> [String; 4] {
 }
 
 fn write_run_scripts(run_dir: &Path, run: &VmRun, keep: &[PathBuf]) -> Result<()> {
+    std::fs::write(run_dir.join("mounts.sh"), mounts_script(run, keep)?)?;
+    std::fs::write(run_dir.join("command.sh"), command_script(run)?)?;
+    Ok(())
+}
+
+/// Sourced by PID 1: binds the `keep` paths the guest's fresh /tmp and /run hide (outermost
+/// first), then mounts the writable shares.
+fn mounts_script(run: &VmRun, keep: &[PathBuf]) -> Result<String> {
     let mut mounts = String::new();
     let mut kept: Vec<&Path> = Vec::new();
     let mut hidden: Vec<&Path> = keep
@@ -222,8 +230,11 @@ fn write_run_scripts(run_dir: &Path, run: &VmRun, keep: &[PathBuf]) -> Result<()
             shell_quote(&format!("cannot mount {} writable", dir.display()))
         );
     }
-    std::fs::write(run_dir.join("mounts.sh"), mounts)?;
+    Ok(mounts)
+}
 
+/// Run by the guest's shell in the host root: environment, working directory, command.
+fn command_script(run: &VmRun) -> Result<String> {
     let mut script = String::new();
     for (key, value) in &run.env {
         script += &format!("export {key}={}\n", shell_quote(value));
@@ -232,8 +243,7 @@ fn write_run_scripts(run_dir: &Path, run: &VmRun, keep: &[PathBuf]) -> Result<()
     script += &format!("cd {} || exit 125\n", shell_quote(cwd));
     let argv: Vec<String> = run.command.iter().map(|a| shell_quote(a)).collect();
     script += &format!("exec {}\n", argv.join(" "));
-    std::fs::write(run_dir.join("command.sh"), script)?;
-    Ok(())
+    Ok(script)
 }
 
 /// Kills the child when dropped (error, panic), so it never outlives this run.
@@ -330,4 +340,46 @@ fn accelerator(kernel: &PreparedKernel) -> Result<&'static str> {
     eprintln!("xtask: KVM probe boot {}; using {verdict}", if works { "worked" } else { "failed" });
     std::fs::write(&cache, format!("{} {verdict}\n", boot_id.trim()))?;
     Ok(verdict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rw: &[&str]) -> VmRun {
+        VmRun {
+            timeout: Duration::from_secs(1),
+            rw: rw.iter().map(PathBuf::from).collect(),
+            env: vec![("FP_X".into(), "a b'c".into())],
+            cwd: PathBuf::from("/tmp/ws/tests"),
+            command: vec!["echo".into(), "two words".into()],
+        }
+    }
+
+    #[test]
+    fn only_outermost_hidden_paths_are_bound_before_writable_shares() {
+        let keep = ["/tmp/ws/target", "/work/ws", "/tmp/ws", "/tmp/ws/tests"].map(PathBuf::from);
+        let script = mounts_script(&run(&["/"]), &keep).unwrap();
+        let lines: Vec<&str> = script.lines().collect();
+        assert_eq!(lines.len(), 2, "{script}");
+        assert!(
+            lines[0].starts_with("mkdir -p '/host/tmp/ws' && mount --bind '/hostfs/tmp/ws'"),
+            "{script}"
+        );
+        assert!(lines[1].contains("fprw0 '/host/'"), "{script}");
+    }
+
+    #[test]
+    fn a_writable_share_must_be_a_directory() {
+        let err = mounts_script(&run(&["/proc/self/status"]), &[]).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn command_script_quotes_env_cwd_and_arguments() {
+        assert_eq!(
+            command_script(&run(&[])).unwrap(),
+            "export FP_X='a b'\\''c'\ncd '/tmp/ws/tests' || exit 125\nexec 'echo' 'two words'\n"
+        );
+    }
 }
