@@ -144,12 +144,14 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
     // The command's last output line may lack its newline, so the marker can end a line.
     let Some(exit_code) = output.lines().rev().find_map(|l| Some(l.rsplit_once(EXIT_MARKER)?.1))
     else {
-        let tail: Vec<&str> = output.lines().rev().take(5).collect();
+        let lines: Vec<&str> = output.lines().collect();
+        let tail = match lines.len() {
+            0 => "no console output".to_owned(),
+            n => format!("its last console lines:\n{}", lines[n.saturating_sub(5)..].join("\n")),
+        };
         bail!(
-            "kernel {}: the VM stopped ({status}) without reporting the command's exit status; \
-             its last console lines:\n{}",
-            kernel.name,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            "kernel {}: the VM stopped ({status}) without reporting the command's exit status; {tail}",
+            kernel.name
         );
     };
     if echo == Echo::On {
