@@ -22,7 +22,7 @@ const EXIT_MARKER: &str = "fp-vm: exit status ";
 /// On the kernel command line, so a test can tell it runs in this VM.
 const CMDLINE_MARKER: &str = "fp.vm=1";
 /// A KVM probe boot that takes longer than this means KVM hangs here.
-const KVM_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+const KVM_PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[derive(clap::Args)]
 pub struct VmArgs {
