@@ -1,9 +1,36 @@
 //! `cargo xtask`: everything a developer or CI runs besides plain cargo.
+mod cmd;
+mod kernels;
+mod paths;
+mod setup;
+mod test_kernel;
+mod vm;
+
 use clap::Parser;
+use std::process::ExitCode;
 
 #[derive(Parser)]
-enum Task {}
+#[command(about = "fp developer tasks: toolchain setup, kernel test VM, tests")]
+enum Task {
+    /// Install everything the build and the test VM need (idempotent; a second run does nothing).
+    Setup,
+    /// Run a command as root inside a VM booting a pinned Debian kernel.
+    Vm(vm::VmArgs),
+    /// Build the privileged tests on the host and run them in the VM, one kernel after another.
+    TestKernel(test_kernel::TestKernelArgs),
+    /// Run every test: unit tests of the default members, then the kernel tests on all kernels.
+    Test,
+}
 
-fn main() -> anyhow::Result<()> {
-    match Task::parse() {}
+fn main() -> ExitCode {
+    let result = match Task::parse() {
+        Task::Setup => setup::run(setup::Report::Everything).map(|()| ExitCode::SUCCESS),
+        Task::Vm(args) => vm::main(args),
+        Task::TestKernel(args) => test_kernel::main(args),
+        Task::Test => test_kernel::test_all(),
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("xtask: error: {e:#}");
+        ExitCode::FAILURE
+    })
 }

@@ -1,0 +1,374 @@
+//! `cargo xtask test-kernel` and `cargo xtask test`.
+//!
+//! The privileged tests (crate fp-tests) are built on the host with the real BPF object, then one
+//! VM per kernel runs every test executable; cargo never runs in the guest.
+use crate::cmd::shell_quote;
+use crate::kernels::{self, KERNELS};
+use crate::setup::{self, Report};
+use crate::vm::{self, Echo, VmRun};
+use crate::{cmd, paths};
+use anyhow::{Context as _, Result, anyhow, bail};
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// Before each test executable's output; followed by its path.
+const BINARY_MARKER: &str = "fp-test-binary: ";
+/// After each test executable; followed by its exit status.
+const BINARY_EXIT_MARKER: &str = "fp-test-binary-exit: ";
+
+#[derive(clap::Args)]
+pub struct TestKernelArgs {
+    /// `6.1`, `6.12`, `native` (this host, where BPF LSM works) or `all` (every pinned kernel, plus
+    /// native where `fp kernel probe` proves support).
+    #[arg(long, default_value = "all")]
+    kernel: String,
+    /// Seconds after which one kernel's VM is killed and its run fails.
+    #[arg(long, default_value_t = 1800)]
+    timeout: u64,
+    /// Passed to every test executable (libtest filters and flags).
+    #[arg(last = true)]
+    filter: Vec<String>,
+}
+
+pub fn main(args: TestKernelArgs) -> Result<ExitCode> {
+    setup::run(Report::ChangesOnly)?;
+    let totals = kernel_tests(&args.kernel, Duration::from_secs(args.timeout), &args.filter)?;
+    totals.print();
+    Ok(totals.exit_code())
+}
+
+/// `cargo xtask test`: setup, the default members' tests with the real BPF object, then the kernel
+/// tests on every kernel.
+pub fn test_all() -> Result<ExitCode> {
+    setup::run(Report::ChangesOnly)?;
+    println!("xtask: cargo test (default members, real BPF object)");
+    let unit_ok = Command::new("cargo")
+        .arg("test")
+        .current_dir(paths::workspace_root())
+        .env_remove("FP_EBPF_STUB")
+        .status()
+        .context("cannot start cargo test")?
+        .success();
+    let totals = kernel_tests("all", Duration::from_secs(1800), &[])?;
+    println!("unit-tests: {}", if unit_ok { "ok" } else { "FAILED" });
+    totals.print();
+    Ok(if unit_ok { totals.exit_code() } else { ExitCode::FAILURE })
+}
+
+/// Where the tests run.
+enum Target {
+    Vm(&'static kernels::KernelPin),
+    Native,
+}
+
+impl Target {
+    fn name(&self) -> &'static str {
+        match self {
+            Target::Vm(pin) => pin.name,
+            Target::Native => "native",
+        }
+    }
+}
+
+fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<Totals> {
+    let built = build()?;
+    let native = || native_supported(&built.fp_bin);
+    let targets: Vec<Target> = match kernel {
+        "all" => {
+            let mut targets: Vec<Target> = KERNELS.iter().map(Target::Vm).collect();
+            if native() {
+                targets.push(Target::Native);
+            } else {
+                println!(
+                    "xtask: native kernel tests skipped: `fp kernel probe` found no BPF LSM support here"
+                );
+            }
+            targets
+        }
+        "native" if native() => vec![Target::Native],
+        "native" => bail!("this host cannot load BPF LSM programs (`fp kernel probe` failed)"),
+        name => vec![Target::Vm(kernels::find(name)?)],
+    };
+    let command = vec!["/bin/sh".to_owned(), "-c".to_owned(), test_script(&built.tests, filter)];
+
+    let mut totals = Totals::default();
+    for target in &targets {
+        let name = target.name();
+        println!("xtask: kernel tests on {name}: {} test executables", built.tests.len());
+        let started = Instant::now();
+        let output = match target {
+            Target::Vm(pin) => {
+                let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
+                let mut env = vm::guest_env();
+                env.push(("FP_BIN".into(), built.fp_bin.display().to_string()));
+                let run = VmRun {
+                    timeout,
+                    rw: Vec::new(),
+                    env,
+                    cwd: built.tests_dir.clone(),
+                    command: command.clone(),
+                };
+                vm::boot(&kernel, &run).map(|finished| finished.output)
+            }
+            Target::Native => run_native(&command, &built, timeout),
+        };
+        let result = match output {
+            Ok(output) => judge(&output, built.tests.len(), !filter.is_empty()),
+            Err(e) => KernelResult { problems: vec![format!("{e:#}")], ..KernelResult::default() },
+        };
+        println!(
+            "kernel {name}: {} passed, {} failed, {} ignored, {} filtered out in {:.1} s",
+            result.passed,
+            result.failed,
+            result.ignored,
+            result.filtered_out,
+            started.elapsed().as_secs_f64()
+        );
+        for problem in &result.problems {
+            println!("kernel {name}: FAILED: {problem}");
+        }
+        totals.passed += result.passed;
+        totals.failed += result.failed + result.problems.len();
+    }
+    Ok(totals)
+}
+
+/// The kernel tests' outcome over all kernels. Every problem that is not a failed test (the VM did
+/// not start, a test was ignored, ...) also counts as one failure.
+#[derive(Default)]
+struct Totals {
+    passed: usize,
+    failed: usize,
+}
+
+impl Totals {
+    fn print(&self) {
+        println!("kernel-tests: {} passed, {} failed", self.passed, self.failed);
+    }
+
+    fn exit_code(&self) -> ExitCode {
+        if self.failed == 0 && self.passed > 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    }
+}
+
+/// The host build: the fp binary and the privileged test executables (never the BPF stub).
+struct Built {
+    fp_bin: PathBuf,
+    tests: Vec<PathBuf>,
+    /// fp-tests' package directory: the tests run there, as under `cargo test`.
+    tests_dir: PathBuf,
+}
+
+fn build() -> Result<Built> {
+    println!("xtask: building fp and the privileged tests (real BPF object)");
+    let fp =
+        cargo_executables(&["build", "-p", "fp-agent", "--bin", "fp"], |a| a.target.name == "fp")?;
+    let fp_bin = fp.into_iter().next().ok_or_else(|| anyhow!("cargo built no `fp` executable"))?;
+    let tests = cargo_executables(&["test", "-p", "fp-tests", "--no-run"], |a| a.profile.test)?;
+    if tests.is_empty() {
+        bail!("fp-tests has no test executables");
+    }
+    Ok(Built { fp_bin, tests, tests_dir: paths::workspace_root().join("tests") })
+}
+
+/// Runs cargo with JSON messages and returns the executables of the artifacts `wanted` selects.
+fn cargo_executables(
+    args: &[&str],
+    wanted: impl Fn(&cargo_metadata::Artifact) -> bool,
+) -> Result<Vec<PathBuf>> {
+    let mut command = Command::new("cargo");
+    command
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(paths::workspace_root())
+        .env_remove("FP_EBPF_STUB")
+        .stdout(Stdio::piped());
+    let mut child =
+        command.spawn().with_context(|| format!("cannot start `{}`", cmd::describe(&command)))?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout pipe"))?;
+    let mut executables = Vec::new();
+    for message in cargo_metadata::Message::parse_stream(BufReader::new(stdout)) {
+        if let cargo_metadata::Message::CompilerArtifact(artifact) = message?
+            && wanted(&artifact)
+            && let Some(exe) = artifact.executable
+        {
+            executables.push(exe.into_std_path_buf());
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("`{}` failed ({status})", cmd::describe(&command));
+    }
+    Ok(executables)
+}
+
+/// True when `fp kernel probe` proves BPF LSM programs load and attach on this host.
+fn native_supported(fp_bin: &Path) -> bool {
+    Command::new(fp_bin)
+        .args(["kernel", "probe"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn run_native(command: &[String], built: &Built, timeout: Duration) -> Result<String> {
+    let mut native = Command::new(&command[0]);
+    native
+        .args(&command[1..])
+        .current_dir(&built.tests_dir)
+        .env_remove("FP_TEST_VM")
+        .env("FP_TEST_NATIVE", "1")
+        .env("FP_BIN", &built.fp_bin);
+    let (status, output) =
+        vm::stream(&mut native, timeout, Echo::On).context("native kernel tests")?;
+    if !status.success() {
+        bail!("the native test script failed ({status})");
+    }
+    Ok(output)
+}
+
+/// A shell script that runs every test executable, framing each one's output with markers.
+fn test_script(tests: &[PathBuf], filter: &[String]) -> String {
+    let filter: String = filter.iter().map(|f| format!(" {}", shell_quote(f))).collect();
+    let mut script = String::from("# Generated by cargo xtask test-kernel.\n");
+    for test in tests {
+        let test = shell_quote(&test.display().to_string());
+        script += &format!(
+            "echo {BINARY_MARKER}{test}\n{test}{filter}\necho \"{BINARY_EXIT_MARKER}$?\"\n"
+        );
+    }
+    script
+}
+
+#[derive(Default, Debug)]
+struct KernelResult {
+    passed: usize,
+    failed: usize,
+    ignored: usize,
+    filtered_out: usize,
+    /// What went wrong besides failed tests.
+    problems: Vec<String>,
+}
+
+/// Reads libtest's `test result:` lines per executable and names everything that is not a clean pass.
+fn judge(output: &str, expected_binaries: usize, filtered: bool) -> KernelResult {
+    let mut result = KernelResult::default();
+    let mut binaries = 0;
+    let mut current: Option<(String, bool)> = None; // (executable, saw a result line)
+    for line in output.lines() {
+        // libtest colours its output on the guest's serial console.
+        let line = &strip_ansi_colors(line);
+        if let Some(binary) = line.strip_prefix(BINARY_MARKER) {
+            binaries += 1;
+            current = Some((binary.to_owned(), false));
+        } else if let Some(status) = line.strip_prefix(BINARY_EXIT_MARKER) {
+            let Some((binary, saw_result)) = current.take() else { continue };
+            if status.trim() != "0" {
+                result.problems.push(format!("{binary} exited with status {}", status.trim()));
+            } else if !saw_result {
+                result.problems.push(format!("{binary} printed no `test result:` line"));
+            }
+        } else if let Some(counts) = line.strip_prefix("test result: ") {
+            if let Some((_, saw_result)) = current.as_mut() {
+                *saw_result = true;
+            }
+            for part in counts.split(';') {
+                let mut words = part.split_whitespace().skip_while(|w| w.ends_with('.'));
+                let (Some(n), Some(what)) = (words.next(), words.next()) else { continue };
+                let Ok(n) = n.parse::<usize>() else { continue };
+                match what {
+                    "passed" => result.passed += n,
+                    "failed" => result.failed += n,
+                    "ignored" => result.ignored += n,
+                    "filtered" => result.filtered_out += n,
+                    _ => {}
+                }
+            }
+        }
+    }
+    if let Some((binary, _)) = current {
+        result.problems.push(format!("{binary} did not finish"));
+    }
+    if binaries != expected_binaries {
+        result.problems.push(format!("{binaries} of {expected_binaries} test executables ran"));
+    }
+    if result.ignored > 0 {
+        result
+            .problems
+            .push(format!("{} tests ignored (every kernel test must run)", result.ignored));
+    }
+    if result.filtered_out > 0 && !filtered {
+        result.problems.push(format!("{} tests filtered out", result.filtered_out));
+    }
+    if result.passed == 0 && result.failed == 0 {
+        result.problems.push("no test ran".into());
+    }
+    result
+}
+
+/// Removes `ESC [ ... m` colour sequences.
+fn strip_ansi_colors(line: &str) -> String {
+    let mut plain = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some((before, after)) = rest.split_once("\x1b[") {
+        plain += before;
+        rest = after.split_once('m').map_or("", |(_, tail)| tail);
+    }
+    plain + rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLEAN: &str = "fp-test-binary: /t/vm_smoke-1\n\nrunning 2 tests\ntest a ... ok\n\
+        test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s\n\
+        fp-test-binary-exit: 0\n";
+
+    #[test]
+    fn a_clean_run_has_no_problems() {
+        let result = judge(CLEAN, 1, false);
+        assert_eq!((result.passed, result.failed), (2, 0));
+        assert!(result.problems.is_empty(), "{:?}", result.problems);
+    }
+
+    #[test]
+    fn ignored_and_filtered_tests_fail_the_run() {
+        let output =
+            CLEAN.replace("0 ignored", "1 ignored").replace("0 filtered out", "3 filtered out");
+        let result = judge(&output, 1, false);
+        assert_eq!(result.problems.len(), 2, "{:?}", result.problems);
+        // A filter given on the command line makes filtered-out tests expected.
+        assert_eq!(judge(&output, 1, true).problems.len(), 1);
+    }
+
+    #[test]
+    fn a_crashed_or_missing_executable_is_a_problem() {
+        let crashed = "fp-test-binary: /t/a\nrunning 1 test\nfp-test-binary-exit: 139\n";
+        let result = judge(crashed, 2, false);
+        let problems = result.problems.join("\n");
+        assert!(problems.contains("/t/a exited with status 139"), "{problems}");
+        assert!(problems.contains("1 of 2 test executables ran"), "{problems}");
+        assert!(problems.contains("no test ran"), "{problems}");
+        assert!(judge("fp-test-binary: /t/a\n", 1, false).problems[0].contains("did not finish"));
+    }
+
+    #[test]
+    fn coloured_result_lines_are_read() {
+        let coloured = CLEAN.replace("ok. 2 passed", "\x1b[32mok\x1b[m. 2 passed");
+        let result = judge(&coloured, 1, false);
+        assert_eq!(result.passed, 2);
+        assert!(result.problems.is_empty(), "{:?}", result.problems);
+    }
+
+    #[test]
+    fn failed_tests_are_counted() {
+        let output = CLEAN.replace("ok. 2 passed; 0 failed", "FAILED. 1 passed; 1 failed");
+        let output = output.replace("exit: 0", "exit: 101");
+        let result = judge(&output, 1, false);
+        assert_eq!((result.passed, result.failed), (1, 1));
+    }
+}

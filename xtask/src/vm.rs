@@ -1,0 +1,387 @@
+//! `cargo xtask vm`: runs a command as root in a QEMU VM booting a pinned Debian kernel.
+//!
+//! The guest's PID 1 (kernels.rs) mounts the host root read-only over 9p and chroots into it, so
+//! the command sees the host's files, build output and current directory. Each run writes two
+//! scripts into `target/fp-vm/runs/<pid>/`, shared as `/run/fp-vm` in the guest: `mounts.sh`
+//! (host paths hidden by the guest's fresh /tmp and /run, writable shares) and `command.sh`
+//! (environment, cwd, command).
+use crate::cmd::shell_quote;
+use crate::kernels::{self, PreparedKernel};
+use crate::setup::{self, Report};
+use crate::{cmd, paths};
+use anyhow::{Context as _, Result, anyhow, bail};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The line PID 1 prints after the command, followed by its exit status.
+const EXIT_MARKER: &str = "fp-vm: exit status ";
+/// On the kernel command line, so a test can tell it runs in this VM.
+const CMDLINE_MARKER: &str = "fp.vm=1";
+/// A KVM probe boot that takes longer than this means KVM hangs here.
+const KVM_PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[derive(clap::Args)]
+pub struct VmArgs {
+    /// Which pinned kernel to boot.
+    #[arg(long, default_value = "6.12")]
+    kernel: String,
+    /// Seconds after which QEMU is killed and the run fails.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// A host directory shared writable at the same path (repeatable); the rest of the host is read-only.
+    #[arg(long = "rw", value_name = "DIR")]
+    rw: Vec<PathBuf>,
+    /// The command and its arguments, run as root in the host's current directory.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+pub fn main(args: VmArgs) -> Result<ExitCode> {
+    setup::for_vm(Report::ChangesOnly)?;
+    let kernel = kernels::ensure(kernels::find(&args.kernel)?, Report::ChangesOnly)?;
+    let run = VmRun {
+        timeout: Duration::from_secs(args.timeout),
+        rw: args
+            .rw
+            .iter()
+            .map(|dir| dir.canonicalize().with_context(|| format!("--rw {}", dir.display())))
+            .collect::<Result<_>>()?,
+        env: guest_env(),
+        cwd: std::env::current_dir()?,
+        command: args.command,
+    };
+    let finished = boot(&kernel, &run)?;
+    Ok(ExitCode::from(u8::try_from(finished.exit_code).unwrap_or(u8::MAX)))
+}
+
+/// One command to run in a fresh VM.
+pub struct VmRun {
+    pub timeout: Duration,
+    /// Absolute host directories shared writable at the same path.
+    pub rw: Vec<PathBuf>,
+    /// The command's whole environment.
+    pub env: Vec<(String, String)>,
+    /// Where the command starts (a host path; under the guest's fresh /tmp or /run it won't exist).
+    pub cwd: PathBuf,
+    pub command: Vec<String>,
+}
+
+/// A command that ran to the end in the VM.
+pub struct Finished {
+    pub exit_code: i32,
+    /// The guest console output (also streamed to our stdout as it came).
+    pub output: String,
+}
+
+/// The environment of a command in the VM: the host's PATH, HOME=/root, `FP_TEST_VM=1`, and the
+/// host's RUST_BACKTRACE, RUST_LOG and FP_* variables.
+pub fn guest_env() -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| {
+            k.starts_with("FP_") || ["PATH", "RUST_BACKTRACE", "RUST_LOG"].contains(&k.as_str())
+        })
+        .filter(|(k, _)| k != "FP_TEST_NATIVE")
+        .collect();
+    env.push(("HOME".into(), "/root".into()));
+    env.push(("FP_TEST_VM".into(), "1".into()));
+    env
+}
+
+/// Boots `kernel`, runs the command and returns its exit code; fails if the VM cannot start, the
+/// command's status never arrives, or the timeout passes (QEMU is killed in every case).
+pub fn boot(kernel: &PreparedKernel, run: &VmRun) -> Result<Finished> {
+    let accel = accelerator(kernel)?;
+    boot_with(kernel, run, accel, Echo::On)
+}
+
+/// Whether a child's output is copied to our stdout as it arrives (it is always kept).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Echo {
+    On,
+    Off,
+}
+
+fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> Result<Finished> {
+    let target = paths::target_dir()?;
+    let runs = target.join("fp-vm/runs");
+    remove_stale_runs(&runs);
+    let run_dir = runs.join(std::process::id().to_string());
+    std::fs::create_dir_all(&run_dir)?;
+    // The command needs these even when they lie under the guest's fresh /tmp or /run.
+    let keep = [paths::workspace_root(), target, run.cwd.clone()];
+    write_run_scripts(&run_dir, run, &keep)?;
+
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args([
+        "-machine",
+        "q35",
+        "-accel",
+        accel,
+        "-cpu",
+        if accel == "kvm" { "host" } else { "max" },
+    ])
+    .args(["-smp", "2", "-m", "2G", "-nodefaults", "-display", "none", "-serial", "stdio"])
+    .arg("-no-reboot")
+    .arg("-kernel")
+    .arg(&kernel.vmlinux)
+    .arg("-initrd")
+    .arg(&kernel.initrd)
+    .arg("-append")
+    .arg(format!("console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init {CMDLINE_MARKER}"))
+    .args(share("fproot", Path::new("/"), true))
+    .args(share("fprun", &run_dir, true));
+    for (i, dir) in run.rw.iter().enumerate() {
+        qemu.args(share(&format!("fprw{i}"), dir, false));
+    }
+    let started = Instant::now();
+    let result = stream(&mut qemu, run.timeout, echo);
+    let _ = std::fs::remove_dir_all(&run_dir);
+    let (status, output) = result.with_context(|| format!("kernel {}: VM", kernel.name))?;
+    // The command's last output line may lack its newline, so the marker can end a line.
+    let Some(exit_code) = output.lines().rev().find_map(|l| Some(l.rsplit_once(EXIT_MARKER)?.1))
+    else {
+        let lines: Vec<&str> = output.lines().collect();
+        let tail = match lines.len() {
+            0 => "no console output".to_owned(),
+            n => format!("its last console lines:\n{}", lines[n.saturating_sub(5)..].join("\n")),
+        };
+        bail!(
+            "kernel {}: the VM stopped ({status}) without reporting the command's exit status; {tail}",
+            kernel.name
+        );
+    };
+    if echo == Echo::On {
+        eprintln!(
+            "xtask: kernel {} VM finished in {:.1} s",
+            kernel.name,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let exit_code = exit_code.trim().parse().context("exit status line")?;
+    Ok(Finished { exit_code, output })
+}
+
+/// Removes the run directories of xtask processes that died without cleaning up (SIGKILL).
+fn remove_stale_runs(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else { return };
+    for entry in entries.flatten() {
+        let pid = entry.file_name();
+        if pid.to_str().is_some_and(|p| p.parse::<u32>().is_ok())
+            && !Path::new("/proc").join(&pid).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// QEMU arguments for a 9p share of `dir` with mount tag `tag`.
+fn share(tag: &str, dir: &Path, readonly: bool) -> [String; 4] {
+    let readonly = if readonly { ",readonly=on" } else { "" };
+    // QEMU option values escape a comma by doubling it.
+    let path = dir.display().to_string().replace(',', ",,");
+    [
+        "-fsdev".into(),
+        format!("local,id={tag},path={path},security_model=none,multidevs=remap{readonly}"),
+        "-device".into(),
+        format!("virtio-9p-pci,fsdev={tag},mount_tag={tag}"),
+    ]
+}
+
+fn write_run_scripts(run_dir: &Path, run: &VmRun, keep: &[PathBuf]) -> Result<()> {
+    std::fs::write(run_dir.join("mounts.sh"), mounts_script(run, keep)?)?;
+    std::fs::write(run_dir.join("command.sh"), command_script(run)?)?;
+    Ok(())
+}
+
+/// Sourced by PID 1: binds the `keep` paths the guest's fresh /tmp and /run hide (outermost
+/// first), then mounts the writable shares.
+fn mounts_script(run: &VmRun, keep: &[PathBuf]) -> Result<String> {
+    let mut mounts = String::new();
+    let mut kept: Vec<&Path> = Vec::new();
+    let mut hidden: Vec<&Path> = keep
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| p.starts_with("/tmp") || p.starts_with("/run"))
+        .collect();
+    hidden.sort();
+    for dir in hidden {
+        if kept.iter().any(|k| dir.starts_with(k)) {
+            continue;
+        }
+        let inside_host = shell_quote(&format!("/host{}", dir.display()));
+        let host_view = shell_quote(&format!("/hostfs{}", dir.display()));
+        mounts += &format!(
+            "mkdir -p {inside_host} && mount --bind {host_view} {inside_host} || fail {}\n",
+            shell_quote(&format!("cannot show {} in the VM", dir.display()))
+        );
+        kept.push(dir);
+    }
+    for (i, dir) in run.rw.iter().enumerate() {
+        if !dir.is_dir() {
+            bail!("--rw {}: not a directory", dir.display());
+        }
+        let host_path = shell_quote(&format!("/host{}", dir.display()));
+        // mkdir: the directory may lie under the guest's fresh /tmp or /run.
+        mounts += &format!(
+            "mkdir -p {host_path} && mount -t 9p -o trans=virtio,version=9p2000.L,cache=mmap,msize=512000 fprw{i} {host_path} \
+             || fail {}\n",
+            shell_quote(&format!("cannot mount {} writable", dir.display()))
+        );
+    }
+    Ok(mounts)
+}
+
+/// Run by the guest's shell in the host root: environment, working directory, command.
+fn command_script(run: &VmRun) -> Result<String> {
+    let mut script = String::new();
+    for (key, value) in &run.env {
+        script += &format!("export {key}={}\n", shell_quote(value));
+    }
+    let cwd = run.cwd.to_str().ok_or_else(|| anyhow!("{} is not UTF-8", run.cwd.display()))?;
+    script += &format!("cd {} || exit 125\n", shell_quote(cwd));
+    let argv: Vec<String> = run.command.iter().map(|a| shell_quote(a)).collect();
+    script += &format!("exec {}\n", argv.join(" "));
+    Ok(script)
+}
+
+/// Kills the child when dropped (error, panic), so it never outlives this run.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `command`, streaming its stdout line by line (to our stdout when echo is on) and keeping it;
+/// kills it after `timeout`. Also used for native test runs.
+pub fn stream(
+    command: &mut Command,
+    timeout: Duration,
+    echo: Echo,
+) -> Result<(ExitStatus, String)> {
+    command.stdin(Stdio::null()).stdout(Stdio::piped());
+    if echo == Echo::Off {
+        command.stderr(Stdio::null());
+    }
+    // SAFETY: prctl is async-signal-safe; PR_SET_PDEATHSIG makes the kernel kill the child if we
+    // die without running destructors (SIGKILL, abort), so it never outlives xtask.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = ChildGuard(
+        command.spawn().with_context(|| format!("cannot start `{}`", cmd::describe(command)))?,
+    );
+    let stdout = child.0.stdout.take().ok_or_else(|| anyhow!("no stdout pipe"))?;
+    let (lines_tx, lines_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            if lines_tx.send(String::from_utf8_lossy(&line).replace('\r', "")).is_err() {
+                break;
+            }
+            line.clear();
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    let mut output = String::new();
+    let mut stdout = std::io::stdout();
+    loop {
+        match lines_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                if echo == Echo::On {
+                    let _ = stdout.write_all(line.as_bytes());
+                    let _ = stdout.flush();
+                }
+                output += &line;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                bail!("timed out after {} s and was killed", timeout.as_secs())
+            }
+        }
+    }
+    let status = child.0.wait()?;
+    Ok((status, output))
+}
+
+/// `tcg`, or `kvm` where /dev/kvm opens and a probe boot proved it works (cached per host boot).
+fn accelerator(kernel: &PreparedKernel) -> Result<&'static str> {
+    if std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_err() {
+        return Ok("tcg");
+    }
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?;
+    let cache = paths::vm_dir()?.join("kvm-probe");
+    if let Ok(cached) = std::fs::read_to_string(&cache)
+        && let Some((id, verdict)) = cached.split_once(' ')
+        && id == boot_id.trim()
+    {
+        return Ok(if verdict.trim() == "kvm" { "kvm" } else { "tcg" });
+    }
+    eprintln!("xtask: /dev/kvm exists; probing whether a KVM boot works here");
+    let probe = VmRun {
+        timeout: KVM_PROBE_TIMEOUT,
+        rw: Vec::new(),
+        env: Vec::new(),
+        cwd: PathBuf::from("/"),
+        command: vec!["true".into()],
+    };
+    let works = boot_with(kernel, &probe, "kvm", Echo::Off).is_ok_and(|f| f.exit_code == 0);
+    let verdict = if works { "kvm" } else { "tcg" };
+    eprintln!("xtask: KVM probe boot {}; using {verdict}", if works { "worked" } else { "failed" });
+    std::fs::write(&cache, format!("{} {verdict}\n", boot_id.trim()))?;
+    Ok(verdict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rw: &[&str]) -> VmRun {
+        VmRun {
+            timeout: Duration::from_secs(1),
+            rw: rw.iter().map(PathBuf::from).collect(),
+            env: vec![("FP_X".into(), "a b'c".into())],
+            cwd: PathBuf::from("/tmp/ws/tests"),
+            command: vec!["echo".into(), "two words".into()],
+        }
+    }
+
+    #[test]
+    fn only_outermost_hidden_paths_are_bound_before_writable_shares() {
+        let keep = ["/tmp/ws/target", "/work/ws", "/tmp/ws", "/tmp/ws/tests"].map(PathBuf::from);
+        let script = mounts_script(&run(&["/"]), &keep).unwrap();
+        let lines: Vec<&str> = script.lines().collect();
+        assert_eq!(lines.len(), 2, "{script}");
+        assert!(
+            lines[0].starts_with("mkdir -p '/host/tmp/ws' && mount --bind '/hostfs/tmp/ws'"),
+            "{script}"
+        );
+        assert!(lines[1].contains("fprw0 '/host/'"), "{script}");
+    }
+
+    #[test]
+    fn a_writable_share_must_be_a_directory() {
+        let err = mounts_script(&run(&["/proc/self/status"]), &[]).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn command_script_quotes_env_cwd_and_arguments() {
+        assert_eq!(
+            command_script(&run(&[])).unwrap(),
+            "export FP_X='a b'\\''c'\ncd '/tmp/ws/tests' || exit 125\nexec 'echo' 'two words'\n"
+        );
+    }
+}
