@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod record;
 pub mod replay;
 pub mod segments;
+pub mod tail;
 pub mod verify;
 pub mod writer;
 

@@ -290,7 +290,7 @@ pub(crate) struct SealedOut<'a> {
 }
 
 /// A whole record as read back.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub v: u32,
     pub seq: u64,
@@ -300,6 +300,20 @@ pub struct Record {
     pub stamp: Stamp,
     pub prev: String,
     pub hash: String,
+}
+
+/// A UTC time in the record form: RFC 3339 with exactly nine fractional digits and `Z`.
+pub fn format_time(utc: time::OffsetDateTime) -> String {
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
+        utc.year(),
+        u8::from(utc.month()),
+        utc.day(),
+        utc.hour(),
+        utc.minute(),
+        utc.second(),
+        utc.nanosecond()
+    )
 }
 
 /// Serializes the sealed part (the record without `,"hash":...}`) into `out`.

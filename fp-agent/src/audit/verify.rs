@@ -141,14 +141,23 @@ fn lines(data: &[u8]) -> impl Iterator<Item = (usize, &[u8], bool)> {
     })
 }
 
+/// Where an accepted record is.
+#[derive(Clone, Copy)]
+struct Seen {
+    hash: Hash,
+    seq: u64,
+    line: u64,
+    offset: u64,
+}
+
 struct Walk<'k> {
     options: &'k VerifyOptions,
     trusted: Option<checkpoint::CheckpointNote>,
     report: Report,
     expected_seq: u64,
     head: Hash,
-    /// Recent records: (hash, line number, offset), newest last.
-    recent: VecDeque<(Hash, u64, u64)>,
+    /// Recent records of this segment, newest last.
+    recent: VecDeque<Seen>,
     last_checkpoint_seq: Option<u64>,
     trusted_head: Option<Hash>,
 }
@@ -257,11 +266,14 @@ impl Walk<'_> {
             if prev != self.head {
                 let (class, at, detail) =
                     self.classify_break(data, offset, line, &view, prev, claimed);
-                let (line_no, line_offset) = at.unwrap_or((number, offset as u64));
-                return Some(Problem {
-                    line: line_no,
-                    offset: line_offset,
-                    ..problem(class, detail)
+                return Some(match at {
+                    Some(at) => Problem {
+                        line: at.line,
+                        offset: at.offset,
+                        seq: at.seq,
+                        ..problem(class, detail)
+                    },
+                    None => problem(class, detail),
                 });
             }
             if view.seq != self.expected_seq {
@@ -289,7 +301,12 @@ impl Walk<'_> {
             if self.recent.len() == WINDOW {
                 self.recent.pop_front();
             }
-            self.recent.push_back((claimed, number, offset as u64));
+            self.recent.push_back(Seen {
+                hash: claimed,
+                seq: view.seq,
+                line: number,
+                offset: offset as u64,
+            });
             if view.kind == "checkpoint" {
                 self.last_checkpoint_seq = Some(view.seq);
             }
@@ -300,7 +317,7 @@ impl Walk<'_> {
     }
 
     /// Names a broken link (this line's prev is not the previous record's hash) and where the
-    /// damage starts: `(class, Some((line, offset)) if not this line, detail)`.
+    /// damage starts: `(class, the earlier record where it starts if not this line, detail)`.
     fn classify_break(
         &self,
         data: &[u8],
@@ -309,21 +326,20 @@ impl Walk<'_> {
         view: &ChainView,
         prev: Hash,
         claimed: Hash,
-    ) -> (ProblemClass, Option<(u64, u64)>, String) {
+    ) -> (ProblemClass, Option<Seen>, String) {
         let expected = self.expected_seq;
-        if self.recent.iter().any(|(hash, ..)| *hash == claimed) {
+        if self.recent.iter().any(|seen| seen.hash == claimed) {
             return (
                 ProblemClass::SeqGapOrDuplicate,
                 None,
                 format!("duplicate of the record with seq {}", view.seq),
             );
         }
-        if let Some(i) = self.recent.iter().rposition(|(hash, ..)| *hash == prev) {
-            let (_, line_no, line_offset) = self.recent[i + 1];
+        if let Some(i) = self.recent.iter().rposition(|seen| seen.hash == prev) {
             let count = self.recent.len() - i - 1;
             return (
                 ProblemClass::InsertedRecord,
-                Some((line_no, line_offset)),
+                Some(self.recent[i + 1]),
                 format!("{count} record(s) not in the chain before seq {}", view.seq),
             );
         }
@@ -357,9 +373,9 @@ impl Walk<'_> {
             );
         }
         match self.recent.back() {
-            Some(&(_, line_no, line_offset)) => (
+            Some(&last) => (
                 ProblemClass::ModifiedRecord,
-                Some((line_no, line_offset)),
+                Some(last),
                 format!(
                     "record seq {} was rewritten: its successor links to another hash",
                     expected - 1

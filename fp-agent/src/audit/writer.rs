@@ -18,7 +18,8 @@ use sha2::{Digest as _, Sha256};
 use super::chain::{self, GENESIS, Hash};
 use super::checkpoint::{self, SignerKey};
 use super::record::{
-    Body, Checkpoint, DaemonRestart, Event, LogOpen, Loss, Record, Recovery, Stamp, write_sealed,
+    Body, Checkpoint, DaemonRestart, Event, LogOpen, Loss, Record, Recovery, Stamp, format_time,
+    write_sealed,
 };
 use super::segments;
 
@@ -121,27 +122,12 @@ impl Origin {
 
     fn stamp(&self) -> Stamp {
         Stamp {
-            time: rfc3339_now(),
+            time: format_time(time::OffsetDateTime::now_utc()),
             mono_ns: monotonic_ns(),
             boot_id: self.boot_id.clone(),
             host: self.host.clone(),
         }
     }
-}
-
-/// Wall time as RFC 3339 UTC with exactly nine fractional digits.
-pub fn rfc3339_now() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second(),
-        now.nanosecond()
-    )
 }
 
 fn monotonic_ns() -> u64 {
