@@ -613,10 +613,12 @@ fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Res
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => disconnected = true,
         }
-        for event in rx.try_iter().take(MAX_BATCH) {
+        let stopping = disconnected || shared.shutdown.load(Ordering::SeqCst);
+        // Shutting down drains everything queued; otherwise a batch is bounded.
+        let batch = if stopping { usize::MAX } else { MAX_BATCH };
+        for event in rx.try_iter().take(batch) {
             stage(&mut log, event, shared);
         }
-        let stopping = disconnected || shared.shutdown.load(Ordering::SeqCst);
         if let Some(since) = no_space_since
             && since.elapsed() < log.config.enospc_retry
             && !stopping
