@@ -83,9 +83,16 @@ impl RawPath {
         &self.0
     }
 
-    /// A display form: UTF-8 as is, anything else with invalid bytes escaped as `\xNN`.
+    /// A display form: valid UTF-8 as is, invalid bytes escaped as `\xNN`.
     pub fn display(&self) -> String {
-        self.0.escape_ascii().to_string().replace("\\\\", "\\")
+        let mut out = String::with_capacity(self.0.len());
+        for chunk in self.0.utf8_chunks() {
+            out.push_str(chunk.valid());
+            for byte in chunk.invalid() {
+                out.push_str(&format!("\\x{byte:02x}"));
+            }
+        }
+        out
     }
 }
 

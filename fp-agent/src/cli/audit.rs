@@ -122,6 +122,13 @@ pub fn main(cmd: Command) -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // The reader went away (e.g. `| head`): nothing left to report to.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             if json {
                 println!("{}", serde_json::json!({ "error": format!("{e:#}") }));
