@@ -38,7 +38,7 @@ pub enum Command {
         json: bool,
     },
     /// Verify, then show what sessions did; `--policy` re-decides every recorded decision.
-    Replay(ReplayArgs),
+    Replay(Box<ReplayArgs>),
     /// Print the last records of a log; `-f` follows it across rotations.
     Tail {
         path: PathBuf,
