@@ -16,6 +16,16 @@ fn fixture() -> (tempfile::TempDir, std::path::PathBuf, SignerKey) {
     (dir, path, key)
 }
 
+/// The fixture with its lines edited, verified with the right key.
+fn tampered(edit: impl FnOnce(&mut Vec<Vec<u8>>)) -> (tempfile::TempDir, Report) {
+    let (dir, path, key) = fixture();
+    let mut lines = support::lines(&path);
+    edit(&mut lines);
+    write_lines(&path, &lines);
+    let report = verify_with(&path, Some(&key.verifier()), None);
+    (dir, report)
+}
+
 fn assert_problem(report: &Report, class: ProblemClass, line: u64, seq: u64) {
     let problem = report.problem.as_ref().unwrap_or_else(|| panic!("no problem in {report:#?}"));
     assert_eq!((problem.class, problem.line, problem.seq), (class, line, seq), "{problem:#?}");
@@ -37,128 +47,107 @@ fn intact_log_verifies() {
 
 #[test]
 fn modified_record_is_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    lines[5] = String::from_utf8(lines[5].clone()).unwrap().replace("file-", "FILE-").into_bytes();
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        lines[5] =
+            String::from_utf8(lines[5].clone()).unwrap().replace("file-", "FILE-").into_bytes();
+    });
     assert_problem(&report, ProblemClass::ModifiedRecord, 6, 5);
     assert_eq!(report.exit_code(), 1);
 }
 
 #[test]
 fn modified_and_resealed_record_is_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    let prev = line_hash(&lines[4]);
-    lines[5] = reseal(&lines[5], &prev, |v| v["decision"] = "allow".into());
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        let prev = line_hash(&lines[4]);
+        lines[5] = reseal(&lines[5], &prev, |v| v["decision"] = "allow".into());
+    });
     assert_problem(&report, ProblemClass::ModifiedRecord, 6, 5);
 }
 
 #[test]
 fn deleted_record_is_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    lines.remove(5);
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        lines.remove(5);
+    });
     assert_problem(&report, ProblemClass::DeletedRecord, 6, 5);
 }
 
 #[test]
 fn inserted_record_is_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    let prev = line_hash(&lines[4]);
-    let forged = reseal(&lines[5], &prev, |v| v["path"] = "/etc/shadow".into());
-    lines.insert(5, forged);
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        let prev = line_hash(&lines[4]);
+        let forged = reseal(&lines[5], &prev, |v| v["path"] = "/etc/shadow".into());
+        lines.insert(5, forged);
+    });
     assert_problem(&report, ProblemClass::InsertedRecord, 6, 5);
 }
 
 #[test]
 fn inserted_unlinked_record_is_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    let forged = reseal(&lines[5], &[9; 32], |v| v["path"] = "/etc/shadow".into());
-    lines.insert(5, forged);
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        let forged = reseal(&lines[5], &[9; 32], |v| v["path"] = "/etc/shadow".into());
+        lines.insert(5, forged);
+    });
     assert_problem(&report, ProblemClass::InsertedRecord, 6, 5);
 }
 
 #[test]
 fn reordered_records_are_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    lines.swap(5, 6);
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        lines.swap(5, 6);
+    });
     assert_problem(&report, ProblemClass::ReorderedRecords, 6, 5);
 }
 
 #[test]
 fn duplicated_record_is_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    lines.insert(6, lines[5].clone());
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        lines.insert(6, lines[5].clone());
+    });
     assert_problem(&report, ProblemClass::SeqGapOrDuplicate, 7, 6);
 }
 
 #[test]
 fn seq_gap_in_a_linked_chain_is_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    let prev = line_hash(&lines[4]);
-    lines[5] = reseal(&lines[5], &prev, |v| v["seq"] = 9.into());
-    rechain(&mut lines, 6);
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        let prev = line_hash(&lines[4]);
+        lines[5] = reseal(&lines[5], &prev, |v| v["seq"] = 9.into());
+        rechain(lines, 6);
+    });
     assert_problem(&report, ProblemClass::SeqGapOrDuplicate, 6, 5);
 }
 
 #[test]
 fn malformed_line_is_located() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    lines[5] = b"not a record\n".to_vec();
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        lines[5] = b"not a record\n".to_vec();
+    });
     assert_problem(&report, ProblemClass::MalformedLine, 6, 5);
 }
 
 #[test]
 fn torn_tail_is_a_warning() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    lines.push(b"{\"v\":1,\"seq\":26,\"ki".to_vec());
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        lines.push(b"{\"v\":1,\"seq\":26,\"ki".to_vec());
+    });
     assert_problem(&report, ProblemClass::TornTail, 27, 26);
     assert_eq!(report.exit_code(), 3);
 }
 
 #[test]
 fn forged_checkpoint_signature_is_bad() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    let last = lines.len() - 1;
-    let prev = line_hash(&lines[last - 1]);
-    lines[last] = reseal(&lines[last], &prev, |v| {
-        let note = v["note"].as_str().unwrap().to_owned();
-        let (body, blob) = note.trim_end().rsplit_once(' ').unwrap();
-        // Characters 0..5 of the base64 carry the key hash; flip one of the signature's.
-        let flipped = if &blob[8..9] == "A" { "B" } else { "A" };
-        v["note"] = format!("{body} {}{flipped}{}\n", &blob[..8], &blob[9..]).into();
+    let (_dir, report) = tampered(|lines| {
+        let last = lines.len() - 1;
+        let prev = line_hash(&lines[last - 1]);
+        lines[last] = reseal(&lines[last], &prev, |v| {
+            let note = v["note"].as_str().unwrap().to_owned();
+            let (body, blob) = note.trim_end().rsplit_once(' ').unwrap();
+            // Characters 0..5 of the base64 carry the key hash; flip one of the signature's.
+            let flipped = if &blob[8..9] == "A" { "B" } else { "A" };
+            v["note"] = format!("{body} {}{flipped}{}\n", &blob[..8], &blob[9..]).into();
+        });
     });
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
-    assert_problem(&report, ProblemClass::BadSignature, lines.len() as u64, 25);
+    assert_problem(&report, ProblemClass::BadSignature, 26, 25);
 }
 
 #[test]
@@ -185,13 +174,11 @@ fn truncation_below_a_trusted_checkpoint_is_detected() {
 
 #[test]
 fn rewritten_history_is_a_fork() {
-    let (_dir, path, key) = fixture();
-    let mut lines = support::lines(&path);
-    let prev = line_hash(&lines[1]);
-    lines[2] = reseal(&lines[2], &prev, |v| v["decision"] = "deny".into());
-    rechain(&mut lines, 3);
-    write_lines(&path, &lines);
-    let report = verify_with(&path, Some(&key.verifier()), None);
+    let (_dir, report) = tampered(|lines| {
+        let prev = line_hash(&lines[1]);
+        lines[2] = reseal(&lines[2], &prev, |v| v["decision"] = "deny".into());
+        rechain(lines, 3);
+    });
     assert_problem(&report, ProblemClass::Fork, 7, 6);
 }
 
