@@ -153,9 +153,54 @@ fn verify_exit_codes() {
     assert_eq!(report["problem"]["class"], "deleted-record");
     assert_eq!(report["problem"]["line"], 4);
     let refused = run(fp().args(["audit", "replay"]).arg(&path));
-    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
     assert!(run(fp().args(["audit", "replay", "--force"]).arg(&path)).status.success());
     let policy = run(fp().args(["audit", "replay", "--policy", "p.toml"]).arg(&path));
     assert!(String::from_utf8_lossy(&policy.stderr).contains("not available in this build"));
+}
+
+#[test]
+fn tail_follows_across_rotation() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let signer = fp_agent::audit::checkpoint::SignerKey::generate("fp-test").unwrap();
+    let path = dir.path().join("audit.log");
+    let mut log = LogWriter::open(config(&path, &signer)).unwrap();
+    let mut child = fp()
+        .args(["audit", "tail", "-f", "-n", "1", "--json"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let record: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if tx.send(record["seq"].as_u64().unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for i in 0..5 {
+        log.append(decision(i));
+    }
+    log.flush(true).unwrap();
+    log.rotate().unwrap();
+    log.append(decision(5));
+    log.flush(true).unwrap();
+    let mut seen = Vec::new();
+    // log-open 0, 5 decisions 1..=5, rotation checkpoint 6, log-open 7, decision 8.
+    while seen.last() != Some(&8) {
+        match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(seq) => seen.push(seq),
+            Err(e) => panic!("tail stopped after {seen:?}: {e}"),
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(seen, (0..=8).collect::<Vec<u64>>());
 }

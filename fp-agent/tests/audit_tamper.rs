@@ -4,7 +4,7 @@ mod support;
 
 use fp_agent::audit::checkpoint::SignerKey;
 use fp_agent::audit::verify::{ProblemClass, Report};
-use fp_agent::audit::{LogWriter, WriterConfig};
+use fp_agent::audit::{CheckpointSink, LogWriter, WriterConfig, start};
 use support::*;
 
 /// 20 decisions, a checkpoint after every 5: lines are 1 log-open, then decisions with a
@@ -223,4 +223,27 @@ fn log_rotated_three_times_verifies_as_a_whole() {
     let report = verify_with(&path, Some(&key.verifier()), None);
     let problem = report.problem.unwrap();
     assert_eq!((problem.class, problem.line), (ProblemClass::DeletedRecord, 1));
+}
+
+#[test]
+fn checkpoint_sink_catches_a_truncated_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = signer();
+    let path = dir.path().join("audit.log");
+    let sink = dir.path().join("sink.checkpoint");
+    let mut config = config(&path, &key);
+    config.checkpoint_sink = Some(CheckpointSink::File(sink.clone()));
+    let (handle, writer) = start(config).unwrap();
+    for i in 0..50 {
+        assert!(handle.record(decision(i)));
+    }
+    writer.shutdown().unwrap();
+    let trusted = std::fs::read_to_string(&sink).unwrap();
+    let report = verify_with(&path, Some(&key.verifier()), Some(trusted.clone()));
+    assert_eq!(report.exit_code(), 0, "{report:#?}");
+    let mut lines = support::lines(&path);
+    lines.truncate(lines.len() - 10);
+    write_lines(&path, &lines);
+    let report = verify_with(&path, Some(&key.verifier()), Some(trusted));
+    assert_eq!(report.problem.unwrap().class, ProblemClass::Truncated);
 }

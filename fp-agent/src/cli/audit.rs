@@ -282,9 +282,11 @@ fn replay_command(args: &ReplayArgs) -> anyhow::Result<u8> {
         let problem = report.problem.as_ref().expect("tamper has a problem");
         let what = format!("{}:{}: {}", problem.segment.display(), problem.line, problem.detail);
         if !args.force {
-            bail!(
-                "refusing to replay: verification failed ({what}); pass --force to replay anyway"
+            eprintln!(
+                "fp audit: refusing to replay: verification failed ({what}); pass --force to \
+                 replay anyway"
             );
+            return Ok(EXIT_TAMPER);
         }
         eprintln!("fp audit: WARNING: replaying a log that failed verification ({what})");
     }
