@@ -34,7 +34,12 @@ fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
     let prefix = dir.join("key");
     let status = run(fp().args(["audit", "keygen", "--name", "fp-test"]).arg(&prefix)).status;
     assert!(status.success());
-    (dir.join("key.key"), dir.join("key.pub"))
+    let private = dir.join("key.key");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&private.metadata().unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the signer key is private");
+    let again = run(fp().args(["audit", "keygen"]).arg(&prefix)).status;
+    assert_eq!(again.code(), Some(2), "an existing key is not replaced without --force");
+    (private, dir.join("key.pub"))
 }
 
 #[test]
