@@ -217,6 +217,15 @@ fn log_rotated_three_times_verifies_as_a_whole() {
     assert_eq!(report.segments.len(), 4);
     assert!(report.problem.is_none(), "{report:#?}");
     assert_eq!(report.exit_code(), 0, "{report:#?}");
+    // Verifying from a later segment on is possible, with a warning.
+    let later = fp_agent::audit::verify::verify(
+        &report.segments[2..].iter().map(|s| s.path.clone()).collect::<Vec<_>>(),
+        &fp_agent::audit::verify::VerifyOptions { key: Some(key.verifier()), ..Default::default() },
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(later.problem.is_none(), "{later:#?}");
+    assert_eq!(later.exit_code(), 3);
     // A missing middle segment is a deletion at the start of the next one.
     let second = &report.segments[1].path;
     std::fs::remove_file(second).unwrap();
