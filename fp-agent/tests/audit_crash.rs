@@ -223,3 +223,27 @@ fn records_plus_counted_losses_equal_events() {
     assert!(report.problem.is_none(), "{report:#?}");
     eprintln!("{decisions} written, {lost} counted as lost");
 }
+
+#[test]
+fn writer_thread_checkpoints_by_time_and_rotates_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = signer();
+    let log = dir.path().join("audit.log");
+    let mut config = config(&log, &key);
+    config.checkpoint_every = Duration::from_millis(100);
+    config.rotate_age = Duration::from_millis(400);
+    let (handle, writer) = start(config).unwrap();
+    handle.record(session_start());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while segments::expand(std::slice::from_ref(&log)).unwrap().len() < 2 {
+        assert!(Instant::now() < deadline, "no rotation by age");
+        handle.record(decision(1));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    writer.shutdown().unwrap();
+    let all = records(&log);
+    let checkpoints = all.iter().filter(|r| matches!(r.body, Body::Checkpoint(_))).count();
+    assert!(checkpoints >= 3, "timed checkpoints, the rotation's and the final one: {checkpoints}");
+    let report = verify_with(&log, Some(&key.verifier()), None);
+    assert_eq!(report.exit_code(), 0, "{report:#?}");
+}
