@@ -67,6 +67,29 @@ fn append(c: &mut Criterion) {
     log.close().unwrap();
 }
 
+/// The whole pipeline: producers' `record` through the channel to the writer thread, including
+/// start (resume) and shutdown (final checkpoint and sync) once per 100,000 events.
+fn append_via_handle(c: &mut Criterion) {
+    const EVENTS: u64 = 100_000;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let key = SignerKey::generate("bench").unwrap();
+    let mut config = config(dir.path(), &key);
+    config.channel_capacity = EVENTS as usize;
+    let mut group = c.benchmark_group("audit");
+    group.throughput(Throughput::Elements(EVENTS));
+    group.sample_size(10);
+    group.bench_function("record_via_handle", |b| {
+        b.iter(|| {
+            let (handle, writer) = fp_agent::audit::start(config.clone()).unwrap();
+            for i in 0..EVENTS {
+                assert!(handle.record(event(i)));
+            }
+            writer.shutdown().unwrap();
+        })
+    });
+    group.finish();
+}
+
 fn verify_throughput(c: &mut Criterion) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let key = SignerKey::generate("bench").unwrap();
@@ -96,6 +119,6 @@ fn verify_throughput(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
-    targets = append, verify_throughput
+    targets = append, append_via_handle, verify_throughput
 }
 criterion_main!(benches);
