@@ -484,6 +484,9 @@ impl Walk<'_> {
 
     fn finish(&mut self, last_segment: &std::path::Path) {
         let total = self.expected_seq;
+        if self.report.records == 0 {
+            self.report.warnings.push("the log holds no records".into());
+        }
         self.report.unsealed_tail = match self.last_checkpoint_seq {
             Some(seq) => total - seq - 1,
             None => total,
