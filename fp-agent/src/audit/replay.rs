@@ -1,0 +1,379 @@
+//! Forensic replay: which records match a question, a readable timeline, OCSF output, and the
+//! "what if" re-evaluation of recorded decisions under another policy.
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use super::record::{Body, FileDecision, Op, Record, Verdict};
+
+/// Which records a replay shows. Empty fields match everything.
+#[derive(Default)]
+pub struct Filter {
+    pub session: Option<String>,
+    pub agent: Option<String>,
+    /// RFC 3339; compared after normalizing to the record time format.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub path: Option<globset::GlobMatcher>,
+    pub decision: Option<Verdict>,
+}
+
+/// Normalizes an RFC 3339 time to the record form (UTC, nine fractional digits), so times
+/// compare as strings.
+pub fn normalize_time(text: &str) -> anyhow::Result<String> {
+    let parsed = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .with_context(|| format!("{text:?} is not an RFC 3339 time (e.g. 2026-01-31T12:00:00Z)"))?
+        .to_offset(time::UtcOffset::UTC);
+    Ok(super::record::format_time(parsed))
+}
+
+fn session_and_agent(body: &Body) -> Option<(&str, &str)> {
+    match body {
+        Body::Decision(d) => Some((&d.session, &d.agent)),
+        Body::SessionStart(s) => Some((&s.session, &s.agent)),
+        Body::SessionEnd(s) => Some((&s.session, &s.agent)),
+        _ => None,
+    }
+}
+
+impl Filter {
+    pub fn matches(&self, record: &Record) -> bool {
+        if self.since.as_ref().is_some_and(|since| record.stamp.time < *since)
+            || self.until.as_ref().is_some_and(|until| record.stamp.time > *until)
+        {
+            return false;
+        }
+        let Some((session, agent)) = session_and_agent(&record.body) else {
+            return self.session.is_none()
+                && self.agent.is_none()
+                && self.path.is_none()
+                && self.decision.is_none();
+        };
+        if self.session.as_ref().is_some_and(|s| s != session)
+            || self.agent.as_ref().is_some_and(|a| a != agent)
+        {
+            return false;
+        }
+        match &record.body {
+            Body::Decision(d) => {
+                let path = Path::new(std::ffi::OsStr::from_bytes(d.path.as_bytes()));
+                self.path.as_ref().is_none_or(|glob| glob.is_match(path))
+                    && self.decision.is_none_or(|want| want == d.decision)
+            }
+            _ => self.path.is_none() && self.decision.is_none(),
+        }
+    }
+}
+
+/// Reads every record of the given segments (already verified), skipping a torn last line.
+pub fn read_records(segments: &[PathBuf]) -> anyhow::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    for path in segments {
+        let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        for (number, line) in data.split_inclusive(|&b| b == b'\n').enumerate() {
+            let Some(line) = line.strip_suffix(b"\n") else { break };
+            match serde_json::from_slice(line) {
+                Ok(record) => records.push(record),
+                Err(e) => {
+                    tracing::warn!(
+                        "{}:{}: skipping unreadable record: {e}",
+                        path.display(),
+                        number + 1
+                    )
+                }
+            }
+        }
+    }
+    Ok(records)
+}
+
+/// One timeline line for a record.
+pub fn describe(record: &Record) -> String {
+    let what = match &record.body {
+        Body::Decision(d) => {
+            let mut line = format!(
+                "{} pid {} ({}) {} {} -> {} [{} from {}]",
+                d.session,
+                d.tgid,
+                d.comm,
+                d.op.as_str(),
+                d.path.display(),
+                d.decision.as_str(),
+                d.rule,
+                d.rule_source
+            );
+            if let Some(approver) = &d.approver {
+                line.push_str(&format!(" by {approver}"));
+            }
+            line
+        }
+        Body::SessionStart(s) => format!(
+            "{} session start: agent {} pid {} policy {} command {:?}",
+            s.session, s.agent, s.pid, s.policy_hash, s.command
+        ),
+        Body::SessionEnd(s) => format!("{} session end: {}", s.session, s.reason),
+        Body::PolicyReload(p) => {
+            format!("policy reload {} -> {} ({})", p.old_policy_hash, p.policy_hash, p.source)
+        }
+        Body::Loss(l) => format!("LOSS: {} event(s) dropped at {}", l.count, l.at),
+        Body::LogOpen(o) => format!("log open {} segment {} key {}", o.log_id, o.segment, o.key_id),
+        Body::DaemonRestart(r) => format!("daemon restart ({})", r.writer),
+        Body::Recovery(r) => {
+            format!("crash recovery: torn tail of {} bytes moved to {}", r.torn_size, r.torn_file)
+        }
+        Body::Checkpoint(c) => format!("checkpoint size {}", c.size),
+    };
+    format!("{} #{} {}", record.stamp.time, record.seq, what)
+}
+
+/// What a policy decides now, as the replay compares it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyVerdict {
+    Allow,
+    Deny,
+    Prompt,
+}
+
+impl PolicyVerdict {
+    /// The policy outcome a recorded verdict came from.
+    pub fn of_recorded(verdict: Verdict) -> Self {
+        match verdict {
+            Verdict::Allow => PolicyVerdict::Allow,
+            Verdict::Deny => PolicyVerdict::Deny,
+            Verdict::PromptApproved | Verdict::PromptDenied | Verdict::PromptTimedOut => {
+                PolicyVerdict::Prompt
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reevaluation {
+    pub verdict: PolicyVerdict,
+    pub rule: String,
+}
+
+/// The decision core as replay needs it; the integrator implements it with the policy engine.
+pub trait Reevaluate {
+    fn decide(&self, path: &[u8], op: Op) -> Reevaluation;
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Difference {
+    pub seq: u64,
+    pub time: String,
+    pub session: String,
+    pub op: Op,
+    pub path: super::record::RawPath,
+    pub recorded: Verdict,
+    pub recorded_rule: String,
+    pub now: Reevaluation,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WhatIf {
+    pub evaluated: u64,
+    pub unchanged: u64,
+    pub would_now_allow: u64,
+    pub would_now_deny: u64,
+    pub would_now_prompt: u64,
+    /// The first differences, in log order.
+    pub examples: Vec<Difference>,
+}
+
+/// Re-decides every matching file decision under `policy` and counts what would change.
+pub fn what_if<'a>(
+    decisions: impl IntoIterator<Item = (&'a Record, &'a FileDecision)>,
+    policy: &dyn Reevaluate,
+    max_examples: usize,
+) -> WhatIf {
+    let mut result = WhatIf::default();
+    for (record, decision) in decisions {
+        result.evaluated += 1;
+        let now = policy.decide(decision.path.as_bytes(), decision.op);
+        if now.verdict == PolicyVerdict::of_recorded(decision.decision) {
+            result.unchanged += 1;
+            continue;
+        }
+        *match now.verdict {
+            PolicyVerdict::Allow => &mut result.would_now_allow,
+            PolicyVerdict::Deny => &mut result.would_now_deny,
+            PolicyVerdict::Prompt => &mut result.would_now_prompt,
+        } += 1;
+        if result.examples.len() < max_examples {
+            result.examples.push(Difference {
+                seq: record.seq,
+                time: record.stamp.time.clone(),
+                session: decision.session.clone(),
+                op: decision.op,
+                path: decision.path.clone(),
+                recorded: decision.decision,
+                recorded_rule: decision.rule.clone(),
+                now,
+            });
+        }
+    }
+    result
+}
+
+/// An OCSF 1.1 File System Activity (class 1001) event for a decision record.
+pub fn to_ocsf(record: &Record, decision: &FileDecision) -> serde_json::Value {
+    // OCSF activity ids: 1 Create, 2 Read, 3 Update, 4 Delete, 5 Rename, 6 Set Attributes, 99 Other.
+    let activity_id = match decision.op {
+        Op::Create => 1,
+        Op::Read => 2,
+        Op::Write => 3,
+        Op::Delete => 4,
+        Op::Rename => 5,
+        Op::Setattr => 6,
+        Op::Link | Op::Exec => 99,
+    };
+    let permitted = decision.decision.permitted();
+    let time_ms = time::OffsetDateTime::parse(
+        &record.stamp.time,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map(|t| (t.unix_timestamp_nanos() / 1_000_000) as i64)
+    .unwrap_or_default();
+    serde_json::json!({
+        "class_uid": 1001,
+        "class_name": "File System Activity",
+        "category_uid": 1,
+        "category_name": "System Activity",
+        "activity_id": activity_id,
+        "type_uid": 1001 * 100 + activity_id,
+        "time": time_ms,
+        "severity_id": if permitted { 1 } else { 3 },
+        "status_id": if permitted { 1 } else { 2 },
+        "disposition_id": if permitted { 1 } else { 2 },
+        "disposition": decision.decision.as_str(),
+        "actor": {
+            "process": {
+                "pid": decision.tgid,
+                "tid": decision.pid,
+                "name": decision.comm,
+                "file": { "path": decision.exe.display() },
+                "user": { "uid": decision.uid.to_string(), "gid": decision.gid },
+            },
+            "session": { "uid": decision.session },
+            "app_name": decision.agent,
+        },
+        "file": {
+            "path": decision.path.display(),
+            "uid": format!("{}:{}", decision.dev, decision.ino),
+        },
+        "device": { "hostname": record.stamp.host },
+        "metadata": {
+            "version": "1.1.0",
+            "product": { "name": "fp", "vendor_name": "fp" },
+            "uid": format!("{}", record.seq),
+            "log_name": "fp-audit",
+        },
+        "unmapped": {
+            "hook": decision.hook,
+            "rule": decision.rule,
+            "rule_source": decision.rule_source,
+            "policy_hash": decision.policy_hash,
+            "approver": decision.approver,
+            "record_hash": record.hash,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::record::Stamp;
+
+    fn decision_record(seq: u64, path: &[u8], op: Op, verdict: Verdict) -> Record {
+        Record {
+            v: 1,
+            seq,
+            body: Body::Decision(FileDecision {
+                session: "s1".into(),
+                agent: "coder".into(),
+                op,
+                path: super::super::record::RawPath(path.to_vec()),
+                decision: verdict,
+                rule: "r".into(),
+                ..Default::default()
+            }),
+            stamp: Stamp {
+                time: format!("2026-01-01T00:00:{seq:02}.000000000Z"),
+                mono_ns: 0,
+                boot_id: String::new(),
+                host: String::new(),
+            },
+            prev: String::new(),
+            hash: String::new(),
+        }
+    }
+
+    /// Denies anything under /secret, prompts for deletes, allows the rest.
+    struct TestPolicy;
+
+    impl Reevaluate for TestPolicy {
+        fn decide(&self, path: &[u8], op: Op) -> Reevaluation {
+            let verdict = if path.starts_with(b"/secret") {
+                PolicyVerdict::Deny
+            } else if op == Op::Delete {
+                PolicyVerdict::Prompt
+            } else {
+                PolicyVerdict::Allow
+            };
+            Reevaluation { verdict, rule: "test".into() }
+        }
+    }
+
+    #[test]
+    fn what_if_counts_each_kind_of_change() {
+        let records = [
+            decision_record(1, b"/secret/key", Op::Read, Verdict::Allow),
+            decision_record(2, b"/work/a", Op::Read, Verdict::Deny),
+            decision_record(3, b"/work/b", Op::Delete, Verdict::Allow),
+            decision_record(4, b"/work/c", Op::Delete, Verdict::PromptApproved),
+            decision_record(5, b"/work/d", Op::Write, Verdict::Allow),
+            decision_record(6, b"/secret/\xff", Op::Write, Verdict::PromptTimedOut),
+        ];
+        let decisions = records.iter().filter_map(|r| match &r.body {
+            Body::Decision(d) => Some((r, d)),
+            _ => None,
+        });
+        let result = what_if(decisions, &TestPolicy, 2);
+        assert_eq!(result.evaluated, 6);
+        assert_eq!(result.unchanged, 2);
+        assert_eq!(result.would_now_deny, 2);
+        assert_eq!(result.would_now_allow, 1);
+        assert_eq!(result.would_now_prompt, 1);
+        assert_eq!(result.examples.iter().map(|d| d.seq).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    #[test]
+    fn filter_matches_path_glob_decision_and_time() {
+        let record = decision_record(5, b"/work/src/main.rs", Op::Write, Verdict::Deny);
+        let glob = |g: &str| Some(globset::Glob::new(g).unwrap().compile_matcher());
+        assert!(Filter { path: glob("/work/**/*.rs"), ..Default::default() }.matches(&record));
+        assert!(!Filter { path: glob("/etc/**"), ..Default::default() }.matches(&record));
+        assert!(!Filter { decision: Some(Verdict::Allow), ..Default::default() }.matches(&record));
+        let since = normalize_time("2026-01-01T01:00:04+01:00").unwrap();
+        assert_eq!(since, "2026-01-01T00:00:04.000000000Z");
+        assert!(Filter { since: Some(since), ..Default::default() }.matches(&record));
+        let until = normalize_time("2026-01-01T00:00:04.5Z").unwrap();
+        assert!(!Filter { until: Some(until), ..Default::default() }.matches(&record));
+        assert!(!Filter { session: Some("other".into()), ..Default::default() }.matches(&record));
+    }
+
+    #[test]
+    fn ocsf_event_has_class_and_disposition() {
+        let record = decision_record(1, b"/etc/shadow", Op::Read, Verdict::Deny);
+        let Body::Decision(d) = &record.body else { unreachable!() };
+        let event = to_ocsf(&record, d);
+        assert_eq!(event["class_uid"], 1001);
+        assert_eq!(event["type_uid"], 100102);
+        assert_eq!(event["disposition_id"], 2);
+        assert_eq!(event["file"]["path"], "/etc/shadow");
+    }
+}

@@ -1,0 +1,249 @@
+//! Crash safety, ENOSPC and loss accounting, each against a real writer.
+//!
+//! Writers that get killed or need a small filesystem run as children: this test binary
+//! re-executes itself to run one of the `#[ignore]`d `child_*` tests.
+#[path = "audit_support.rs"]
+mod support;
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fp_agent::audit::checkpoint::SignerKey;
+use fp_agent::audit::verify::ProblemClass;
+use fp_agent::audit::writer::CHANNEL_LOSS;
+use fp_agent::audit::{Body, Event, Health, LogWriter, Verdict, replay, segments, start};
+use support::*;
+
+const LOG_ENV: &str = "FP_AUDIT_TEST_LOG";
+const KEY_ENV: &str = "FP_AUDIT_TEST_KEY";
+
+fn child(test: &str, log: &Path, key: &SignerKey) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", test, "--ignored", "--nocapture", "--test-threads=1"])
+        .env(LOG_ENV, log)
+        .env(KEY_ENV, key.encode());
+    cmd
+}
+
+fn child_env() -> (std::path::PathBuf, SignerKey) {
+    let log = std::env::var_os(LOG_ENV).expect("run by a parent test").into();
+    let key = SignerKey::parse(&std::env::var(KEY_ENV).unwrap()).unwrap();
+    (log, key)
+}
+
+/// All records of a log, in order.
+fn records(path: &Path) -> Vec<fp_agent::audit::Record> {
+    replay::read_records(&segments::expand(&[path.to_path_buf()]).unwrap()).unwrap()
+}
+
+#[test]
+#[ignore = "child of kill_9_mid_stream_always_recovers"]
+fn child_writer_forever() {
+    let (log, key) = child_env();
+    let mut config = config(&log, &key);
+    config.sync_interval = Duration::from_millis(1);
+    config.checkpoint_every_records = 300;
+    config.rotate_bytes = 256 << 10;
+    let (handle, _writer) = start(config).unwrap();
+    for i in 0.. {
+        handle.record(decision(i));
+        if i % 64 == 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+#[test]
+fn kill_9_mid_stream_always_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = signer();
+    let log = dir.path().join("audit.log");
+    let mut torn_seen = 0;
+    for round in 0..30u64 {
+        let mut writer = child("child_writer_forever", &log, &key).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(30 + (round * 37) % 120));
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+        let report = verify_with(&log, Some(&key.verifier()), None);
+        match &report.problem {
+            None => {}
+            Some(p) if p.class == ProblemClass::TornTail => torn_seen += 1,
+            Some(p) => panic!("round {round}: {p:#?}"),
+        }
+    }
+    LogWriter::open(config(&log, &key)).unwrap().close().unwrap();
+    let report = verify_with(&log, Some(&key.verifier()), None);
+    assert!(report.problem.is_none(), "{report:#?}");
+    let all = records(&log);
+    let restarts = all.iter().filter(|r| matches!(r.body, Body::DaemonRestart(_))).count();
+    assert_eq!(restarts, 30, "every start after the first resumed the chain, plus the final one");
+    let recoveries: Vec<_> = all
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Recovery(rec) => Some(rec.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(recoveries.len(), torn_seen, "each torn tail was moved aside and recorded");
+    for recovery in &recoveries {
+        let torn = std::fs::read(dir.path().join(&recovery.torn_file)).unwrap();
+        assert_eq!(torn.len() as u64, recovery.torn_size);
+    }
+    eprintln!("{} records, {torn_seen} torn tails recovered", all.len());
+}
+
+#[test]
+#[ignore = "child of enospc_refuses_sessions_and_resumes; needs its private tmpfs"]
+fn child_enospc() {
+    let (log, key) = child_env();
+    let dir = log.parent().unwrap();
+    let mut config = config(&log, &key);
+    config.enospc_retry = Duration::from_millis(50);
+    config.sync_interval = Duration::from_millis(5);
+    let (handle, writer) = start(config).unwrap();
+    let filler = dir.join("filler");
+    {
+        use std::io::Write as _;
+        let mut file = std::fs::File::create(&filler).unwrap();
+        while file.write_all(&[0x55; 4096]).is_ok() {}
+        let _ = file.sync_all();
+    }
+    let wait_for = |want: Health| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while handle.health() != want {
+            assert!(Instant::now() < deadline, "health stayed {:?}", handle.health());
+            handle.record(decision(0));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let mut sent = 0u64;
+    let mut record = |n: u64| {
+        for i in 0..n {
+            handle.record(decision(i));
+        }
+        sent += n;
+    };
+    record(100);
+    wait_for(Health::NoSpace);
+    assert!(!handle.accepting_sessions());
+    record(300);
+    std::fs::remove_file(&filler).unwrap();
+    wait_for(Health::Ok);
+    assert!(handle.accepting_sessions());
+    record(100);
+    writer.shutdown().unwrap();
+    let report = verify_with(&log, Some(&key.verifier()), None);
+    assert!(report.problem.is_none(), "{report:#?}");
+    let decisions = records(&log).iter().filter(|r| matches!(r.body, Body::Decision(_))).count();
+    assert!(decisions as u64 >= sent, "{decisions} decisions for {sent} events sent");
+}
+
+#[test]
+fn enospc_refuses_sessions_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = signer();
+    let target = CString::new(dir.path().as_os_str().as_bytes()).unwrap();
+    let mut cmd = child("child_enospc", &dir.path().join("audit.log"), &key);
+    // SAFETY: between fork and exec only async-signal-safe syscalls run; the strings were built
+    // before the fork. The mounts live and die with the child's private mount namespace.
+    unsafe {
+        cmd.pre_exec(move || {
+            let check = |rc: libc::c_int| {
+                if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+            };
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+            check(libc::mount(
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            check(libc::mount(
+                c"tmpfs".as_ptr(),
+                target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                c"size=2m,mode=0700".as_ptr().cast(),
+            ))
+        });
+    }
+    let status = cmd.status().unwrap();
+    assert!(status.success(), "the ENOSPC child failed: {status}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the tmpfs held the log");
+}
+
+#[test]
+fn records_plus_counted_losses_equal_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = signer();
+    let log = dir.path().join("audit.log");
+    let mut config = config(&log, &key);
+    config.channel_capacity = 64;
+    config.sync_on_deny = true;
+    let (handle, writer) = start(config).unwrap();
+    const PRODUCERS: u64 = 4;
+    const EACH: u64 = 25_000;
+    let handle = Arc::new(handle);
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let handle = Arc::clone(&handle);
+            std::thread::spawn(move || {
+                for i in 0..EACH {
+                    let mut event = decision(p * EACH + i);
+                    if let Event::Decision(d) = &mut event {
+                        d.decision = Verdict::Deny;
+                    }
+                    handle.record(event);
+                }
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.join().unwrap();
+    }
+    writer.shutdown().unwrap();
+    let all = records(&log);
+    let decisions = all.iter().filter(|r| matches!(r.body, Body::Decision(_))).count() as u64;
+    let lost: u64 = all
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Loss(loss) if loss.at == CHANNEL_LOSS => Some(loss.count),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(decisions + lost, PRODUCERS * EACH);
+    assert!(lost > 0, "the producers should outrun a writer that syncs every deny");
+    let report = verify_with(&log, Some(&key.verifier()), None);
+    assert!(report.problem.is_none(), "{report:#?}");
+    eprintln!("{decisions} written, {lost} counted as lost");
+}
+
+#[test]
+fn writer_thread_checkpoints_by_time_and_rotates_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = signer();
+    let log = dir.path().join("audit.log");
+    let mut config = config(&log, &key);
+    config.checkpoint_every = Duration::from_millis(100);
+    config.rotate_age = Duration::from_millis(400);
+    let (handle, writer) = start(config).unwrap();
+    handle.record(session_start());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while segments::expand(std::slice::from_ref(&log)).unwrap().len() < 2 {
+        assert!(Instant::now() < deadline, "no rotation by age");
+        handle.record(decision(1));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    writer.shutdown().unwrap();
+    let all = records(&log);
+    let checkpoints = all.iter().filter(|r| matches!(r.body, Body::Checkpoint(_))).count();
+    assert!(checkpoints >= 3, "timed checkpoints, the rotation's and the final one: {checkpoints}");
+    let report = verify_with(&log, Some(&key.verifier()), None);
+    assert_eq!(report.exit_code(), 0, "{report:#?}");
+}
