@@ -26,6 +26,7 @@ pub const LPM_PATH_BYTES: usize = 248;
 pub enum Hook {
     FileOpen = 1,
     PathUnlink = 2,
+    PathMknod = 3,
 }
 
 impl Hook {
@@ -33,6 +34,7 @@ impl Hook {
         match v {
             1 => Some(Self::FileOpen),
             2 => Some(Self::PathUnlink),
+            3 => Some(Self::PathMknod),
             _ => None,
         }
     }
@@ -41,6 +43,7 @@ impl Hook {
         match self {
             Self::FileOpen => "file_open",
             Self::PathUnlink => "path_unlink",
+            Self::PathMknod => "path_mknod",
         }
     }
 }

@@ -381,6 +381,21 @@ pub fn fp_path_unlink(ctx: LsmContext) -> i32 {
     decide(Hook::PathUnlink, mnt, dentry)
 }
 
+/// Creation of a regular file, FIFO or device node: `open(O_CREAT)` calls it before creating, so a
+/// denied path is never created.
+#[lsm(hook = "path_mknod")]
+pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
+    // path_mknod(const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
+    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(4));
+    if ret != 0 {
+        return ret;
+    }
+    let Ok(mnt) = read::<u64>(dir, off(&OFF_PATH_MNT)) else {
+        return if current_session().is_some() { -EACCES } else { 0 };
+    };
+    decide(Hook::PathMknod, mnt, dentry)
+}
+
 /// Pass-through program attached by `fp kernel probe` to prove BPF LSM works; it cannot deny.
 #[lsm(hook = "file_open")]
 pub fn fp_probe(ctx: LsmContext) -> i32 {

@@ -3,27 +3,7 @@
 //! `fp kernel probe` has already proven BPF LSM works, and the host's mounts are its own.
 use std::path::Path;
 
-enum Place {
-    Vm,
-    Native,
-}
-
-/// Where the test runs; panics outside the VM unless native support was proven.
-fn place() -> Place {
-    let set = |var: &str| std::env::var(var).as_deref() == Ok("1");
-    if set("FP_TEST_VM") {
-        let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap();
-        assert!(
-            cmdline.split_whitespace().any(|a| a == "fp.vm=1"),
-            "FP_TEST_VM=1 but not fp's test VM: {cmdline}"
-        );
-        Place::Vm
-    } else if set("FP_TEST_NATIVE") {
-        Place::Native
-    } else {
-        panic!("privileged test: run it through `cargo xtask test-kernel`");
-    }
-}
+use fp_tests::{Place, place};
 
 fn mount_type(target: &str) -> Option<String> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();

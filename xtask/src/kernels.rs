@@ -74,12 +74,13 @@ mount -t cgroup2 cgroup2 /host/sys/fs/cgroup || fail "cannot mount cgroup2"
 mkdir -p /host/run/fp-vm
 mount -t 9p -o trans=virtio,version=9p2000.L,ro fprun /host/run/fp-vm || fail "cannot mount the run directory"
 . /host/run/fp-vm/mounts.sh || fail "cannot mount the host directories of this run"
-chroot /host /bin/sh /run/fp-vm/command.sh
-status=$?
-echo "fp-vm: exit status $status"
-drain
-sync
-poweroff -f
+# Switch root as a real boot does: the host root becomes the root of the mount tree, so the
+# kernel resolves paths from the system root exactly as on a host (a chroot would leave them
+# under /host). From here on every program comes from the host root, busybox included.
+cd /host
+mount --move . / || fail "cannot switch root"
+exec chroot . /bin/busybox sh -c '/bin/sh /run/fp-vm/command.sh; status=$?
+echo "fp-vm: exit status $status"; /bin/busybox stty onlcr; /bin/busybox sync; /bin/busybox poweroff -f'
 "#;
 
 /// A kernel ready to boot.

@@ -117,7 +117,11 @@ pub struct Enforcer {
     map_pins: Vec<PathBuf>,
 }
 
-const HOOKS: [(&str, &str); 2] = [("fp_file_open", "file_open"), ("fp_path_unlink", "path_unlink")];
+const HOOKS: [(&str, &str); 3] = [
+    ("fp_file_open", "file_open"),
+    ("fp_path_unlink", "path_unlink"),
+    ("fp_path_mknod", "path_mknod"),
+];
 const PINNED_MAPS: [&str; 4] = ["SESSIONS", "DENY_PATHS", "DENY_INODES", "EVENTS"];
 
 impl Enforcer {
@@ -272,7 +276,7 @@ mod tests {
         let obj = object().expect("a real BPF object is embedded");
         assert_eq!(&obj[..4], b"\x7fELF");
         let text = String::from_utf8_lossy(obj);
-        for section in ["lsm/file_open", "lsm/path_unlink", "license"] {
+        for section in ["lsm/file_open", "lsm/path_unlink", "lsm/path_mknod", "license"] {
             assert!(text.contains(section), "object lacks section {section}");
         }
         for f in KERNEL_FIELDS {

@@ -1,0 +1,219 @@
+//! The thin vertical slice, for real: `fp run --deny` confines a command in the kernel.
+use std::path::Path;
+
+use fp_tests::{TempTree, exclusive, run_confined, run_outside, stderr, stdout};
+
+const DENIED: &str = "Permission denied";
+
+/// Each line of `script` is `name: command`; the result prints `name=ok` when the command
+/// succeeds, `name=denied` when it fails with EACCES's message, `name=failed` otherwise.
+fn statuses(script: &str) -> String {
+    script
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(name, cmd)| {
+            format!(
+                "if out=$( ( {cmd} ) 2>&1); then echo {name}=ok; \
+                 elif echo \"$out\" | grep -q '{DENIED}'; then echo {name}=denied; \
+                 else echo \"{name}=failed: $out\"; fi\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn denied_paths_fail_inside_the_session_and_work_outside() {
+    let _g = exclusive();
+    let t = TempTree::new("basic");
+    let secret = t.file("secret/f", "top secret\n");
+    t.file("allowed", "fine\n");
+    let d = t.join("secret").display().to_string();
+    let a = t.join("allowed").display().to_string();
+    let script = statuses(&format!(
+        "cat: cat {d}/f\nls: ls {d}\nwrite: echo x > {d}/f\nnew: echo x > {d}/new\nrm: rm -f {d}/f\nallowed: cat {a}\nallowed_write: echo more >> {a}"
+    ));
+    let inside = run_confined(&[&t.join("secret")], &[], &script);
+    let got = stdout(&inside);
+    for denied in ["cat=denied", "ls=denied", "write=denied", "new=denied", "rm=denied"] {
+        assert!(
+            got.contains(denied),
+            "expected {denied} inside the session:\n{got}\n{}",
+            stderr(&inside)
+        );
+    }
+    assert!(got.contains("allowed=ok") && got.contains("allowed_write=ok"), "{got}");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "top secret\n");
+    assert!(!t.join("secret/new").exists());
+
+    let outside = stdout(&run_outside(&script));
+    for ok in ["cat=ok", "ls=ok", "write=ok", "new=ok", "rm=ok", "allowed=ok"] {
+        assert!(outside.contains(ok), "expected {ok} outside any session:\n{outside}");
+    }
+}
+
+#[test]
+fn denials_are_reported_on_stderr_and_in_the_log() {
+    let _g = exclusive();
+    let t = TempTree::new("report");
+    t.file("secret/f", "x");
+    let f = t.join("secret/f").display().to_string();
+    let out = run_confined(&[&t.join("secret")], &[], &format!("cat {f}; rm {f}; true"));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("fp: denied file_open {f} by cat")), "{err}");
+    assert!(err.contains(&format!("fp: denied path_unlink {f} by rm")), "{err}");
+
+    let log = t.join("log.jsonl");
+    let out = run_confined(
+        &[&t.join("secret")],
+        &["--audit-log", log.to_str().unwrap()],
+        &format!("cat {f}; true"),
+    );
+    assert!(!stderr(&out).contains("fp: denied"), "{}", stderr(&out));
+    let line = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        line.contains(&format!("\"path\":\"{f}\"")) && line.contains("\"comm\":\"cat\""),
+        "{line}"
+    );
+}
+
+#[test]
+fn children_of_children_stay_confined() {
+    let _g = exclusive();
+    let t = TempTree::new("nested");
+    let f = t.file("secret/f", "x").display().to_string();
+    let script = statuses(&format!(
+        "nested: sh -c 'sh -c \"cat {f}\"'\nsubshell: (cat {f})\nsetsid: setsid -w sh -c 'cat {f}'\nbackground: sh -c 'cat {f} & wait $!'"
+    ));
+    let got = stdout(&run_confined(&[&t.join("secret")], &[], &script));
+    for name in ["nested", "subshell", "setsid", "background"] {
+        assert!(got.contains(&format!("{name}=denied")), "{name} escaped:\n{got}");
+    }
+}
+
+#[test]
+fn aliases_of_a_denied_path_are_denied() {
+    let _g = exclusive();
+    let t = TempTree::new("alias");
+    t.file("secret/sub/f", "x");
+    let (d, base) = (t.join("secret").display().to_string(), t.0.display().to_string());
+    std::os::unix::fs::symlink(t.join("secret/sub/f"), t.join("link-file")).unwrap();
+    std::os::unix::fs::symlink(t.join("secret/sub"), t.join("link-dir")).unwrap();
+    std::os::unix::fs::symlink(t.join("link-file"), t.join("link-chain")).unwrap();
+    std::fs::create_dir(t.join("open")).unwrap();
+    let script = statuses(&format!(
+        "symlink_file: cat {base}/link-file\nsymlink_dir: cat {base}/link-dir/f\nsymlink_chain: cat {base}/link-chain\n\
+         relative: cd {d}/sub && cat f\ndotdot: cat {base}/open/../secret/sub/f\nslashes: cat {base}//secret/./sub//f\n\
+         proc_root: cat /proc/self/root{d}/sub/f\nproc_cwd: cd {d}/sub && cat /proc/self/cwd/f"
+    ));
+    let got = stdout(&run_confined(&[&t.join("secret")], &[], &script));
+    for name in [
+        "symlink_file",
+        "symlink_dir",
+        "symlink_chain",
+        "relative",
+        "dotdot",
+        "slashes",
+        "proc_root",
+        "proc_cwd",
+    ] {
+        assert!(got.contains(&format!("{name}=denied")), "{name} was not denied:\n{got}");
+    }
+}
+
+/// Python that walks 20 components of 250 bytes below `base` with O_PATH directory fds (which
+/// do not open the directories), then opens `f` there: more than PATH_MAX from the root.
+fn deep_open(base: &Path, create: bool) -> String {
+    let c = "d".repeat(250);
+    let (mkdir, open) = if create {
+        (
+            "os.mkdir(c, dir_fd=fd); ",
+            "f = os.open('f', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd); os.write(f, b'x')",
+        )
+    } else {
+        ("", "os.open('f', os.O_RDONLY, dir_fd=fd)")
+    };
+    format!(
+        "python3 -c \"
+import os
+c = '{c}'
+fd = os.open('{base}', os.O_PATH | os.O_DIRECTORY)
+for i in range(20):
+    {mkdir}fd = os.open(c, os.O_PATH | os.O_DIRECTORY, dir_fd=fd)
+try:
+    {open}; print('long=ok')
+except PermissionError:
+    print('long=denied')
+\"",
+        base = base.display()
+    )
+}
+
+#[test]
+fn a_path_the_kernel_cannot_resolve_fully_is_denied() {
+    let _g = exclusive();
+    let t = TempTree::new("long");
+    assert!(stdout(&run_outside(&deep_open(&t.0, true))).contains("long=ok"));
+    let out = run_confined(&[&t.join("unrelated")], &[], &deep_open(&t.0, false));
+    assert!(stdout(&out).contains("long=denied"), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("unresolved-path"), "{}", stderr(&out));
+    // Outside the session nothing is denied.
+    assert!(stdout(&run_outside(&deep_open(&t.0, false))).contains("long=ok"));
+}
+
+#[test]
+fn enforcement_keeps_working_while_fp_is_paused() {
+    let _g = exclusive();
+    let t = TempTree::new("paused");
+    let f = t.file("secret/f", "x").display().to_string();
+    // The session stops fp (its parent), reads, then lets fp continue.
+    let script = format!(
+        "kill -STOP $PPID; ls /sys/fs/bpf/fp/v1 >/dev/null && echo pinned; cat {f} >/dev/null 2>&1; echo paused=$?; kill -CONT $PPID"
+    );
+    let out = run_confined(&[&t.join("secret")], &[], &script);
+    let got = stdout(&out);
+    assert!(got.contains("pinned") && got.contains("paused=1"), "{got}\n{}", stderr(&out));
+}
+
+#[test]
+fn other_processes_are_never_affected() {
+    let _g = exclusive();
+    let t = TempTree::new("outside");
+    let f = t.file("secret/f", "visible outside\n");
+    let ready = t.join("ready");
+    let mut session = fp_tests::fp()
+        .args(["run", "--deny"])
+        .arg(t.join("secret"))
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}; sleep 2", ready.display()))
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ready.exists() {
+        assert!(std::time::Instant::now() < deadline, "session did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "visible outside\n");
+    assert!(session.wait().unwrap().success());
+    fp_tests::assert_nothing_left_behind();
+}
+
+#[test]
+fn exit_status_is_the_commands() {
+    let _g = exclusive();
+    let none = Path::new("/nonexistent-fp-test");
+    assert_eq!(run_confined(&[none], &[], "exit 7").status.code(), Some(7));
+    assert_eq!(run_confined(&[none], &[], "kill -TERM $$").status.code(), Some(128 + 15));
+    let out =
+        fp_tests::fp().args(["run", "--deny", "/x", "--", "/nonexistent/cmd"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    fp_tests::assert_nothing_left_behind();
+}
+
+#[test]
+fn probe_reports_bpf_lsm_support() {
+    let _g = exclusive();
+    let out = fp_tests::fp().args(["kernel", "probe", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\"bpf_lsm\":true"), "{}", stdout(&out));
+    fp_tests::assert_nothing_left_behind();
+}
