@@ -1,5 +1,6 @@
 //! `cargo xtask`: everything a developer or CI runs besides plain cargo.
 mod cmd;
+mod demo;
 mod kernels;
 mod paths;
 mod setup;
@@ -20,6 +21,8 @@ enum Task {
     TestKernel(test_kernel::TestKernelArgs),
     /// Run every test: unit tests of the default members, then the kernel tests on all kernels.
     Test,
+    /// Boot the VM and show a session being denied next to the same commands outside it.
+    Demo(demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +31,7 @@ fn main() -> ExitCode {
         Task::Vm(args) => vm::main(args),
         Task::TestKernel(args) => test_kernel::main(args),
         Task::Test => test_kernel::test_all(),
+        Task::Demo(args) => demo::main(args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("xtask: error: {e:#}");

@@ -161,11 +161,16 @@ struct Built {
     tests_dir: PathBuf,
 }
 
-fn build() -> Result<Built> {
-    println!("xtask: building fp and the privileged tests (real BPF object)");
+/// Builds the `fp` binary with the real BPF object.
+pub fn build_fp() -> Result<PathBuf> {
     let fp =
         cargo_executables(&["build", "-p", "fp-agent", "--bin", "fp"], |a| a.target.name == "fp")?;
-    let fp_bin = fp.into_iter().next().ok_or_else(|| anyhow!("cargo built no `fp` executable"))?;
+    fp.into_iter().next().ok_or_else(|| anyhow!("cargo built no `fp` executable"))
+}
+
+fn build() -> Result<Built> {
+    println!("xtask: building fp and the privileged tests (real BPF object)");
+    let fp_bin = build_fp()?;
     let tests = cargo_executables(&["test", "-p", "fp-tests", "--no-run"], |a| a.profile.test)?;
     if tests.is_empty() {
         bail!("fp-tests has no test executables");

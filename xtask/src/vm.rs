@@ -1,7 +1,7 @@
 //! `cargo xtask vm`: runs a command as root in a QEMU VM booting a pinned Debian kernel.
 //!
-//! The guest's PID 1 (kernels.rs) mounts the host root read-only over 9p and chroots into it, so
-//! the command sees the host's files, build output and current directory. Each run writes two
+//! The guest's PID 1 (kernels.rs) mounts the host root read-only over 9p and switches root to it,
+//! so the command sees the host's files, build output and current directory. Each run writes two
 //! scripts into `target/fp-vm/runs/<pid>/`, shared as `/run/fp-vm` in the guest: `mounts.sh`
 //! (host paths hidden by the guest's fresh /tmp and /run, writable shares) and `command.sh`
 //! (environment, cwd, command).

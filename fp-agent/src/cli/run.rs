@@ -52,7 +52,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let deny =
         args.deny.iter().map(|p| DenyTarget::resolve(p)).collect::<anyhow::Result<Vec<_>>>()?;
-    let mut sink = EventSink::open(args.audit_log.as_deref())?;
+    let sink = EventSink::open(args.audit_log.as_deref())?;
     let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
     let cgroup = session::SessionCgroup::create(
@@ -68,7 +68,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Err(e);
         }
     };
-    let result = confine_and_wait(&args.command, &deny, &cgroup, enforcer, &mut sink);
+    let result = confine_and_wait(&args.command, &deny, &cgroup, enforcer, sink);
     let removed = cgroup.remove();
     let (code, enforcer) = result?;
     enforcer.unload()?;
@@ -129,7 +129,7 @@ fn confine_and_wait(
     deny: &[DenyTarget],
     cgroup: &session::SessionCgroup,
     mut enforcer: kernel::Enforcer,
-    sink: &mut EventSink,
+    mut sink: EventSink,
 ) -> anyhow::Result<(ExitCode, kernel::Enforcer)> {
     enforcer.add_session(cgroup.id)?;
     for target in deny {
@@ -140,7 +140,7 @@ fn confine_and_wait(
     }
     let mut ring = enforcer.take_events()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel::<DenyEvent>();
+    // Denials are written as they arrive; after the command exits the buffer is drained.
     let reader = {
         let stop = stop.clone();
         std::thread::spawn(move || -> anyhow::Result<()> {
@@ -151,7 +151,7 @@ fn confine_and_wait(
                         // SAFETY: the programs write whole DenyEvents; read_unaligned copies it out.
                         let ev =
                             unsafe { std::ptr::read_unaligned(item.as_ptr() as *const DenyEvent) };
-                        let _ = tx.send(ev);
+                        sink.write(&ev)?;
                     }
                 }
                 if done {
@@ -198,9 +198,6 @@ fn confine_and_wait(
     };
     stop.store(true, Ordering::Release);
     reader.join().expect("event reader thread panicked")?;
-    for ev in rx.try_iter() {
-        sink.write(&ev)?;
-    }
     let counters = enforcer.session_counters(cgroup.id)?;
     if counters.dropped > 0 {
         eprintln!("fp: {} denial events were lost (ring buffer full)", counters.dropped);
@@ -242,10 +239,14 @@ impl EventSink {
         let hook = Hook::from_u8(ev.hook).map_or("unknown", Hook::name);
         let reason = DenyReason::from_u8(ev.reason).map_or("unknown", DenyReason::name);
         match self {
-            Self::Stderr => eprintln!(
-                "fp: denied {hook} {path} by {comm} (pid {}, uid {}): {reason}",
-                ev.tgid, ev.uid
-            ),
+            Self::Stderr => {
+                // One write(2) per line, so it does not interleave with the command's own stderr.
+                let line = format!(
+                    "fp: denied {hook} {path} by {comm} (pid {}, uid {}): {reason}\n",
+                    ev.tgid, ev.uid
+                );
+                std::io::stderr().write_all(line.as_bytes())?;
+            }
             Self::File(f) => {
                 let line = serde_json::json!({
                     "decision": "deny", "hook": hook, "reason": reason, "path": path,
