@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// Longest path the programs resolve (bytes, without NUL). Longer paths are denied for session
 /// processes, never matched on a truncated string.
@@ -20,33 +20,109 @@ pub const MAX_WALK: usize = PATH_MAX / 2 + 64;
 /// hold the session id. Deny rules longer than this are refused when compiled.
 pub const LPM_PATH_BYTES: usize = 248;
 
-/// LSM hook that produced an event.
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hook {
-    FileOpen = 1,
-    PathUnlink = 2,
-    PathMknod = 3,
+macro_rules! hooks {
+    ($($variant:ident = $value:literal, $name:literal;)*) => {
+        /// LSM hook that produced an event. Its BPF program is `fp_<name>`, attached to
+        /// `lsm/<name>` (see docs/hooks.md for the hook -> op table).
+        #[repr(u8)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Hook {
+            $($variant = $value,)*
+        }
+
+        impl Hook {
+            pub const ALL: &[Hook] = &[$(Self::$variant,)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+
+            fn default_program(self) -> &'static str {
+                match self {
+                    $(Self::$variant => concat!("fp_", $name),)*
+                }
+            }
+        }
+    };
+}
+
+hooks! {
+    FileOpen = 1, "file_open";
+    PathUnlink = 2, "path_unlink";
+    PathMknod = 3, "path_mknod";
+    PathRmdir = 4, "path_rmdir";
+    PathMkdir = 5, "path_mkdir";
+    PathSymlink = 6, "path_symlink";
+    PathLink = 7, "path_link";
+    PathRename = 8, "path_rename";
+    PathTruncate = 9, "path_truncate";
+    FileTruncate = 10, "file_truncate";
+    PathChmod = 11, "path_chmod";
+    PathChown = 12, "path_chown";
+    InodeSetattr = 13, "inode_setattr";
+    InodeSetxattr = 14, "inode_setxattr";
+    InodeRemovexattr = 15, "inode_removexattr";
+    InodeSetAcl = 16, "inode_set_acl";
+    InodeRemoveAcl = 17, "inode_remove_acl";
+    BprmCheckSecurity = 18, "bprm_check_security";
 }
 
 impl Hook {
     pub fn from_u8(v: u8) -> Option<Self> {
-        match v {
-            1 => Some(Self::FileOpen),
-            2 => Some(Self::PathUnlink),
-            3 => Some(Self::PathMknod),
-            _ => None,
+        Self::ALL.iter().copied().find(|h| *h as u8 == v)
+    }
+
+    /// Hooks that only some supported kernels have, because the operation they guard goes through
+    /// another hook there: ftruncate and O_TRUNC reach path_truncate before 6.2, and POSIX ACLs
+    /// reach inode_setxattr/inode_removexattr before 6.2.
+    pub fn is_optional(self) -> bool {
+        matches!(self, Self::FileTruncate | Self::InodeSetAcl | Self::InodeRemoveAcl)
+    }
+
+    /// BPF program for this hook on a kernel whose `bpf_lsm_<hook>` takes `params`: hooks whose
+    /// arguments moved between kernels have one program per layout (an LSM program reads its
+    /// arguments at constant offsets).
+    pub fn program(self, params: &[&[u8]]) -> &'static str {
+        match self {
+            Self::InodeSetattr if params.first() == Some(&b"idmap".as_slice()) => {
+                "fp_inode_setattr_idmap"
+            }
+            _ => self.default_program(),
         }
+    }
+}
+
+/// What an operation does to the file it touches: the policy op the hook maps to. The first three
+/// share their encoding with the policy's ops; exec is decided like a read by path rules today.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read = 0,
+    Write = 1,
+    Delete = 2,
+    Exec = 3,
+}
+
+impl Op {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        [Self::Read, Self::Write, Self::Delete, Self::Exec].into_iter().find(|o| *o as u8 == v)
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            Self::FileOpen => "file_open",
-            Self::PathUnlink => "path_unlink",
-            Self::PathMknod => "path_mknod",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Delete => "delete",
+            Self::Exec => "exec",
         }
     }
 }
+
+/// `DenyEvent::flags`: the hook had no mount (inode hooks get only a dentry), so `path` is
+/// relative to the root of the file's filesystem, not to the system root.
+pub const EVENT_PATH_FS_RELATIVE: u8 = 1;
 
 /// Why a program denied an operation.
 #[repr(u8)]
@@ -126,7 +202,11 @@ pub struct DenyEvent {
     pub path_len: u32,
     pub hook: u8,
     pub reason: u8,
-    pub _pad: [u8; 6],
+    /// [`Op`] of the operation.
+    pub op: u8,
+    /// `EVENT_*` bits.
+    pub flags: u8,
+    pub _pad: [u8; 4],
     pub comm: [u8; 16],
     pub path: [u8; PATH_MAX],
 }
@@ -164,6 +244,9 @@ kernel_fields! {
     OFF_MOUNT_MNT = "mount"."mnt";
     OFF_MOUNT_MNT_PARENT = "mount"."mnt_parent";
     OFF_MOUNT_MNT_MOUNTPOINT = "mount"."mnt_mountpoint";
+    OFF_FILE_F_MODE = "file"."f_mode";
+    OFF_FILE_F_FLAGS = "file"."f_flags";
+    OFF_LINUX_BINPRM_FILE = "linux_binprm"."file";
 }
 
 #[cfg(feature = "user")]
@@ -186,7 +269,23 @@ mod tests {
         assert_eq!(size_of::<PathKey>(), 8 + LPM_PATH_BYTES);
         assert_eq!(size_of::<PathKey>(), 256, "LPM key data is capped at 256 bytes");
         assert_eq!(size_of::<InodeKey>(), 24);
-        assert_eq!(size_of::<DenyEvent>(), 8 + 8 + 6 * 4 + 2 + 6 + 16 + PATH_MAX);
+        assert_eq!(size_of::<DenyEvent>(), 8 + 8 + 6 * 4 + 4 + 4 + 16 + PATH_MAX);
+    }
+
+    #[test]
+    fn hooks_and_ops_round_trip() {
+        for h in Hook::ALL {
+            assert_eq!(Hook::from_u8(*h as u8), Some(*h));
+        }
+        assert_eq!(Hook::from_u8(0), None);
+        assert_eq!(Op::from_u8(Op::Exec as u8), Some(Op::Exec));
+        assert_eq!(Op::from_u8(4), None);
+        let unlink: &[&[u8]] = &[b"dir", b"dentry"];
+        assert_eq!(Hook::PathUnlink.program(unlink), "fp_path_unlink");
+        let setattr_6_1: &[&[u8]] = &[b"dentry", b"attr"];
+        let setattr_6_12: &[&[u8]] = &[b"idmap", b"dentry", b"attr"];
+        assert_eq!(Hook::InodeSetattr.program(setattr_6_1), "fp_inode_setattr");
+        assert_eq!(Hook::InodeSetattr.program(setattr_6_12), "fp_inode_setattr_idmap");
     }
 
     #[test]

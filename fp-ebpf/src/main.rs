@@ -1,5 +1,6 @@
-//! fp's BPF LSM programs. Kept thin: find the session of the current task, resolve the path of the
-//! file being touched from the system root, look it up in the session's tables, report denials.
+//! fp's BPF LSM programs. Kept thin: each hook names the file(s) it touches and the op, and calls
+//! [`decide`], which finds the session of the current task, resolves the path from the system root,
+//! looks it up in the session's tables and reports denials. docs/hooks.md has the hook -> op table.
 //!
 //! Kernel struct offsets are read-only globals written by userspace from the running kernel's BTF
 //! (see fp_common::kernel::KERNEL_FIELDS); the verifier sees them as constants.
@@ -24,10 +25,17 @@ use core::{
     intrinsics::{AtomicOrdering, atomic_xadd},
 };
 use fp_common::kernel::{
-    DenyEvent, DenyReason, Hook, InodeKey, LPM_PATH_BYTES, MAX_WALK, PATH_MAX, PathKey, SessionInfo,
+    DenyEvent, DenyReason, EVENT_PATH_FS_RELATIVE, Hook, InodeKey, LPM_PATH_BYTES, MAX_WALK, Op,
+    PATH_MAX, PathKey, SessionInfo,
 };
 
 const EACCES: i32 = 13;
+/// `fmode_t` bits of `file.f_mode`, and `__FMODE_EXEC` as it stays in `file.f_flags`.
+const FMODE_WRITE: u32 = 0x2;
+const FMODE_EXEC: u32 = 0x20;
+const F_FLAGS_EXEC: u32 = 0x20;
+/// `path_rename` flag: both names stay and swap places.
+const RENAME_EXCHANGE: u32 = 1 << 1;
 
 macro_rules! offsets {
     ($($name:ident),* $(,)?) => {
@@ -53,6 +61,9 @@ offsets!(
     OFF_MOUNT_MNT,
     OFF_MOUNT_MNT_PARENT,
     OFF_MOUNT_MNT_MOUNTPOINT,
+    OFF_FILE_F_MODE,
+    OFF_FILE_F_FLAGS,
+    OFF_LINUX_BINPRM_FILE,
 );
 
 /// cgroup v2 level of session cgroups (depth of the configured parent + 1): the session of a task
@@ -138,7 +149,7 @@ struct Walk {
     dentry: u64,
     /// Start of the path in `Scratch::path`; the path ends at PATH_MAX.
     pos: u64,
-    /// Identity of the file itself (the first dentry).
+    /// Identity of the file itself (the first positive dentry; 0 until then).
     ino: u64,
     dev: u64,
     /// Set when a dentry on the way is a denied inode; the walk goes on so the event carries the
@@ -172,33 +183,42 @@ extern "C" fn walk_step(_index: u64, _ctx: *mut c_void) -> i64 {
 
 #[inline(always)]
 fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
-    let mnt_root: u64 = read(w.vfsmount, off(&OFF_VFSMOUNT_MNT_ROOT))?;
     let parent: u64 = read(w.dentry, off(&OFF_DENTRY_D_PARENT))?;
-    if w.dentry == mnt_root || w.dentry == parent {
-        let parent_mount: u64 = read(w.mount, off(&OFF_MOUNT_MNT_PARENT))?;
-        if parent_mount == w.mount {
-            // The root of the mount tree; a dentry that is its own parent anywhere else is
-            // disconnected from it, and has no path from the root.
-            w.state = if w.dentry == mnt_root { RESOLVED } else { UNRESOLVED };
-            return Ok(false);
-        }
-        w.dentry = read(w.mount, off(&OFF_MOUNT_MNT_MOUNTPOINT))?;
-        w.mount = parent_mount;
-        w.vfsmount = parent_mount + off(&OFF_MOUNT_MNT) as u64;
-        return Ok(true);
-    }
+    // Identity first, also of mount roots: a bind mount of a denied directory has it as root.
     let inode: u64 = read(w.dentry, off(&OFF_DENTRY_D_INODE))?;
-    if inode != 0 && (w.inode_denied == 0 || w.pos == PATH_MAX as u64) {
+    if inode != 0 && (w.inode_denied == 0 || w.ino == 0) {
         let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
         let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
         let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?;
-        if w.pos == PATH_MAX as u64 {
+        if w.ino == 0 {
             (w.ino, w.dev) = (ino, dev as u64);
         }
         let key = InodeKey { session: w.session, ino, dev, _pad: 0 };
         // SAFETY: the value is only tested for presence.
         if unsafe { DENY_INODES.get(&key) }.is_some() {
             w.inode_denied = 1;
+        }
+    }
+    if w.vfsmount == NO_MOUNT {
+        // Inode hooks: the walk ends at the root of the file's filesystem.
+        if w.dentry == parent {
+            w.state = RESOLVED;
+            return Ok(false);
+        }
+    } else {
+        let mnt_root: u64 = read(w.vfsmount, off(&OFF_VFSMOUNT_MNT_ROOT))?;
+        if w.dentry == mnt_root || w.dentry == parent {
+            let parent_mount: u64 = read(w.mount, off(&OFF_MOUNT_MNT_PARENT))?;
+            if parent_mount == w.mount {
+                // The root of the mount tree; a dentry that is its own parent anywhere else is
+                // disconnected from it, and has no path from the root.
+                w.state = if w.dentry == mnt_root { RESOLVED } else { UNRESOLVED };
+                return Ok(false);
+            }
+            w.dentry = read(w.mount, off(&OFF_MOUNT_MNT_MOUNTPOINT))?;
+            w.mount = parent_mount;
+            w.vfsmount = parent_mount + off(&OFF_MOUNT_MNT) as u64;
+            return Ok(true);
         }
     }
     let name_len: u32 = read(w.dentry, off(&OFF_DENTRY_D_NAME) + off(&OFF_QSTR_LEN))?;
@@ -236,9 +256,15 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
     Ok(true)
 }
 
+/// `vfsmount` of hooks that get a dentry but no mount (inode_setattr, xattrs): their walk stops at
+/// the root of the file's filesystem and only checks inode identity (docs/hooks.md).
+const NO_MOUNT: u64 = 0;
+
 /// Resolves (`vfsmount`, `dentry`) to its path from the root of the mount tree (not the task's
 /// root: chroot does not change it), checking every dentry's inode against DENY_INODES on the way,
 /// then looks the path up in DENY_PATHS. Leaves the walk's results in `s.walk` for the event.
+/// With [`NO_MOUNT`] only inode identity decides: a path relative to a filesystem root must never
+/// be matched against rules written from the system root.
 ///
 /// `s` is a raw pointer, not `&mut`: bpf_loop's callback writes the scratch value behind the
 /// compiler's back, so a `&mut` (noalias) would let it reuse values from before the loop.
@@ -249,7 +275,7 @@ fn check(s: *mut Scratch, session: u64, vfsmount: u64, dentry: u64) -> Verdict {
         (*s).walk = Walk {
             session,
             vfsmount,
-            mount: vfsmount - off(&OFF_MOUNT_MNT) as u64,
+            mount: vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64), // unused for NO_MOUNT
             dentry,
             pos: PATH_MAX as u64,
             ino: 0,
@@ -273,6 +299,9 @@ fn check(s: *mut Scratch, session: u64, vfsmount: u64, dentry: u64) -> Verdict {
         if state != RESOLVED {
             return Verdict::Deny(DenyReason::Unresolved);
         }
+        if vfsmount == NO_MOUNT {
+            return Verdict::Allow;
+        }
         // Exact rules are stored with their NUL, so short lookups cover the NUL too.
         let start = pos & (PATH_MAX - 1);
         let bytes = core::cmp::min(PATH_MAX - start + 1, LPM_PATH_BYTES);
@@ -293,7 +322,7 @@ fn check(s: *mut Scratch, session: u64, vfsmount: u64, dentry: u64) -> Verdict {
     }
 }
 
-fn report(session: &Session, hook: Hook, reason: DenyReason, s: *const Scratch) {
+fn report(session: &Session, hook: Hook, op: Op, reason: DenyReason, s: *const Scratch) {
     // SAFETY: this CPU's scratch value, filled by `check`.
     let (w, path) = unsafe { (&(*s).walk, &(*s).path) };
     // SAFETY: `info` points into the SESSIONS map value found for this task.
@@ -320,7 +349,9 @@ fn report(session: &Session, hook: Hook, reason: DenyReason, s: *const Scratch) 
         (*ev).gid = (uid_gid >> 32) as u32;
         (*ev).hook = hook as u8;
         (*ev).reason = reason as u8;
-        (*ev)._pad = [0; 6];
+        (*ev).op = op as u8;
+        (*ev).flags = if w.vfsmount == NO_MOUNT { EVENT_PATH_FS_RELATIVE } else { 0 };
+        (*ev)._pad = [0; 4];
         (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
         // An unresolved path is never reported as a (truncated) string.
         let start = w.pos as usize & (PATH_MAX - 1);
@@ -334,9 +365,11 @@ fn report(session: &Session, hook: Hook, reason: DenyReason, s: *const Scratch) 
     entry.submit(0);
 }
 
-/// Checks (`vfsmount`, `dentry`) for the current task; returns 0 or -EACCES.
+/// The one decision of every hook: may the current task do `op` to (`vfsmount`, `dentry`)?
+/// Returns 0 or -EACCES. The verdict does not depend on `op` yet (a deny rule denies every op);
+/// the per-op policy tables will, so every hook already says what it does.
 #[inline(always)]
-fn decide(hook: Hook, vfsmount: u64, dentry: u64) -> i32 {
+fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
     let Some(session) = current_session() else {
         return 0;
     };
@@ -346,12 +379,46 @@ fn decide(hook: Hook, vfsmount: u64, dentry: u64) -> i32 {
     match check(s, session.id, vfsmount, dentry) {
         Verdict::Allow => 0,
         Verdict::Deny(reason) => {
-            report(&session, hook, reason, s);
+            report(&session, hook, op, reason, s);
             -EACCES
         }
     }
 }
 
+/// Fail closed for session tasks when a hook's own arguments cannot be read.
+#[inline(always)]
+fn unreadable() -> i32 {
+    if current_session().is_some() { -EACCES } else { 0 }
+}
+
+/// `decide` for a `struct path *`.
+#[inline(always)]
+fn decide_path(hook: Hook, op: Op, path: u64) -> i32 {
+    match (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY))) {
+        (Ok(mnt), Ok(dentry)) => decide(hook, op, mnt, dentry),
+        _ => unreadable(),
+    }
+}
+
+/// `decide` for a dentry in the directory `dir` (a `struct path *`): the name being created,
+/// removed or linked.
+#[inline(always)]
+fn decide_in_dir(hook: Hook, op: Op, dir: u64, dentry: u64) -> i32 {
+    match read::<u64>(dir, off(&OFF_PATH_MNT)) {
+        Ok(mnt) => decide(hook, op, mnt, dentry),
+        Err(()) => unreadable(),
+    }
+}
+
+/// `decide` for a `struct file *`.
+#[inline(always)]
+fn decide_file(hook: Hook, op: Op, file: u64) -> i32 {
+    decide_path(hook, op, file + off(&OFF_FILE_F_PATH) as u64)
+}
+
+/// Every open, including the open of an executable and of a file created by O_CREAT. Write when
+/// opened for writing, exec for execve/uselib, read otherwise. O_TRUNC is checked as a write by
+/// path_truncate (6.1) or file_truncate (6.2+).
 #[lsm(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
@@ -359,30 +426,43 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
     if ret != 0 {
         return ret;
     }
-    let path = file + off(&OFF_FILE_F_PATH) as u64;
-    let (Ok(mnt), Ok(dentry)) =
-        (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY)))
+    let (Ok(mode), Ok(flags)) =
+        (read::<u32>(file, off(&OFF_FILE_F_MODE)), read::<u32>(file, off(&OFF_FILE_F_FLAGS)))
     else {
-        return if current_session().is_some() { -EACCES } else { 0 };
+        return unreadable();
     };
-    decide(Hook::FileOpen, mnt, dentry)
+    let op = if mode & FMODE_WRITE != 0 {
+        Op::Write
+    } else if mode & FMODE_EXEC != 0 || flags & F_FLAGS_EXEC != 0 {
+        Op::Exec
+    } else {
+        Op::Read
+    };
+    decide_file(Hook::FileOpen, op, file)
 }
 
 #[lsm(hook = "path_unlink")]
 pub fn fp_path_unlink(ctx: LsmContext) -> i32 {
-    // path_unlink(const struct path *dir, struct dentry *dentry, int ret).
+    // path_unlink(const struct path *dir, struct dentry *dentry, int ret)
     let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(2));
     if ret != 0 {
         return ret;
     }
-    let Ok(mnt) = read::<u64>(dir, off(&OFF_PATH_MNT)) else {
-        return if current_session().is_some() { -EACCES } else { 0 };
-    };
-    decide(Hook::PathUnlink, mnt, dentry)
+    decide_in_dir(Hook::PathUnlink, Op::Delete, dir, dentry)
 }
 
-/// Creation of a regular file, FIFO or device node: `open(O_CREAT)` calls it before creating, so a
-/// denied path is never created.
+#[lsm(hook = "path_rmdir")]
+pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
+    // path_rmdir(const struct path *dir, struct dentry *dentry, int ret)
+    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(2));
+    if ret != 0 {
+        return ret;
+    }
+    decide_in_dir(Hook::PathRmdir, Op::Delete, dir, dentry)
+}
+
+/// Creation of a regular file, FIFO, socket or device node: `open(O_CREAT)` calls it before
+/// creating, so a denied path is never created.
 #[lsm(hook = "path_mknod")]
 pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
     // path_mknod(const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
@@ -390,10 +470,195 @@ pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
     if ret != 0 {
         return ret;
     }
+    decide_in_dir(Hook::PathMknod, Op::Write, dir, dentry)
+}
+
+#[lsm(hook = "path_mkdir")]
+pub fn fp_path_mkdir(ctx: LsmContext) -> i32 {
+    // path_mkdir(const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
+    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(3));
+    if ret != 0 {
+        return ret;
+    }
+    decide_in_dir(Hook::PathMkdir, Op::Write, dir, dentry)
+}
+
+/// The new name of a symlink; its target text is not a file access (it is resolved, and checked,
+/// when used).
+#[lsm(hook = "path_symlink")]
+pub fn fp_path_symlink(ctx: LsmContext) -> i32 {
+    // path_symlink(const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
+    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(3));
+    if ret != 0 {
+        return ret;
+    }
+    decide_in_dir(Hook::PathSymlink, Op::Write, dir, dentry)
+}
+
+/// A hardlink writes the new name and makes the source readable under it: both are checked, so a
+/// denied file cannot be linked out of its tree (the kernel refuses links across mounts before
+/// this hook, so the source lies on the new name's mount).
+#[lsm(hook = "path_link")]
+pub fn fp_path_link(ctx: LsmContext) -> i32 {
+    // path_link(struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
+    let (old, dir, new, ret): (u64, u64, u64, i32) =
+        (ctx.arg(0), ctx.arg(1), ctx.arg(2), ctx.arg(3));
+    if ret != 0 {
+        return ret;
+    }
     let Ok(mnt) = read::<u64>(dir, off(&OFF_PATH_MNT)) else {
-        return if current_session().is_some() { -EACCES } else { 0 };
+        return unreadable();
     };
-    decide(Hook::PathMknod, mnt, dentry)
+    match decide(Hook::PathLink, Op::Read, mnt, old) {
+        0 => decide(Hook::PathLink, Op::Write, mnt, new),
+        denied => denied,
+    }
+}
+
+/// Delete at the source, write at the target, for files and directories. RENAME_EXCHANGE also
+/// deletes the target's name, and writes the source's, but the verdict does not depend on the op
+/// yet: each side is checked once.
+#[lsm(hook = "path_rename")]
+pub fn fp_path_rename(ctx: LsmContext) -> i32 {
+    // path_rename(const struct path *old_dir, struct dentry *old_dentry,
+    //             const struct path *new_dir, struct dentry *new_dentry, unsigned int flags, int ret)
+    let (old_dir, old, new_dir, new): (u64, u64, u64, u64) =
+        (ctx.arg(0), ctx.arg(1), ctx.arg(2), ctx.arg(3));
+    let (flags, ret): (u32, i32) = (ctx.arg(4), ctx.arg(5));
+    if ret != 0 {
+        return ret;
+    }
+    let new_op = if flags & RENAME_EXCHANGE != 0 { Op::Delete } else { Op::Write };
+    match decide_in_dir(Hook::PathRename, Op::Delete, old_dir, old) {
+        0 => decide_in_dir(Hook::PathRename, new_op, new_dir, new),
+        denied => denied,
+    }
+}
+
+/// truncate(2); before 6.2 also ftruncate(2) and open(O_TRUNC).
+#[lsm(hook = "path_truncate")]
+pub fn fp_path_truncate(ctx: LsmContext) -> i32 {
+    // path_truncate(const struct path *path, int ret)
+    let (path, ret): (u64, i32) = (ctx.arg(0), ctx.arg(1));
+    if ret != 0 {
+        return ret;
+    }
+    decide_path(Hook::PathTruncate, Op::Write, path)
+}
+
+/// ftruncate(2) and open(O_TRUNC) since 6.2.
+#[lsm(hook = "file_truncate")]
+pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
+    // file_truncate(struct file *file, int ret)
+    let (file, ret): (u64, i32) = (ctx.arg(0), ctx.arg(1));
+    if ret != 0 {
+        return ret;
+    }
+    decide_file(Hook::FileTruncate, Op::Write, file)
+}
+
+#[lsm(hook = "path_chmod")]
+pub fn fp_path_chmod(ctx: LsmContext) -> i32 {
+    // path_chmod(const struct path *path, umode_t mode, int ret)
+    let (path, ret): (u64, i32) = (ctx.arg(0), ctx.arg(2));
+    if ret != 0 {
+        return ret;
+    }
+    decide_path(Hook::PathChmod, Op::Write, path)
+}
+
+#[lsm(hook = "path_chown")]
+pub fn fp_path_chown(ctx: LsmContext) -> i32 {
+    // path_chown(const struct path *path, kuid_t uid, kgid_t gid, int ret)
+    let (path, ret): (u64, i32) = (ctx.arg(0), ctx.arg(3));
+    if ret != 0 {
+        return ret;
+    }
+    decide_path(Hook::PathChown, Op::Write, path)
+}
+
+/// Every attribute change (utimes, and again chmod/chown/truncate after their path hooks). The
+/// hook gets no mount, so it decides by inode identity only.
+#[inline(always)]
+fn inode_setattr(dentry: u64, ret: i32) -> i32 {
+    if ret != 0 {
+        return ret;
+    }
+    decide(Hook::InodeSetattr, Op::Write, NO_MOUNT, dentry)
+}
+
+/// inode_setattr before its `idmap` argument (6.1). Userspace loads this program or
+/// [`fp_inode_setattr_idmap`], after the hook's prototype in the kernel's BTF: the arguments
+/// of an LSM context must be read at constant offsets.
+#[lsm(hook = "inode_setattr")]
+pub fn fp_inode_setattr(ctx: LsmContext) -> i32 {
+    // inode_setattr(struct dentry *dentry, struct iattr *attr, int ret)
+    inode_setattr(ctx.arg(0), ctx.arg(2))
+}
+
+/// inode_setattr with its leading `idmap` argument (6.12).
+#[lsm(hook = "inode_setattr")]
+pub fn fp_inode_setattr_idmap(ctx: LsmContext) -> i32 {
+    // inode_setattr(struct mnt_idmap *idmap, struct dentry *dentry, struct iattr *attr, int ret)
+    inode_setattr(ctx.arg(1), ctx.arg(3))
+}
+
+#[lsm(hook = "inode_setxattr")]
+pub fn fp_inode_setxattr(ctx: LsmContext) -> i32 {
+    // inode_setxattr(userns or idmap, struct dentry *dentry, const char *name, const void *value,
+    //                size_t size, int flags, int ret)
+    let (dentry, ret): (u64, i32) = (ctx.arg(1), ctx.arg(6));
+    if ret != 0 {
+        return ret;
+    }
+    decide(Hook::InodeSetxattr, Op::Write, NO_MOUNT, dentry)
+}
+
+#[lsm(hook = "inode_removexattr")]
+pub fn fp_inode_removexattr(ctx: LsmContext) -> i32 {
+    // inode_removexattr(userns or idmap, struct dentry *dentry, const char *name, int ret)
+    let (dentry, ret): (u64, i32) = (ctx.arg(1), ctx.arg(3));
+    if ret != 0 {
+        return ret;
+    }
+    decide(Hook::InodeRemovexattr, Op::Write, NO_MOUNT, dentry)
+}
+
+/// POSIX ACLs since 6.2 (before, they are xattrs).
+#[lsm(hook = "inode_set_acl")]
+pub fn fp_inode_set_acl(ctx: LsmContext) -> i32 {
+    // inode_set_acl(struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name,
+    //               struct posix_acl *kacl, int ret)
+    let (dentry, ret): (u64, i32) = (ctx.arg(1), ctx.arg(4));
+    if ret != 0 {
+        return ret;
+    }
+    decide(Hook::InodeSetAcl, Op::Write, NO_MOUNT, dentry)
+}
+
+#[lsm(hook = "inode_remove_acl")]
+pub fn fp_inode_remove_acl(ctx: LsmContext) -> i32 {
+    // inode_remove_acl(struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name, int ret)
+    let (dentry, ret): (u64, i32) = (ctx.arg(1), ctx.arg(3));
+    if ret != 0 {
+        return ret;
+    }
+    decide(Hook::InodeRemoveAcl, Op::Write, NO_MOUNT, dentry)
+}
+
+/// The file execve is about to run, once per binary and interpreter (file_open saw it opened for
+/// exec already; this also covers binfmt interpreters).
+#[lsm(hook = "bprm_check_security")]
+pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
+    // bprm_check_security(struct linux_binprm *bprm, int ret)
+    let (bprm, ret): (u64, i32) = (ctx.arg(0), ctx.arg(1));
+    if ret != 0 {
+        return ret;
+    }
+    match read::<u64>(bprm, off(&OFF_LINUX_BINPRM_FILE)) {
+        Ok(file) => decide_file(Hook::BprmCheckSecurity, Op::Exec, file),
+        Err(()) => unreadable(),
+    }
 }
 
 /// Pass-through program attached by `fp kernel probe` to prove BPF LSM works; it cannot deny.

@@ -132,3 +132,225 @@ fn leftovers() -> Vec<String> {
     }
     left
 }
+
+/// What a command fails with when the kernel denies it (EACCES), in every tool's error message.
+pub const DENIED: &str = "Permission denied";
+
+/// Wraps each `name: command` line of `script` so that it prints `name=ok` when the command
+/// succeeds, `name=denied` when it fails with EACCES's message, `name=failed: OUTPUT` otherwise.
+pub fn statuses(script: &str) -> String {
+    script
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(name, cmd)| {
+            format!(
+                "if out=$( ( {cmd} ) 2>&1); then echo {name}=ok; \
+                 elif echo \"$out\" | grep -q '{DENIED}'; then echo {name}=denied; \
+                 else echo \"{name}=failed: $out\"; fi\n"
+            )
+        })
+        .collect()
+}
+
+/// One way of touching a protected file, run as a session process by the escape suite
+/// (tests/escape). `command` is a shell command; `$B` names the suite's base directory.
+pub struct Technique {
+    pub name: &'static str,
+    pub command: &'static str,
+    pub expect: Expect,
+}
+
+pub enum Expect {
+    /// The command fails with EACCES and fp reports a denial by one of the `|`-separated `hooks`
+    /// with `op`, of a path containing `path` (`unresolved-path` for a path the kernel could not
+    /// resolve).
+    Denied { hooks: &'static str, op: &'static str, path: &'static str },
+    /// The command succeeds.
+    Allowed,
+}
+
+/// Shorthand for [`Expect::Denied`].
+pub const fn denied(hooks: &'static str, op: &'static str, path: &'static str) -> Expect {
+    Expect::Denied { hooks, op, path }
+}
+
+/// An escape suite's files. Its base directory (`$B` in commands) holds the protected tree
+/// `$B/secret`, with one file `$B/secret/<technique>` per technique ("secret <technique>\n"),
+/// which must come out of the session unchanged (content, mode, owner, times, links).
+pub struct Suite {
+    /// Names the base directory under /tmp.
+    pub name: &'static str,
+    /// Shell run outside the session after the files above exist, before fp starts.
+    pub setup: &'static str,
+    /// Denied besides `$B/secret` (relative to `$B`).
+    pub deny: &'static [&'static str],
+    /// Shell run in the process that becomes fp, just before it starts (for fds the session
+    /// inherits, e.g. `exec 3<$B/secret`).
+    pub before_fp: &'static str,
+    /// Shell run outside the session after it (e.g. to unmount what the setup mounted).
+    pub after: &'static str,
+}
+
+/// Every technique of a suite, run in ONE session (starting fp loads and verifies every program,
+/// which is slow under TCG), and what the session reported.
+pub struct Batch {
+    statuses: std::collections::HashMap<String, String>,
+    stdout: String,
+    stderr: String,
+    techniques: &'static [Technique],
+    secret_before: Vec<String>,
+    secret_after: Vec<String>,
+}
+
+impl Batch {
+    pub fn run(suite: &Suite, techniques: &'static [Technique]) -> Self {
+        let tree = TempTree::new(suite.name);
+        let base = tree.0.display().to_string();
+        let secret = tree.join("secret");
+        for t in techniques {
+            tree.file(&format!("secret/{}", t.name), &format!("secret {}\n", t.name));
+        }
+        // Test executables live in <target>/<profile>/deps.
+        let exe = std::env::current_exe().unwrap();
+        let target = exe.ancestors().nth(3).unwrap().to_owned();
+        let shell = |script: &str| {
+            let st = Command::new("sh")
+                .args(["-e", "-c", script])
+                .env("B", &base)
+                .env("FP_TARGET_DIR", &target)
+                .status()
+                .unwrap();
+            assert!(st.success(), "suite script failed: {script}");
+        };
+        shell(suite.setup);
+        let script: String =
+            techniques.iter().map(|t| format!("{}: {}\n", t.name, t.command)).collect();
+        let secret_before = snapshot(&secret);
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(format!("{}\nexec \"$@\"", suite.before_fp)).arg("sh");
+        cmd.arg(std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test")).arg("run");
+        cmd.arg("--deny").arg(&secret);
+        for d in suite.deny {
+            cmd.arg("--deny").arg(tree.join(d));
+        }
+        let out =
+            cmd.args(["--", "sh", "-c", &statuses(&script)]).env("B", &base).output().unwrap();
+        assert_nothing_left_behind();
+        let secret_after = snapshot(&secret);
+        shell(suite.after);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let statuses = stdout
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        Self {
+            statuses,
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            techniques,
+            secret_before,
+            secret_after,
+        }
+    }
+
+    /// Asserts what technique `name` expects: its status and, for a denial, fp's event line.
+    pub fn check(&self, name: &str) {
+        let t = self.techniques.iter().find(|t| t.name == name).expect("a listed technique");
+        let status = self.statuses.get(name).map(String::as_str);
+        let context = || {
+            format!(
+                "{}\n--- session stdout:\n{}\n--- stderr:\n{}",
+                t.command, self.stdout, self.stderr
+            )
+        };
+        match t.expect {
+            Expect::Allowed => {
+                assert_eq!(status, Some("ok"), "{name} was not allowed: {}", context())
+            }
+            Expect::Denied { hooks, op, path } => {
+                assert_eq!(status, Some("denied"), "{name} was not denied: {}", context());
+                let reported = self.stderr.lines().any(|l| {
+                    hooks.split('|').any(|h| l.starts_with(&format!("fp: denied {h} ")))
+                        && l.contains(&format!("{op}, pid "))
+                        && l.contains(path)
+                });
+                assert!(
+                    reported,
+                    "no event of {hooks} ({op}) for a path with {path:?}: {}",
+                    context()
+                );
+            }
+        }
+    }
+
+    /// Asserts that the protected tree is exactly as before the session.
+    pub fn check_secret_unchanged(&self) {
+        assert_eq!(
+            self.secret_before, self.secret_after,
+            "the protected tree changed:\n{}",
+            self.stderr
+        );
+    }
+}
+
+/// Every entry below `dir` with its type, mode, owner, size, mtime and (for files) content.
+fn snapshot(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(p) = pending.pop() {
+        let md = std::fs::symlink_metadata(&p).unwrap();
+        let content = if md.is_file() { std::fs::read(&p).unwrap() } else { Vec::new() };
+        out.push(format!(
+            "{} mode={:o} uid={} gid={} size={} mtime={}.{} nlink={} {:?}",
+            p.display(),
+            md.mode(),
+            md.uid(),
+            md.gid(),
+            md.size(),
+            md.mtime(),
+            md.mtime_nsec(),
+            md.nlink(),
+            String::from_utf8_lossy(&content)
+        ));
+        if md.is_dir() {
+            pending.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Declares an escape suite: the techniques, one `#[test]` per technique checking it, and a test
+/// that the protected tree is unchanged. All run in one session, started by the first test.
+#[macro_export]
+macro_rules! escape_suite {
+    (setup = $setup:expr; $($name:ident: $expect:expr => $command:expr;)*) => {
+        const TECHNIQUES: &[$crate::Technique] = &[
+            $($crate::Technique { name: stringify!($name), command: $command, expect: $expect },)*
+        ];
+
+        /// The session, run once; a failed setup fails every test without running it again.
+        fn batch() -> &'static $crate::Batch {
+            static BATCH: std::sync::OnceLock<Option<$crate::Batch>> = std::sync::OnceLock::new();
+            let batch = BATCH.get_or_init(|| {
+                let _g = $crate::exclusive();
+                std::panic::catch_unwind(|| $crate::Batch::run(&$setup, TECHNIQUES)).ok()
+            });
+            batch.as_ref().expect("the suite's session failed (see the first failing test)")
+        }
+
+        $(
+            #[test]
+            fn $name() {
+                batch().check(stringify!($name));
+            }
+        )*
+
+        #[test]
+        fn protected_tree_is_unchanged() {
+            batch().check_secret_unchanged();
+        }
+    };
+}

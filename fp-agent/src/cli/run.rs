@@ -1,5 +1,6 @@
-//! `fp run --deny PATH... -- CMD ARGS`: runs CMD in a new session cgroup whose file opens and
-//! unlinks under the denied paths are refused in the kernel (EACCES).
+//! `fp run --deny PATH... -- CMD ARGS`: runs CMD in a new session cgroup whose file operations
+//! (open, create, delete, rename, link, truncate, attribute changes, exec) on the denied paths are
+//! refused in the kernel (EACCES).
 use std::{
     ffi::OsString,
     io::Write as _,
@@ -13,7 +14,7 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
-use fp_common::kernel::{DenyEvent, DenyReason, Hook};
+use fp_common::kernel::{DenyEvent, DenyReason, EVENT_PATH_FS_RELATIVE, Hook, Op};
 
 use crate::{kernel, session};
 
@@ -22,7 +23,7 @@ pub const EXIT_FP_ERROR: u8 = 125;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Deny opening or deleting PATH and everything below it (repeatable).
+    /// Deny every operation on PATH and everything below it (repeatable).
     #[arg(long = "deny", value_name = "PATH", required = true)]
     deny: Vec<PathBuf>,
     /// Append one JSON line per denial to FILE instead of printing them to stderr.
@@ -76,27 +77,54 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// A denied path: the path the kernel will see (symlinks resolved when it exists) and, when it
-/// exists, its identity.
+/// A denied path: the path the kernel will see (symlinks resolved when it exists) and the
+/// identities that must be denied with it: the target itself and, below a directory, every file
+/// with more than one link (a hardlink made before the session is another name for it, outside
+/// the path rule; directories cannot be hardlinked, and bind mounts are caught by the directory's
+/// own identity).
 struct DenyTarget {
     path: Vec<u8>,
-    inode: Option<(u64, u64)>,
+    inodes: Vec<(u64, u64)>,
 }
 
 impl DenyTarget {
     fn resolve(p: &Path) -> anyhow::Result<Self> {
         use std::os::unix::ffi::OsStrExt as _;
         let abs = std::path::absolute(p).with_context(|| format!("resolving {}", p.display()))?;
-        let (path, inode) = match std::fs::canonicalize(&abs) {
+        let (path, inodes) = match std::fs::canonicalize(&abs) {
             Ok(real) => {
                 let md = std::fs::metadata(&real)?;
-                (real, Some((md.dev(), md.ino())))
+                let mut inodes = vec![(md.dev(), md.ino())];
+                if md.is_dir() {
+                    hardlinked_files_below(&real, &mut inodes)?;
+                }
+                (real, inodes)
             }
             // Not there yet: the path rule still covers it once created.
-            Err(_) => (normalize(&abs), None),
+            Err(_) => (normalize(&abs), Vec::new()),
         };
-        Ok(Self { path: path.as_os_str().as_bytes().to_vec(), inode })
+        Ok(Self { path: path.as_os_str().as_bytes().to_vec(), inodes })
     }
+}
+
+/// Adds the identity of every non-directory below `dir` that has more than one link. Symlinks are
+/// not followed. An unreadable directory stops fp: its files would be left unprotected.
+fn hardlinked_files_below(dir: &Path, inodes: &mut Vec<(u64, u64)>) -> anyhow::Result<()> {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?;
+        for entry in entries {
+            let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+            let md = entry.metadata().with_context(|| format!("{}", entry.path().display()))?;
+            if md.is_dir() {
+                pending.push(entry.path());
+            } else if md.nlink() > 1 {
+                inodes.push((md.dev(), md.ino()));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Lexical normalization: drops `.` and resolves `..` against the preceding component.
@@ -134,7 +162,7 @@ fn confine_and_wait(
     enforcer.add_session(cgroup.id)?;
     for target in deny {
         enforcer.deny_path(cgroup.id, &target.path)?;
-        if let Some((dev, ino)) = target.inode {
+        for &(dev, ino) in &target.inodes {
             enforcer.deny_inode(cgroup.id, dev, ino)?;
         }
     }
@@ -234,22 +262,34 @@ impl EventSink {
     }
 
     fn write(&mut self, ev: &DenyEvent) -> anyhow::Result<()> {
-        let path = String::from_utf8_lossy(kernel::event_path(ev));
+        let raw_path = kernel::event_path(ev);
+        let path = String::from_utf8_lossy(raw_path);
         let comm = String::from_utf8_lossy(ev.comm.split(|&b| b == 0).next().unwrap_or_default());
         let hook = Hook::from_u8(ev.hook).map_or("unknown", Hook::name);
+        let op = Op::from_u8(ev.op).map_or("unknown", Op::name);
         let reason = DenyReason::from_u8(ev.reason).map_or("unknown", DenyReason::name);
+        // Inode hooks see no mount: their path starts at the root of the file's filesystem.
+        let fs_relative = ev.flags & EVENT_PATH_FS_RELATIVE != 0;
         match self {
             Self::Stderr => {
+                let within = if fs_relative {
+                    format!(" (within filesystem {}:{})", ev.dev >> 20, ev.dev & 0xfffff)
+                } else {
+                    String::new()
+                };
                 // One write(2) per line, so it does not interleave with the command's own stderr.
                 let line = format!(
-                    "fp: denied {hook} {path} by {comm} (pid {}, uid {}): {reason}\n",
-                    ev.tgid, ev.uid
+                    "fp: denied {hook} {}{within} by {comm} ({op}, pid {}, uid {}): {reason}\n",
+                    escape_path(raw_path),
+                    ev.tgid,
+                    ev.uid
                 );
                 std::io::stderr().write_all(line.as_bytes())?;
             }
             Self::File(f) => {
                 let line = serde_json::json!({
-                    "decision": "deny", "hook": hook, "reason": reason, "path": path,
+                    "decision": "deny", "hook": hook, "op": op, "reason": reason, "path": path,
+                    "path_fs_relative": fs_relative,
                     "session": ev.session, "pid": ev.pid, "tgid": ev.tgid, "uid": ev.uid,
                     "gid": ev.gid, "comm": comm, "dev": ev.dev, "ino": ev.ino,
                 });
@@ -260,9 +300,35 @@ impl EventSink {
     }
 }
 
+/// A path for one line of text: UTF-8 as is, control characters escaped (`\n`), bytes that are
+/// not UTF-8 as `\xNN`, so a denial is one line and no name is lost.
+fn escape_path(path: &[u8]) -> String {
+    let mut out = String::with_capacity(path.len());
+    for chunk in path.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_paths_to_one_line() {
+        assert_eq!(escape_path("/a/b c/é".as_bytes()), "/a/b c/é");
+        assert_eq!(escape_path(b"/new\nline"), "/new\\nline");
+        assert_eq!(escape_path(b"/bad\xffname"), "/bad\\xffname");
+    }
 
     #[test]
     fn normalizes_lexically() {

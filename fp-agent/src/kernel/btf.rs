@@ -1,5 +1,5 @@
 //! A minimal reader of raw BTF (`/sys/kernel/btf/vmlinux`): just enough to find the byte offset of a
-//! struct member, looking through anonymous struct/union members. aya's own BTF parser keeps
+//! struct member, looking through anonymous struct/union members, and the parameters of a function. aya's own BTF parser keeps
 //! member offsets private, so we read the format ourselves (see the kernel's Documentation/bpf/btf.rst).
 use anyhow::{Context as _, anyhow, bail, ensure};
 
@@ -10,14 +10,17 @@ const KIND_TYPEDEF: u32 = 8;
 const KIND_VOLATILE: u32 = 9;
 const KIND_CONST: u32 = 10;
 const KIND_RESTRICT: u32 = 11;
+const KIND_FUNC: u32 = 12;
+const KIND_FUNC_PROTO: u32 = 13;
 const KIND_TYPE_TAG: u32 = 18;
 
 struct Type {
     name_off: u32,
     kind: u32,
     kind_flag: bool,
-    /// For modifiers and typedefs: the referenced type.
+    /// For modifiers, typedefs and functions: the referenced type.
     type_ref: u32,
+    /// Struct/union members, or function prototype parameters (bit_offset 0).
     members: Vec<Member>,
 }
 
@@ -78,9 +81,20 @@ impl Btf {
                     }
                     vlen * 12
                 }
+                KIND_FUNC_PROTO => {
+                    for i in 0..vlen {
+                        let p = at + i * 8;
+                        members.push(Member {
+                            name_off: u32_at(p)?,
+                            type_id: u32_at(p + 4)?,
+                            bit_offset: 0,
+                        });
+                    }
+                    vlen * 8
+                }
                 1 | 14 | 17 => 4,          // INT, VAR, DECL_TAG
                 3 => 12,                   // ARRAY
-                6 | 13 => vlen * 8,        // ENUM, FUNC_PROTO
+                6 => vlen * 8,             // ENUM
                 15 | 19 => vlen * 12,      // DATASEC, ENUM64
                 2 | 7..=12 | 16 | 18 => 0, // PTR, FWD, TYPEDEF.., FUNC, FLOAT, TYPE_TAG
                 k => bail!("unknown BTF kind {k} at byte {at}"),
@@ -136,6 +150,16 @@ impl Btf {
         Ok(total)
     }
 
+    /// Names of the parameters of function `func`, or None when the kernel has no such function.
+    pub fn func_params(&self, func: &str) -> Option<Vec<&[u8]>> {
+        let f = self
+            .types
+            .iter()
+            .find(|t| t.kind == KIND_FUNC && self.name(t.name_off) == func.as_bytes())?;
+        let proto = self.types.get(f.type_ref as usize).filter(|t| t.kind == KIND_FUNC_PROTO)?;
+        Some(proto.members.iter().map(|p| self.name(p.name_off)).collect())
+    }
+
     /// Bit offset and type id of `name` in `t`, searching anonymous members too.
     fn find_member(&self, t: &Type, name: &[u8], depth: u32) -> Option<(u32, u32)> {
         if depth > 8 {
@@ -168,7 +192,7 @@ mod tests {
     /// Builds BTF with: int (1), struct inner { u32 hash; u32 len; } (2),
     /// union anon { struct inner; u64 hash_len; } (3), struct qstr { union anon; int *name; } (4)
     fn sample() -> Vec<u8> {
-        let strings = b"\0int\0inner\0hash\0len\0qstr\0name\0hash_len\0".to_vec();
+        let strings = b"\0int\0inner\0hash\0len\0qstr\0name\0hash_len\0f\0a\0b\0".to_vec();
         let off = |s: &str| {
             strings
                 .windows(s.len() + 1)
@@ -182,6 +206,8 @@ mod tests {
         push(&[0, (5 << 24) | 2, 8, 0, 2, 0, off("hash_len"), 1, 0]); // 3: anonymous union
         push(&[0, 2 << 24, 1]); // 5? no: 4: PTR to int
         push(&[off("qstr"), (4 << 24) | 2, 16, 0, 3, 0, off("name"), 4, 64]); // 5: qstr
+        push(&[0, (13 << 24) | 2, 1, off("a"), 4, off("b"), 1]); // 6: int (int *a, int b)
+        push(&[off("f"), 12 << 24, 6]); // 7: FUNC f
         let mut data = Vec::new();
         for x in
             [MAGIC as u32 | (1 << 16), 24, 0, t.len() as u32, t.len() as u32, strings.len() as u32]
@@ -199,6 +225,14 @@ mod tests {
         assert_eq!(btf.member_offset("qstr", "len").unwrap(), 4);
         assert_eq!(btf.member_offset("qstr", "hash_len").unwrap(), 0);
         assert_eq!(btf.member_offset("qstr", "name").unwrap(), 8);
+    }
+
+    #[test]
+    fn finds_function_parameters() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.func_params("f").unwrap(), [b"a".as_slice(), b"b".as_slice()]);
+        assert!(btf.func_params("qstr").is_none());
+        assert!(btf.func_params("nope").is_none());
     }
 
     #[test]
@@ -225,6 +259,7 @@ mod tests {
         if let Ok(btf) = Btf::from_sys() {
             assert!(btf.member_offset("file", "f_path").is_ok());
             assert!(btf.member_offset("qstr", "len").is_ok());
+            assert_eq!(btf.func_params("bpf_lsm_path_unlink").unwrap().len(), 2);
         }
     }
 }

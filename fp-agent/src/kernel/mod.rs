@@ -11,7 +11,7 @@ use aya::{
     programs::{Lsm, links::FdLink, links::PinnedLink},
 };
 use fp_common::kernel::{
-    ABI_VERSION, InodeKey, KERNEL_FIELDS, LPM_PATH_BYTES, PATH_MAX, PathKey, SessionInfo,
+    ABI_VERSION, Hook, InodeKey, KERNEL_FIELDS, LPM_PATH_BYTES, PATH_MAX, PathKey, SessionInfo,
 };
 
 /// The BPF object built from fp-ebpf by build.rs.
@@ -67,10 +67,15 @@ pub fn kernel_release() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Loads the object with offsets and the session cgroup level set; programs are not yet loaded
-/// into the kernel (see [`attach`]).
-fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, aya::Btf)> {
-    let offsets = resolve_offsets(&btf::Btf::from_sys()?)?;
+/// The hooks to attach on a kernel, each with the name of its BPF program.
+type HookPrograms = Vec<(&'static str, Hook)>;
+
+/// Loads the object with offsets and the session cgroup level set, and picks the hooks to attach;
+/// programs are not yet loaded into the kernel (see [`attach`]).
+fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, aya::Btf, HookPrograms)> {
+    let raw = btf::Btf::from_sys()?;
+    let offsets = resolve_offsets(&raw)?;
+    let hooks = available_hooks(&raw)?;
     let btf = aya::Btf::from_sys_fs().context("reading kernel BTF")?;
     let mut loader = EbpfLoader::new();
     loader.btf(Some(&btf));
@@ -79,7 +84,22 @@ fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, aya::Btf)> {
     }
     loader.override_global("SESSION_CGROUP_LEVEL", &session_cgroup_level, true);
     let ebpf = loader.load(object()?).context("loading the fp BPF object")?;
-    Ok((ebpf, btf))
+    Ok((ebpf, btf, hooks))
+}
+
+/// The hooks to attach on this kernel, with the program matching each hook's prototype: all of
+/// them, except optional hooks it does not have (their operations go through other hooks there).
+/// A missing mandatory hook stops the load.
+fn available_hooks(btf: &btf::Btf) -> anyhow::Result<HookPrograms> {
+    let mut hooks = Vec::new();
+    for &hook in Hook::ALL {
+        if let Some(params) = btf.func_params(&format!("bpf_lsm_{}", hook.name())) {
+            hooks.push((hook.program(&params), hook));
+        } else if !hook.is_optional() {
+            bail!("kernel {} has no LSM hook {}", kernel_release(), hook.name());
+        }
+    }
+    Ok(hooks)
 }
 
 fn attach(ebpf: &mut Ebpf, btf: &aya::Btf, program: &str, hook: &str) -> anyhow::Result<FdLink> {
@@ -90,14 +110,14 @@ fn attach(ebpf: &mut Ebpf, btf: &aya::Btf, program: &str, hook: &str) -> anyhow:
     prog.load(hook, btf)
         .with_context(|| format!("loading {program} (lsm/{hook}) into the kernel"))?;
     let id = prog.attach().with_context(|| format!("attaching {program} to lsm/{hook}"))?;
-    Ok(prog.take_link(id)?.try_into()?)
+    Ok(prog.take_link(id)?.into())
 }
 
 /// Proves BPF LSM works here: loads and attaches the pass-through probe program (it cannot deny
 /// anything), then detaches it. Reading `/sys/kernel/security/lsm` is not enough: some kernels
 /// list `bpf` and still refuse LSM programs.
 pub fn probe() -> anyhow::Result<()> {
-    let (mut ebpf, btf) = open(0)?;
+    let (mut ebpf, btf, _) = open(0)?;
     let link = attach(&mut ebpf, &btf, "fp_probe", "file_open").map_err(|e| {
         e.context(
             "BPF LSM is not usable on this kernel: it needs CONFIG_BPF_LSM=y and `bpf` in the \
@@ -117,11 +137,6 @@ pub struct Enforcer {
     map_pins: Vec<PathBuf>,
 }
 
-const HOOKS: [(&str, &str); 3] = [
-    ("fp_file_open", "file_open"),
-    ("fp_path_unlink", "path_unlink"),
-    ("fp_path_mknod", "path_mknod"),
-];
 const PINNED_MAPS: [&str; 4] = ["SESSIONS", "DENY_PATHS", "DENY_INODES", "EVENTS"];
 
 impl Enforcer {
@@ -131,9 +146,9 @@ impl Enforcer {
         ensure_bpffs()?;
         std::fs::create_dir_all(&pin_dir)
             .with_context(|| format!("creating {}", pin_dir.display()))?;
-        let (ebpf, btf) = open(session_cgroup_level)?;
+        let (ebpf, btf, hooks) = open(session_cgroup_level)?;
         let mut this = Self { ebpf, pin_dir, links: Vec::new(), map_pins: Vec::new() };
-        if let Err(e) = this.pin_and_attach(&btf) {
+        if let Err(e) = this.pin_and_attach(&btf, &hooks) {
             // Leave nothing half-attached behind.
             let _ = this.unload();
             return Err(e);
@@ -141,7 +156,7 @@ impl Enforcer {
         Ok(this)
     }
 
-    fn pin_and_attach(&mut self, btf: &aya::Btf) -> anyhow::Result<()> {
+    fn pin_and_attach(&mut self, btf: &aya::Btf, hooks: &[(&str, Hook)]) -> anyhow::Result<()> {
         for name in PINNED_MAPS {
             let path = self.pin_dir.join(name);
             self.ebpf
@@ -151,7 +166,7 @@ impl Enforcer {
                 .with_context(|| format!("pinning {}", path.display()))?;
             self.map_pins.push(path);
         }
-        for (program, hook) in HOOKS {
+        for (program, hook) in hooks.iter().map(|(p, h)| (p, h.name())) {
             let link = attach(&mut self.ebpf, btf, program, hook)?;
             let path = self.pin_dir.join(format!("link_{hook}"));
             let pinned = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
@@ -276,9 +291,11 @@ mod tests {
         let obj = object().expect("a real BPF object is embedded");
         assert_eq!(&obj[..4], b"\x7fELF");
         let text = String::from_utf8_lossy(obj);
-        for section in ["lsm/file_open", "lsm/path_unlink", "lsm/path_mknod", "license"] {
-            assert!(text.contains(section), "object lacks section {section}");
+        for hook in Hook::ALL {
+            let section = format!("lsm/{}", hook.name());
+            assert!(text.contains(&section), "object lacks section {section}");
         }
+        assert!(text.contains("license"));
         for f in KERNEL_FIELDS {
             assert!(text.contains(f.global), "object lacks the global {}", f.global);
         }

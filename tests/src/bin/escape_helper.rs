@@ -1,0 +1,127 @@
+//! Opens a file by routes the shell cannot take, for the escape suite (tests/escape):
+//!
+//! ```text
+//! fp-escape-helper openat2 DIR PATH beneath|in-root   openat2(2) relative to DIR with RESOLVE_*
+//! fp-escape-helper uring DIR PATH inline|async        io_uring IORING_OP_OPENAT (async: io-wq worker)
+//! fp-escape-helper fd-open N PATH                     openat(2) relative to inherited fd N
+//! fp-escape-helper opath-reopen PATH                  open O_PATH, then reopen /proc/self/fd/N
+//! ```
+//!
+//! Prints `opened` and exits 0 on success, else prints the error (EACCES reads "Permission
+//! denied") and exits 1.
+use std::{
+    ffi::CString,
+    io,
+    os::fd::{AsRawFd as _, OwnedFd, RawFd},
+    process::ExitCode,
+};
+
+use anyhow::{Context as _, bail};
+use io_uring::{IoUring, opcode, squeue, types};
+
+/// `struct open_how` of openat2(2).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_BENEATH: u64 = 0x08;
+const RESOLVE_IN_ROOT: u64 = 0x10;
+
+fn open_dir(dir: &str) -> anyhow::Result<OwnedFd> {
+    nix::fcntl::open(
+        dir,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
+        nix::sys::stat::Mode::empty(),
+    )
+    .with_context(|| format!("opening {dir}"))
+}
+
+fn openat2(dir: RawFd, path: &CString, resolve: u64) -> io::Result<RawFd> {
+    let how = OpenHow { flags: libc::O_RDONLY as u64, mode: 0, resolve };
+    // SAFETY: valid pointers for the duration of the call; the size matches the struct.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 { Err(io::Error::last_os_error()) } else { Ok(fd as RawFd) }
+}
+
+fn uring_openat(dir: RawFd, path: &CString, worker: bool) -> io::Result<RawFd> {
+    let mut ring = IoUring::new(4)?;
+    let flags = if worker { squeue::Flags::ASYNC } else { squeue::Flags::empty() };
+    let sqe = opcode::OpenAt::new(types::Fd(dir), path.as_ptr())
+        .flags(libc::O_RDONLY)
+        .build()
+        .flags(flags)
+        .user_data(1);
+    // SAFETY: `path` outlives the submission, which completes before this function returns.
+    unsafe { ring.submission().push(&sqe) }.map_err(io::Error::other)?;
+    ring.submit_and_wait(1)?;
+    let res = ring.completion().next().ok_or_else(|| io::Error::other("no completion"))?.result();
+    if res < 0 { Err(io::Error::from_raw_os_error(-res)) } else { Ok(res) }
+}
+
+fn run(args: &[String]) -> anyhow::Result<io::Result<RawFd>> {
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    let cstr = |s: &str| CString::new(s).context("NUL in path");
+    Ok(match (arg(1), arg(2), arg(3), arg(4)) {
+        (Some("openat2"), Some(dir), Some(path), Some(mode)) => {
+            let resolve = match mode {
+                "beneath" => RESOLVE_BENEATH,
+                "in-root" => RESOLVE_IN_ROOT,
+                _ => bail!("unknown openat2 mode {mode}"),
+            };
+            openat2(open_dir(dir)?.as_raw_fd(), &cstr(path)?, resolve)
+        }
+        (Some("uring"), Some(dir), Some(path), Some(mode)) => {
+            let worker = match mode {
+                "inline" => false,
+                "async" => true,
+                _ => bail!("unknown io_uring mode {mode}"),
+            };
+            uring_openat(open_dir(dir)?.as_raw_fd(), &cstr(path)?, worker)
+        }
+        (Some("fd-open"), Some(fd), Some(path), None) => {
+            let fd: RawFd = fd.parse().context("fd number")?;
+            // SAFETY: openat with a caller-provided dirfd and a valid C string.
+            let r = unsafe { libc::openat(fd, cstr(path)?.as_ptr(), libc::O_RDONLY) };
+            if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+        }
+        (Some("opath-reopen"), Some(path), None, None) => {
+            let fd =
+                nix::fcntl::open(path, nix::fcntl::OFlag::O_PATH, nix::sys::stat::Mode::empty())
+                    .with_context(|| format!("O_PATH open of {path}"))?;
+            let proc = cstr(&format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+            // SAFETY: open with a valid C string.
+            let r = unsafe { libc::open(proc.as_ptr(), libc::O_RDONLY) };
+            if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+        }
+        _ => bail!("usage: see the module documentation of tests/src/bin/escape_helper.rs"),
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    match run(&args) {
+        Ok(Ok(_)) => {
+            println!("opened");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            println!("{e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("fp-escape-helper: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
