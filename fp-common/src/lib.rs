@@ -3,3 +3,5 @@
 //! Everything here is `no_std`, allocation-free and `#[repr(C)]` without implicit padding, so the
 //! same bytes mean the same thing on both sides of a map or ring buffer.
 #![no_std]
+
+pub mod policy;
