@@ -22,7 +22,7 @@ pub use floors::{FP_DIRS, FP_SECRET_DIRS, FloorKind, RUNTIME_READ, RUNTIME_READ_
 pub use fp_common::policy::{Op, TableVerdict};
 use glob::Expansion;
 pub use layer::layer;
-pub use parse::{Base, FileKind, PolicyFields, Schema, Spanned, V1Default, V1Tier, V2Tier};
+pub use parse::{Base, FileKind, parse_str, PolicyFields, Schema, Spanned, V1Default, V1Tier, V2Tier};
 use sha2::Digest as _;
 
 /// Most rules (floors included) one session may have; more is a compile error.
@@ -210,7 +210,18 @@ impl EffectivePolicy {
             let overlay = parse::read_file(path, FileKind::Policy)?;
             fields = layer(&fields, &overlay)?.unwrap_or_default();
         }
-        if !fields_set_policy(&fields) {
+        let mut protected = options.protected_paths.clone();
+        protected.extend(options.config_file.iter().cloned());
+        protected.extend(options.policy_files.iter().cloned());
+        Self::from_fields(&fields, &LoadOptions { protected_paths: protected, ..options.clone() })
+    }
+
+    /// The policy of already parsed and layered fields (see [`parse_str`] and [`layer`]).
+    pub fn from_fields(
+        fields: &PolicyFields,
+        options: &LoadOptions,
+    ) -> Result<EffectivePolicy, PolicyError> {
+        if fields.schema.is_none() {
             return Err(PolicyError::new(
                 ErrorKind::NoPolicy,
                 None,
@@ -218,10 +229,7 @@ impl EffectivePolicy {
             )
             .with_help("fp never runs a session without a policy; write at least `default`"));
         }
-        let mut protected = options.protected_paths.clone();
-        protected.extend(options.config_file.iter().cloned());
-        protected.extend(options.policy_files.iter().cloned());
-        Self::build(&fields, options, &protected)
+        Self::build(fields, options)
     }
 
     /// The policy of `fp run --deny PATH...`: everything allowed except these paths (and the
@@ -243,14 +251,10 @@ impl EffectivePolicy {
             v1_lists: [Some(globs), None, None, None],
             ..PolicyFields::default()
         };
-        Self::build(&fields, options, &options.protected_paths)
+        Self::build(&fields, options)
     }
 
-    fn build(
-        fields: &PolicyFields,
-        options: &LoadOptions,
-        protected: &[PathBuf],
-    ) -> Result<EffectivePolicy, PolicyError> {
+    fn build(fields: &PolicyFields, options: &LoadOptions) -> Result<EffectivePolicy, PolicyError> {
         let workspace = match &options.workspace {
             Some(ws) => Some(check_workspace(ws)?),
             None => None,
@@ -261,7 +265,7 @@ impl EffectivePolicy {
             rules: Vec::new(),
         };
         // Self-protection.
-        for dir in FP_DIRS.iter().map(PathBuf::from).chain(protected.iter().cloned()) {
+        for dir in FP_DIRS.iter().map(PathBuf::from).chain(options.protected_paths.iter().cloned()) {
             let text = path_glob(&dir)?;
             b.builtin(&text, "self-protection", Layer::SelfProtection, DENY_CHANGE)?;
             b.builtin(&format!("{text}/**"), "self-protection", Layer::SelfProtection, DENY_CHANGE)?;
@@ -393,11 +397,6 @@ impl EffectivePolicy {
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
         sha2::Sha256::digest(&bytes).into()
     }
-}
-
-/// Whether layered fields say anything about paths (a schema key was written somewhere).
-fn fields_set_policy(fields: &PolicyFields) -> bool {
-    fields.schema.is_some()
 }
 
 /// The policy's own rules, and its default per op.
