@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::policy::{
-    Decision, EffectivePolicy, LoadOptions, Op, PolicyError, Rule, Verdict, normalize_path, op_name,
+    Decision, EffectivePolicy, LoadOptions, Op, PolicyError, Rule, TableVerdict, Verdict, normalize_path, op_name,
 };
 
 #[derive(clap::Subcommand)]
@@ -155,7 +155,7 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
         for rule in policy.rules() {
             if is_deferred(&policy, rule) {
                 warnings.push(format!(
-                    "rule \"{}\" ({}) is not decided in the kernel: paths under its literal prefix defer to userspace",
+                    "rule \"{}\" ({}) is not fully decided in the kernel: paths it might match defer to userspace",
                     rule.text, rule.source
                 ));
             }
@@ -181,11 +181,14 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
 
 /// Whether the kernel tables defer every match of this rule (its shape is not table-decidable).
 fn is_deferred(policy: &EffectivePolicy, rule: &Rule) -> bool {
-    policy.tables().prefixes().any(|(_, v)| {
-        v.ops.iter().any(|e| {
-            e.rule_id == rule.id && e.rank != 0 && e.verdict == fp_common::policy::TableVerdict::Defer as u8
+    let defer = TableVerdict::Defer as u8;
+    let tables = policy.tables();
+    tables
+        .prefixes()
+        .any(|(_, v)| v.ops.iter().any(|e| e.rule_id == rule.id && e.rank != 0 && e.verdict == defer))
+        || tables.names().any(|(_, v)| {
+            v.slots.iter().any(|s| s.rule_id == rule.id && s.ops != 0 && s.verdict == defer)
         })
-    })
 }
 
 fn defaults_json(policy: &EffectivePolicy) -> serde_json::Value {

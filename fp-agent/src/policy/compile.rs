@@ -57,7 +57,7 @@ impl Compiler {
                 key.push(b'/');
                 self.prefix_or_defer(rule, key, &dir);
             }
-            Shape::Name { scope, kind, name } => {
+            Shape::Name { scope, kind, name, exact } => {
                 let mut scope_key = scope.clone();
                 scope_key.push(b'/');
                 if scope_key.len() > MAX_PREFIX {
@@ -65,7 +65,7 @@ impl Compiler {
                     return Ok(());
                 }
                 let scope_id = self.scope_id(&scope, scope_key)?;
-                for (ops, verdict, rank) in op_groups(rule) {
+                for (ops, verdict, rank) in op_groups(rule, exact) {
                     let slot = NameSlot { rank, rule_id: rule.id, scope_id, ops, verdict };
                     self.names.entry((kind, name.clone())).or_default().push((slot, scope.clone()));
                 }
@@ -201,12 +201,13 @@ impl Compiler {
     }
 }
 
-/// A rule's ops grouped by (verdict, rank), as name slots carry them.
-fn op_groups(rule: &Rule) -> Vec<(u8, u8, u32)> {
+/// A rule's ops grouped by (verdict, rank), as name slots carry them; Defer if not `exact`.
+fn op_groups(rule: &Rule, exact: bool) -> Vec<(u8, u8, u32)> {
     let mut groups: Vec<(u8, u8, u32)> = Vec::new();
     for op in Op::ALL {
         let Some(v) = rule.verdicts[op.index()] else { continue };
-        let (verdict, rank) = (v.table() as u8, rule.ranks[op.index()]);
+        let verdict = if exact { v.table() } else { TableVerdict::Defer };
+        let (verdict, rank) = (verdict as u8, rule.ranks[op.index()]);
         match groups.iter_mut().find(|g| g.1 == verdict && g.2 == rank) {
             Some(g) => g.0 |= op.bit(),
             None => groups.push((op.bit(), verdict, rank)),

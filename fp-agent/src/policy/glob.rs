@@ -194,8 +194,9 @@ pub enum Shape {
     Exact(Vec<u8>),
     /// Every path strictly below this directory.
     Subtree(Vec<u8>),
-    /// A component named `name` (of `kind`) at or below `scope`.
-    Name { scope: Vec<u8>, kind: NameKind, name: Vec<u8> },
+    /// A component named `name` (of `kind`) at or below `scope`. Not `exact`: every match has
+    /// such a component, but not every path with one matches (the kernel defers on it).
+    Name { scope: Vec<u8>, kind: NameKind, name: Vec<u8>, exact: bool },
     /// The kernel cannot match it: everything below this directory defers to userspace.
     Defer(Vec<u8>),
 }
@@ -213,20 +214,26 @@ pub fn shape(glob: &str) -> Shape {
         }
     }
     let rest = &comps[i..];
-    let name = |kind, name: &Vec<u8>, dir: Vec<u8>| {
+    let name = |kind, name: &Vec<u8>, exact: bool| {
         if name.len() > MAX_NAME {
-            Shape::Defer(dir)
+            Shape::Defer(dir.clone())
         } else {
-            Shape::Name { scope: dir, kind, name: name.clone() }
+            Shape::Name { scope: dir.clone(), kind, name: name.clone(), exact }
         }
     };
     match rest {
         [] => Shape::Exact(if dir.is_empty() { b"/".to_vec() } else { dir }),
         [Component::Any] => Shape::Subtree(dir),
-        [Component::Any, Component::Literal(n)] => name(NameKind::Basename, n, dir),
-        [Component::Any, Component::Literal(n), Component::Any] => name(NameKind::Dirname, n, dir),
-        [Component::Any, Component::Suffix(s)] => name(NameKind::Suffix, s, dir),
-        [Component::Any, Component::Prefix(p)] => name(NameKind::Prefix, p, dir),
+        [Component::Any, Component::Literal(n)] => name(NameKind::Basename, n, true),
+        [Component::Any, Component::Literal(n), Component::Any] => name(NameKind::Dirname, n, true),
+        [Component::Any, Component::Suffix(s)] => name(NameKind::Suffix, s, true),
+        [Component::Any, Component::Prefix(p)] => name(NameKind::Prefix, p, true),
+        // Not decidable, but every match ends in (or passes through) a known component: defer
+        // only where that component occurs.
+        [.., Component::Literal(n)] => name(NameKind::Basename, n, false),
+        [.., Component::Suffix(s)] => name(NameKind::Suffix, s, false),
+        [.., Component::Prefix(p)] => name(NameKind::Prefix, p, false),
+        [.., Component::Literal(n), Component::Any] => name(NameKind::Dirname, n, false),
         _ => Shape::Defer(dir),
     }
 }
