@@ -1,7 +1,7 @@
 //! Layering the per-agent overlay over the operator's global `[file_policy]`, field by field:
 //! a non-empty overlay field replaces the global one, an omitted (or empty) one inherits it.
 use super::error::{ErrorKind, PolicyError};
-use super::parse::{GlobList, PolicyFields};
+use super::parse::{GlobList, PolicyFields, schema_name};
 
 /// The overlay layered over `global`; None when neither sets any policy field (no schema key in
 /// either), which fp treats as "no policy" and refuses to run a session with.
@@ -16,8 +16,10 @@ pub fn layer(
             ErrorKind::MixedSchemas,
             Some(o.source.clone()),
             format!(
-                "this policy uses schema {:?} but the global config ({}) uses {:?}",
-                o.value, g.source, g.value
+                "this policy uses schema {} but the global config ({}) uses schema {}",
+                schema_name(o.value),
+                g.source,
+                schema_name(g.value)
             ),
         )
         .with_help("layering works field by field, so both layers must use the same schema"));

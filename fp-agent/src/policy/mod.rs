@@ -466,17 +466,15 @@ pub fn op_name(op: Op) -> &'static str {
     }
 }
 
-/// A literal absolute path as a rule glob (escaped).
+/// A literal absolute path as a rule glob: normalized lexically, glob characters escaped.
 fn path_glob(path: &Path) -> Result<String, PolicyError> {
     let bad = |what: &str| {
         PolicyError::new(ErrorKind::BadValue, None, format!("{}: {what}", path.display()))
     };
-    let text = path.to_str().ok_or_else(|| bad("not UTF-8"))?;
-    if !text.starts_with('/') {
-        return Err(bad("expected an absolute path").with_help("relative paths are not allowed"));
-    }
-    let glob = glob::escape(text.trim_end_matches('/'));
-    Ok(if glob.is_empty() { "/".to_string() } else { glob })
+    let normalized = normalize_path(path.as_os_str().as_bytes())
+        .ok_or_else(|| bad("expected an absolute path"))?;
+    let text = std::str::from_utf8(&normalized).map_err(|_| bad("not UTF-8"))?;
+    Ok(glob::escape(text))
 }
 
 fn check_workspace(ws: &Path) -> Result<PathBuf, PolicyError> {

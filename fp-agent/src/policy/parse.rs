@@ -317,7 +317,7 @@ impl Parser<'_> {
     }
 }
 
-fn schema_name(schema: Schema) -> &'static str {
+pub(crate) fn schema_name(schema: Schema) -> &'static str {
     match schema {
         Schema::V1 => "v1",
         Schema::V2 => "v2",
