@@ -133,7 +133,7 @@ pub fn parse_str(path: &Path, text: &str, kind: FileKind) -> Result<PolicyFields
             let table = p.table(value, "[file_policy]")?;
             p.file_policy(table, kind, &mut fields)?;
         } else if kind == FileKind::Policy {
-            return Err(p.unknown_key(key, &["file_policy"], "a policy file holds only [file_policy]"));
+            return Err(p.unknown_key(key, &["file_policy"], "(a policy file holds only [file_policy])"));
         }
     }
     Ok(fields)
