@@ -21,19 +21,15 @@ fn main() -> anyhow::Result<()> {
              userspace only)"
         ));
     }
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .no_deps()
-        .exec()
-        .context("cargo metadata")?;
+    let metadata =
+        cargo_metadata::MetadataCommand::new().no_deps().exec().context("cargo metadata")?;
     let ebpf = metadata
         .packages
         .iter()
         .find(|p| p.name.as_str() == "fp-ebpf")
         .ok_or_else(|| anyhow!("fp-ebpf package not found"))?;
-    let root = ebpf
-        .manifest_path
-        .parent()
-        .ok_or_else(|| anyhow!("fp-ebpf manifest has no parent"))?;
+    let root =
+        ebpf.manifest_path.parent().ok_or_else(|| anyhow!("fp-ebpf manifest has no parent"))?;
     aya_build::build_ebpf(
         [aya_build::Package { name: "fp-ebpf", root_dir: root.as_str(), ..Default::default() }],
         aya_build::Toolchain::default(),

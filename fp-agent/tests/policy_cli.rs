@@ -28,12 +28,16 @@ fn check_accepts_every_example() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.matches(": ok").count(), 4, "{out}");
     assert!(out.contains("safety floor ssh"), "floors are listed:\n{out}");
-    assert!(out.contains("safety floor entry \"vcs-config\" lifted by"), "exceptions are reported:\n{out}");
+    assert!(
+        out.contains("safety floor entry \"vcs-config\" lifted by"),
+        "exceptions are reported:\n{out}"
+    );
 }
 
 #[test]
 fn check_json() {
-    let (code, out, err) = fp(&["policy", "check", "--json", "--workspace", "/tmp/ws", &example("reviewer.toml")]);
+    let (code, out, err) =
+        fp(&["policy", "check", "--json", "--workspace", "/tmp/ws", &example("reviewer.toml")]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["schema"], "v2");
@@ -45,17 +49,31 @@ fn check_json() {
 #[test]
 fn explain_json_fields() {
     let (code, out, err) = fp(&[
-        "policy", "explain", "--policy", &example("coding-agent.toml"), "--workspace", "/tmp/ws",
-        "--op", "write", "--json", "/tmp/ws/secrets/db.txt", "/tmp/ws/a/../.env",
+        "policy",
+        "explain",
+        "--policy",
+        &example("coding-agent.toml"),
+        "--workspace",
+        "/tmp/ws",
+        "--op",
+        "write",
+        "--json",
+        "/tmp/ws/secrets/db.txt",
+        "/tmp/ws/a/../.env",
     ]);
     assert_eq!(code, 0, "{err}");
-    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["path"], "/tmp/ws/secrets/db.txt");
     assert_eq!(lines[0]["op"], "write");
     assert_eq!(lines[0]["verdict"], "prompt");
     assert_eq!(lines[0]["rule"], "<workspace>/secrets/**");
-    assert!(lines[0]["source"].as_str().unwrap().ends_with("coding-agent.toml:8:17"), "{}", lines[0]);
+    assert!(
+        lines[0]["source"].as_str().unwrap().ends_with("coding-agent.toml:8:17"),
+        "{}",
+        lines[0]
+    );
     assert_eq!(lines[0]["kernel"], "exact");
     assert_eq!(lines[1]["path"], "/tmp/ws/.env");
     assert_eq!(lines[1]["verdict"], "deny");
@@ -65,8 +83,16 @@ fn explain_json_fields() {
 #[test]
 fn explain_default_has_no_rule() {
     let (code, out, _) = fp(&[
-        "policy", "explain", "--policy", &example("coding-agent.toml"), "--workspace", "/tmp/ws",
-        "--op", "read", "--json", "/opt/x",
+        "policy",
+        "explain",
+        "--policy",
+        &example("coding-agent.toml"),
+        "--workspace",
+        "/tmp/ws",
+        "--op",
+        "read",
+        "--json",
+        "/opt/x",
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -77,7 +103,15 @@ fn explain_default_has_no_rule() {
 
 #[test]
 fn compile_json_dumps_tables() {
-    let (code, out, err) = fp(&["policy", "compile", "--policy", &example("coding-agent.toml"), "--workspace", "/tmp/ws", "--json"]);
+    let (code, out, err) = fp(&[
+        "policy",
+        "compile",
+        "--policy",
+        &example("coding-agent.toml"),
+        "--workspace",
+        "/tmp/ws",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let prefixes = v["tables"]["prefixes"].as_array().unwrap();

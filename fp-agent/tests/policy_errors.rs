@@ -45,7 +45,11 @@ fn malformed_toml() {
 #[test]
 fn unknown_key_did_you_mean() {
     let e = load("[file_policy]\ndefault = \"deny\"\ndeny_path = [\"/x\"]\n");
-    expect(&e, ErrorKind::UnknownKey, &["agent.toml:3:1: error: unknown key `deny_path`", "did you mean `deny_paths`?"]);
+    expect(
+        &e,
+        ErrorKind::UnknownKey,
+        &["agent.toml:3:1: error: unknown key `deny_path`", "did you mean `deny_paths`?"],
+    );
     let e = load("[file_policy.read]\nsilnet = [\"/x\"]\n");
     expect(&e, ErrorKind::UnknownKey, &["agent.toml:2:1:", "did you mean `silent`?"]);
     let e = load("[file_polcy]\ndefault = \"deny\"\n");
@@ -55,19 +59,39 @@ fn unknown_key_did_you_mean() {
 #[test]
 fn wrong_types() {
     let e = load("[file_policy]\ndeny_paths = \"/x\"\n");
-    expect(&e, ErrorKind::WrongType, &["agent.toml:2:14:", "expected an array of glob strings for `deny_paths`, found string"]);
+    expect(
+        &e,
+        ErrorKind::WrongType,
+        &["agent.toml:2:14:", "expected an array of glob strings for `deny_paths`, found string"],
+    );
     let e = load("[file_policy]\ndeny_paths = [\"/x\", 3]\n");
-    expect(&e, ErrorKind::WrongType, &["agent.toml:2:21:", "expected a glob string in `deny_paths`, found integer"]);
+    expect(
+        &e,
+        ErrorKind::WrongType,
+        &["agent.toml:2:21:", "expected a glob string in `deny_paths`, found integer"],
+    );
     let e = load("[file_policy]\ndefault = 3\n");
-    expect(&e, ErrorKind::WrongType, &["agent.toml:2:11:", "expected \"deny\" | \"prompt\" | \"read\" | \"write\""]);
+    expect(
+        &e,
+        ErrorKind::WrongType,
+        &["agent.toml:2:11:", "expected \"deny\" | \"prompt\" | \"read\" | \"write\""],
+    );
 }
 
 #[test]
 fn bad_value_did_you_mean() {
     let e = load("[file_policy]\ndefault = \"writ\"\n");
-    expect(&e, ErrorKind::BadValue, &["agent.toml:2:11:", "invalid value \"writ\"", "did you mean \"write\"?"]);
+    expect(
+        &e,
+        ErrorKind::BadValue,
+        &["agent.toml:2:11:", "invalid value \"writ\"", "did you mean \"write\"?"],
+    );
     let e = load("[file_policy.defaults]\nread = \"allow\"\n");
-    expect(&e, ErrorKind::BadValue, &["agent.toml:2:8:", "expected \"silent\" | \"prompt\" | \"deny\""]);
+    expect(
+        &e,
+        ErrorKind::BadValue,
+        &["agent.toml:2:8:", "expected \"silent\" | \"prompt\" | \"deny\""],
+    );
 }
 
 #[test]
@@ -75,13 +99,25 @@ fn invalid_glob() {
     let e = load("[file_policy]\ndeny_paths = [\"/a/[z-a]\"]\n");
     expect(&e, ErrorKind::InvalidGlob, &["agent.toml:2:15:", "invalid glob \"/a/[z-a]\""]);
     let e = load("[file_policy]\ndeny_paths = [\"/a/b**\"]\n");
-    expect(&e, ErrorKind::InvalidGlob, &["agent.toml:2:15:", "`**` must be a whole path component"]);
+    expect(
+        &e,
+        ErrorKind::InvalidGlob,
+        &["agent.toml:2:15:", "`**` must be a whole path component"],
+    );
 }
 
 #[test]
 fn relative_paths() {
     let e = load("[file_policy]\nwrite_paths = [\"/ok/**\", \"src/**\"]\n");
-    expect(&e, ErrorKind::RelativePath, &["agent.toml:2:26:", "relative rule path \"src/**\"", "start with /, ~/, <workspace>/ or **/"]);
+    expect(
+        &e,
+        ErrorKind::RelativePath,
+        &[
+            "agent.toml:2:26:",
+            "relative rule path \"src/**\"",
+            "start with /, ~/, <workspace>/ or **/",
+        ],
+    );
     let e = load("[file_policy]\nwrite_paths = [\"*.txt\"]\n");
     expect(&e, ErrorKind::RelativePath, &["agent.toml:2:16:"]);
     let e = load("[file_policy]\nwrite_paths = [\"~bob/x\"]\n");
@@ -100,13 +136,21 @@ fn mixed_schemas() {
     expect(
         &e,
         ErrorKind::MixedSchemas,
-        &["agent.toml:3:14:", "`read` is a schema v2 key but this file already uses schema v1", "v1 keys are default, deny_paths"],
+        &[
+            "agent.toml:3:14:",
+            "`read` is a schema v2 key but this file already uses schema v1",
+            "v1 keys are default, deny_paths",
+        ],
     );
 }
 
 #[test]
 fn mixed_schemas_across_layers() {
-    let e = load_with("[file_policy.defaults]\nread = \"deny\"\n", Some("[file_policy]\ndefault = \"deny\"\n"), None);
+    let e = load_with(
+        "[file_policy.defaults]\nread = \"deny\"\n",
+        Some("[file_policy]\ndefault = \"deny\"\n"),
+        None,
+    );
     expect(&e, ErrorKind::MixedSchemas, &["agent.toml:1:14:", "config.toml:2:1", "same schema"]);
 }
 
@@ -122,14 +166,26 @@ fn missing_workspace_for_a_workspace_rule() {
 fn floor_exceptions_only_in_the_operator_config() {
     let e = load("[file_policy]\nfloor_exceptions = [\"ssh\"]\n");
     expect(&e, ErrorKind::UnknownKey, &["agent.toml:2:1:", "only in the operator's config"]);
-    let e = load_with("[file_policy]\ndefault = \"deny\"\n", Some("[file_policy]\nfloor_exceptions = [\"sshh\"]\n"), None);
-    expect(&e, ErrorKind::BadValue, &["config.toml:2:21:", "unknown safety-floor entry \"sshh\"", "ssh, aws"]);
+    let e = load_with(
+        "[file_policy]\ndefault = \"deny\"\n",
+        Some("[file_policy]\nfloor_exceptions = [\"sshh\"]\n"),
+        None,
+    );
+    expect(
+        &e,
+        ErrorKind::BadValue,
+        &["config.toml:2:21:", "unknown safety-floor entry \"sshh\"", "ssh, aws"],
+    );
 }
 
 #[test]
 fn policy_file_holds_only_file_policy() {
     let e = load("[file_policy]\ndefault = \"deny\"\n[audit]\nx = 1\n");
-    expect(&e, ErrorKind::UnknownKey, &["agent.toml:3:2:", "(a policy file holds only [file_policy])"]);
+    expect(
+        &e,
+        ErrorKind::UnknownKey,
+        &["agent.toml:3:2:", "(a policy file holds only [file_policy])"],
+    );
 }
 
 #[test]
@@ -140,7 +196,10 @@ fn no_policy_at_all() {
 
 #[test]
 fn missing_file() {
-    let options = LoadOptions { policy_files: vec!["/nonexistent/agent.toml".into()], ..LoadOptions::default() };
+    let options = LoadOptions {
+        policy_files: vec!["/nonexistent/agent.toml".into()],
+        ..LoadOptions::default()
+    };
     let e = EffectivePolicy::load(&options).unwrap_err();
     expect(&e, ErrorKind::Io, &["cannot read /nonexistent/agent.toml"]);
 }
@@ -150,7 +209,11 @@ fn unknown_user() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a.toml");
     std::fs::write(&file, "[file_policy]\ndefault = \"deny\"\n").unwrap();
-    let options = LoadOptions { policy_files: vec![file], user: Some("no-such-user-fp".into()), ..LoadOptions::default() };
+    let options = LoadOptions {
+        policy_files: vec![file],
+        user: Some("no-such-user-fp".into()),
+        ..LoadOptions::default()
+    };
     let e = EffectivePolicy::load(&options).unwrap_err();
     expect(&e, ErrorKind::UnknownUser, &["no-such-user-fp"]);
 }

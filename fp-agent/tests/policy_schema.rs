@@ -80,7 +80,10 @@ fn read_paths_inside_workspace_blocks_writes() {
     assert_eq!(verdict(&p, "/tmp/fp-test-ws/docs/guide.md", Op::Read), Verdict::Allow);
     assert_eq!(verdict(&p, "/tmp/fp-test-ws/docs/guide.md", Op::Write), Verdict::Deny);
     assert_eq!(verdict(&p, "/tmp/fp-test-ws/docs/guide.md", Op::Delete), Verdict::Deny);
-    assert_eq!(rule_text(&p, "/tmp/fp-test-ws/docs/guide.md", Op::Write).as_deref(), Some("<workspace>/docs/**"));
+    assert_eq!(
+        rule_text(&p, "/tmp/fp-test-ws/docs/guide.md", Op::Write).as_deref(),
+        Some("<workspace>/docs/**")
+    );
 }
 
 #[test]
@@ -106,7 +109,10 @@ fn v1_most_specific_glob_wins_within_a_tier() {
         r#"[file_policy]
 deny_paths = ["/srv/**", "/srv/app/**", "/srv/app/config.toml"]"#,
     );
-    assert_eq!(rule_text(&p, "/srv/app/config.toml", Op::Read).as_deref(), Some("/srv/app/config.toml"));
+    assert_eq!(
+        rule_text(&p, "/srv/app/config.toml", Op::Read).as_deref(),
+        Some("/srv/app/config.toml")
+    );
     assert_eq!(rule_text(&p, "/srv/app/x", Op::Read).as_deref(), Some("/srv/app/**"));
     assert_eq!(rule_text(&p, "/srv/x", Op::Read).as_deref(), Some("/srv/**"));
 }
@@ -191,7 +197,8 @@ fn workspace_and_home_expansion() {
         r#"[file_policy]
 write_paths = ["<workspace>/src/**", "~/notes/**", "<workspace>", "//tmp//./x/"]"#,
     );
-    let globs: Vec<&str> = p.rules().iter().filter(|r| r.layer == Layer::Policy).map(|r| r.glob.as_str()).collect();
+    let globs: Vec<&str> =
+        p.rules().iter().filter(|r| r.layer == Layer::Policy).map(|r| r.glob.as_str()).collect();
     assert_eq!(globs, ["/tmp/fp-test-ws/src/**", "/root/notes/**", "/tmp/fp-test-ws", "/tmp/x"]);
 }
 
@@ -222,7 +229,10 @@ fn global_applies() {
 
 #[test]
 fn overlay_replaces_per_field() {
-    let p = layered(GLOBAL, "[file_policy]\ndefault = \"deny\"\nwrite_paths = [\"/var/tmp/**\"]\ndeny_paths = []");
+    let p = layered(
+        GLOBAL,
+        "[file_policy]\ndefault = \"deny\"\nwrite_paths = [\"/var/tmp/**\"]\ndeny_paths = []",
+    );
     // default replaced
     assert_eq!(verdict(&p, "/opt/x", Op::Read), Verdict::Deny);
     // write_paths replaced
@@ -234,7 +244,8 @@ fn overlay_replaces_per_field() {
 
 #[test]
 fn overlay_replaces_per_field_v2() {
-    let global = "[file_policy.defaults]\nread = \"silent\"\n[file_policy.read]\ndeny = [\"/a/**\"]";
+    let global =
+        "[file_policy.defaults]\nread = \"silent\"\n[file_policy.read]\ndeny = [\"/a/**\"]";
     let p = layered(global, "[file_policy.defaults]\nwrite = \"prompt\"");
     assert_eq!(verdict(&p, "/opt/x", Op::Read), Verdict::Allow);
     assert_eq!(verdict(&p, "/opt/x", Op::Write), Verdict::Prompt);
@@ -257,11 +268,13 @@ fn both_default_returns_none() {
 #[test]
 fn missing_workspace() {
     let f = fields("[file_policy]\nwrite_paths = [\"<workspace>/**\"]", FileKind::Policy);
-    let e = EffectivePolicy::from_fields(&f, &LoadOptions { workspace: None, ..options() }).unwrap_err();
+    let e = EffectivePolicy::from_fields(&f, &LoadOptions { workspace: None, ..options() })
+        .unwrap_err();
     assert_eq!(e.kind, ErrorKind::MissingWorkspace);
     assert!(e.to_string().starts_with("test.toml:2:16: error:"), "{e}");
-    let e = EffectivePolicy::from_fields(&f, &LoadOptions { workspace: Some("".into()), ..options() })
-        .unwrap_err();
+    let e =
+        EffectivePolicy::from_fields(&f, &LoadOptions { workspace: Some("".into()), ..options() })
+            .unwrap_err();
     assert_eq!(e.kind, ErrorKind::MissingWorkspace);
     assert!(e.to_string().contains("empty workspace"), "{e}");
 }
@@ -273,7 +286,13 @@ fn safety_floor_cannot_be_loosened_by_a_policy() {
 default = "write"
 write_paths = ["/**", "**/.ssh/**", "<workspace>/.env"]"#,
     );
-    for path in ["/home/u/.ssh/id_ed25519", "/tmp/fp-test-ws/.env", "/a/b/server.pem", "/etc/shadow", "/root/x"] {
+    for path in [
+        "/home/u/.ssh/id_ed25519",
+        "/tmp/fp-test-ws/.env",
+        "/a/b/server.pem",
+        "/etc/shadow",
+        "/root/x",
+    ] {
         for op in Op::ALL {
             assert_eq!(verdict(&p, path, op), Verdict::Deny, "{path} {op:?}");
         }
@@ -297,10 +316,21 @@ fn operator_can_lift_a_named_floor_entry() {
 
 #[test]
 fn self_protection_and_secrets() {
-    let o = LoadOptions { protected_paths: vec![PathBuf::from("/srv/audit.log")], secret_paths: vec!["/srv/k".into()], ..options() };
+    let o = LoadOptions {
+        protected_paths: vec![PathBuf::from("/srv/audit.log")],
+        secret_paths: vec!["/srv/k".into()],
+        ..options()
+    };
     let f = fields("[file_policy]\ndefault = \"write\"", FileKind::Policy);
     let p = EffectivePolicy::from_fields(&f, &o).unwrap();
-    for path in ["/etc/fp/config.toml", "/var/log/fp/audit", "/sys/fs/bpf/fp/x", "/sys/fs/cgroup/fp/cgroup.procs", "/run/fp", "/srv/audit.log"] {
+    for path in [
+        "/etc/fp/config.toml",
+        "/var/log/fp/audit",
+        "/sys/fs/bpf/fp/x",
+        "/sys/fs/cgroup/fp/cgroup.procs",
+        "/run/fp",
+        "/srv/audit.log",
+    ] {
         assert_eq!(verdict(&p, path, Op::Write), Verdict::Deny, "{path}");
         assert_eq!(verdict(&p, path, Op::Read), Verdict::Allow, "{path}");
     }
@@ -311,7 +341,13 @@ fn self_protection_and_secrets() {
 #[test]
 fn runtime_base_lets_programs_start_under_default_deny() {
     let p = policy("[file_policy]\ndefault = \"deny\"\nwrite_paths = [\"<workspace>/**\"]");
-    for path in ["/usr/bin/bash", "/lib/x86_64-linux-gnu/libc.so.6", "/etc/ld.so.cache", "/etc/localtime", "/dev/urandom"] {
+    for path in [
+        "/usr/bin/bash",
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/etc/ld.so.cache",
+        "/etc/localtime",
+        "/dev/urandom",
+    ] {
         assert_eq!(verdict(&p, path, Op::Read), Verdict::Allow, "{path}");
         assert_eq!(verdict(&p, path, Op::Write), Verdict::Deny, "{path}");
     }
@@ -328,7 +364,13 @@ fn runtime_base_lets_programs_start_under_default_deny() {
 #[test]
 fn kernel_decides_common_shapes_exactly() {
     let p = policy(V1);
-    for path in ["/tmp/fp-test-ws/src/a.rs", "/usr/bin/bash", "/home/u/.ssh/config", "/a/b.pem", "/x/.env.local"] {
+    for path in [
+        "/tmp/fp-test-ws/src/a.rs",
+        "/usr/bin/bash",
+        "/home/u/.ssh/config",
+        "/a/b.pem",
+        "/x/.env.local",
+    ] {
         for op in Op::ALL {
             assert_eq!(p.decide(path.as_bytes(), op).kernel, KernelDisposition::Exact, "{path}");
         }
@@ -362,7 +404,11 @@ fn examples_are_accepted() {
         if path.extension().is_none_or(|e| e != "toml") || path == config {
             continue;
         }
-        let o = LoadOptions { policy_files: vec![path.clone()], config_file: Some(config.clone()), ..options() };
+        let o = LoadOptions {
+            policy_files: vec![path.clone()],
+            config_file: Some(config.clone()),
+            ..options()
+        };
         EffectivePolicy::load(&o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         count += 1;
     }

@@ -123,17 +123,17 @@ fn policy_text() -> impl Strategy<Value = String> {
             if let Some(d) = default {
                 t += &format!("default = \"{d}\"\n");
             }
-            for (k, v) in
-                [("deny_paths", deny), ("prompt_paths", prompt), ("read_paths", read), ("write_paths", write)]
-            {
+            for (k, v) in [
+                ("deny_paths", deny),
+                ("prompt_paths", prompt),
+                ("read_paths", read),
+                ("write_paths", write),
+            ] {
                 t += &format!("{k} = {}\n", toml_list(&v));
             }
             t
         });
-    let v2 = (
-        [tier(), tier(), tier()],
-        prop::collection::vec((list(), list(), list()), 3),
-    )
+    let v2 = ([tier(), tier(), tier()], prop::collection::vec((list(), list(), list()), 3))
         .prop_map(|(defaults, ops)| {
             let mut t = String::from("[file_policy.defaults]\n");
             for (op, d) in ["read", "write", "delete"].iter().zip(defaults) {
@@ -161,7 +161,8 @@ fn tables_agree_with_exact_evaluator_or_defer() {
         .ok()
         .and_then(|c| c.parse::<u32>().ok())
         .map_or(CASES, |total| (total / PATHS_PER_CASE as u32).max(1));
-    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    let mut runner =
+        TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
     let strategy = (
         policy_text(),
         policy_text(),
@@ -210,7 +211,9 @@ fn tables_agree_with_exact_evaluator_or_defer() {
         })
         .unwrap();
     let (built, checks, decided) = (built.into_inner(), checks.into_inner(), decided.into_inner());
-    eprintln!("{built} policies of {cases}, {checks} (path, op) checks, {decided} decided in the kernel");
+    eprintln!(
+        "{built} policies of {cases}, {checks} (path, op) checks, {decided} decided in the kernel"
+    );
     // The generators must mostly produce valid policies and the kernel must decide most paths,
     // or the property proves little.
     assert!(built * 2 > cases as usize, "only {built} of {cases} generated policies were valid");

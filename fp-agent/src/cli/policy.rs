@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::policy::{
-    Decision, EffectivePolicy, LoadOptions, Op, PolicyError, Rule, TableVerdict, Verdict, normalize_path, op_name,
+    Decision, EffectivePolicy, LoadOptions, Op, PolicyError, Rule, TableVerdict, Verdict,
+    normalize_path, op_name,
 };
 
 #[derive(clap::Subcommand)]
@@ -123,7 +124,11 @@ fn absolute(path: &Path) -> Result<PathBuf, Failure> {
         .map_err(|e| Failure::Usage(format!("cannot resolve {}: {e}", path.display())))
 }
 
-fn load(policy: &Path, session: &Session, workspace: Option<PathBuf>) -> Result<EffectivePolicy, Failure> {
+fn load(
+    policy: &Path,
+    session: &Session,
+    workspace: Option<PathBuf>,
+) -> Result<EffectivePolicy, Failure> {
     let options = LoadOptions {
         policy_files: vec![absolute(policy)?],
         config_file: session.config.as_deref().map(absolute).transpose()?,
@@ -183,12 +188,11 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
 fn is_deferred(policy: &EffectivePolicy, rule: &Rule) -> bool {
     let defer = TableVerdict::Defer as u8;
     let tables = policy.tables();
-    tables
-        .prefixes()
-        .any(|(_, v)| v.ops.iter().any(|e| e.rule_id == rule.id && e.rank != 0 && e.verdict == defer))
-        || tables.names().any(|(_, v)| {
-            v.slots.iter().any(|s| s.rule_id == rule.id && s.ops != 0 && s.verdict == defer)
-        })
+    tables.prefixes().any(|(_, v)| {
+        v.ops.iter().any(|e| e.rule_id == rule.id && e.rank != 0 && e.verdict == defer)
+    }) || tables.names().any(|(_, v)| {
+        v.slots.iter().any(|s| s.rule_id == rule.id && s.ops != 0 && s.verdict == defer)
+    })
 }
 
 fn defaults_json(policy: &EffectivePolicy) -> serde_json::Value {
@@ -222,7 +226,9 @@ fn print_check(file: &Path, policy: &EffectivePolicy, warnings: &[String]) {
     for rule in policy.rules() {
         let verdicts: Vec<String> = Op::ALL
             .iter()
-            .filter_map(|op| rule.verdicts[op.index()].map(|v| format!("{} {}", op_name(*op), verdict_name(v))))
+            .filter_map(|op| {
+                rule.verdicts[op.index()].map(|v| format!("{} {}", op_name(*op), verdict_name(v)))
+            })
             .collect();
         println!(
             "    #{:<4} {:<40} {:<34} {} ({})",
@@ -299,7 +305,10 @@ fn compile(policy_file: &Path, session: &Session, json: bool) -> Result<(), Fail
             .iter()
             .map(|r| json!({"id": r.id, "text": r.text, "glob": r.glob, "tier": r.tier, "source": r.source.to_string()}))
             .collect();
-        println!("{}", json!({"hash": hex(&policy.hash()), "rules": rules, "tables": tables.to_json()}));
+        println!(
+            "{}",
+            json!({"hash": hex(&policy.hash()), "rules": rules, "tables": tables.to_json()})
+        );
     } else {
         println!(
             "{}: {} rules -> {} prefix entries, {} name entries, {} scopes; hash {}",

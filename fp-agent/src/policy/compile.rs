@@ -9,9 +9,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use fp_common::policy::{
-    HEADER_BASENAMES, HEADER_DIRNAMES, MAX_NAME, MAX_PREFIX, NameKey, NameKind,
-    NameSlot, NameValue, OpEntry, PrefixValue, ROOT_SCOPE, RuleTables, ScopeValue, TableHeader,
-    TableVerdict,
+    HEADER_BASENAMES, HEADER_DIRNAMES, MAX_NAME, MAX_PREFIX, NameKey, NameKind, NameSlot,
+    NameValue, OpEntry, PrefixValue, ROOT_SCOPE, RuleTables, ScopeValue, TableHeader, TableVerdict,
 };
 
 use super::error::{ErrorKind, PolicyError};
@@ -37,10 +36,13 @@ pub fn compile(rules: &[Rule], defaults: [Verdict; 3]) -> Result<KernelTables, P
     c.finish(defaults)
 }
 
+type ScopedSlot = (NameSlot, Vec<u8>);
+
 #[derive(Default)]
 struct Compiler {
     direct: BTreeMap<Vec<u8>, [OpEntry; 3]>,
-    names: BTreeMap<(NameKind, Vec<u8>), Vec<(NameSlot, Vec<u8>)>>,
+    /// Slots by (kind, name), each with its scope directory (for deferring an overflow).
+    names: BTreeMap<(NameKind, Vec<u8>), Vec<ScopedSlot>>,
     scope_ids: BTreeMap<Vec<u8>, u16>,
 }
 
@@ -289,7 +291,9 @@ impl KernelTables {
             .prefixes
             .iter()
             .map(|(k, v)| match k.split_last() {
-                Some((0, path)) => json!({"path": text(path), "match": "exact", "ops": ops(&v.ops)}),
+                Some((0, path)) => {
+                    json!({"path": text(path), "match": "exact", "ops": ops(&v.ops)})
+                }
                 _ => json!({"path": text(k), "match": "subtree", "ops": ops(&v.ops)}),
             })
             .collect();

@@ -95,7 +95,10 @@ fn expand(text: &str, ctx: Expansion<'_>) -> Result<String, GlobError> {
             if !(rest.is_empty() || rest.starts_with('/')) {
                 return Err((
                     ErrorKind::BadValue,
-                    format!("\"{text}\": expected / after {}", if text.starts_with('~') { "~" } else { WORKSPACE }),
+                    format!(
+                        "\"{text}\": expected / after {}",
+                        if text.starts_with('~') { "~" } else { WORKSPACE }
+                    ),
                     "~user is not supported; write ~/... or <workspace>/...".to_string(),
                 ));
             }

@@ -39,7 +39,8 @@ pub fn layer(
         out.v1_lists[i] = lists(&global.v1_lists[i], &overlay.v1_lists[i]);
     }
     for op in 0..3 {
-        out.v2_defaults[op] = overlay.v2_defaults[op].clone().or_else(|| global.v2_defaults[op].clone());
+        out.v2_defaults[op] =
+            overlay.v2_defaults[op].clone().or_else(|| global.v2_defaults[op].clone());
         for tier in 0..3 {
             out.v2_lists[op][tier] = lists(&global.v2_lists[op][tier], &overlay.v2_lists[op][tier]);
         }

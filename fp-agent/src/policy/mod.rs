@@ -18,11 +18,15 @@ use std::path::{Path, PathBuf};
 pub use compile::KernelTables;
 pub use error::{ErrorKind, PolicyError, Source};
 use exact::ExactEvaluator;
-pub use floors::{FP_DIRS, FP_SECRET_DIRS, FloorKind, RUNTIME_READ, RUNTIME_READ_WRITE, SAFETY_FLOOR};
+pub use floors::{
+    FP_DIRS, FP_SECRET_DIRS, FloorKind, RUNTIME_READ, RUNTIME_READ_WRITE, SAFETY_FLOOR,
+};
 pub use fp_common::policy::{Op, TableVerdict};
 use glob::Expansion;
 pub use layer::layer;
-pub use parse::{Base, FileKind, parse_str, PolicyFields, Schema, Spanned, V1Default, V1Tier, V2Tier};
+pub use parse::{
+    Base, FileKind, PolicyFields, Schema, Spanned, V1Default, V1Tier, V2Tier, parse_str,
+};
 use sha2::Digest as _;
 
 /// Most rules (floors included) one session may have; more is a compile error.
@@ -166,7 +170,10 @@ impl RuleBuilder<'_> {
             return Err(PolicyError::new(
                 ErrorKind::Limit,
                 Some(source),
-                format!("rule is {} bytes long after expansion, the limit is {MAX_GLOB}", glob.len()),
+                format!(
+                    "rule is {} bytes long after expansion, the limit is {MAX_GLOB}",
+                    glob.len()
+                ),
             ));
         }
         let (class, literal) = glob::specificity(&glob);
@@ -180,7 +187,16 @@ impl RuleBuilder<'_> {
             })
         });
         let id = self.rules.len() as u32;
-        self.rules.push(Rule { id, text: text.to_string(), glob, tier, layer, source, verdicts, ranks });
+        self.rules.push(Rule {
+            id,
+            text: text.to_string(),
+            glob,
+            tier,
+            layer,
+            source,
+            verdicts,
+            ranks,
+        });
         Ok(())
     }
 
@@ -265,12 +281,20 @@ impl EffectivePolicy {
             rules: Vec::new(),
         };
         // Self-protection.
-        for dir in FP_DIRS.iter().map(PathBuf::from).chain(options.protected_paths.iter().cloned()) {
+        for dir in FP_DIRS.iter().map(PathBuf::from).chain(options.protected_paths.iter().cloned())
+        {
             let text = path_glob(&dir)?;
             b.builtin(&text, "self-protection", Layer::SelfProtection, DENY_CHANGE)?;
-            b.builtin(&format!("{text}/**"), "self-protection", Layer::SelfProtection, DENY_CHANGE)?;
+            b.builtin(
+                &format!("{text}/**"),
+                "self-protection",
+                Layer::SelfProtection,
+                DENY_CHANGE,
+            )?;
         }
-        for dir in FP_SECRET_DIRS.iter().map(PathBuf::from).chain(options.secret_paths.iter().cloned()) {
+        for dir in
+            FP_SECRET_DIRS.iter().map(PathBuf::from).chain(options.secret_paths.iter().cloned())
+        {
             let text = path_glob(&dir)?;
             b.builtin(&text, "self-protection secrets", Layer::SelfProtection, DENY_ALL)?;
             let sub = format!("{text}/**");
@@ -298,7 +322,12 @@ impl EffectivePolicy {
                 FloorKind::ReadOnly => DENY_CHANGE,
             };
             for g in entry.globs {
-                b.builtin(g, &format!("safety floor {}", entry.name), Layer::SafetyFloor, verdicts)?;
+                b.builtin(
+                    g,
+                    &format!("safety floor {}", entry.name),
+                    Layer::SafetyFloor,
+                    verdicts,
+                )?;
             }
         }
         // The policy itself.
@@ -307,7 +336,12 @@ impl EffectivePolicy {
         let base = fields.base.as_ref().map_or(Base::System, |b| b.value);
         if base == Base::System {
             for g in RUNTIME_READ {
-                b.builtin(g, "runtime base", Layer::RuntimeBase, [Some(Verdict::Allow), None, None])?;
+                b.builtin(
+                    g,
+                    "runtime base",
+                    Layer::RuntimeBase,
+                    [Some(Verdict::Allow), None, None],
+                )?;
             }
             for g in RUNTIME_READ_WRITE {
                 let verdicts = [Some(Verdict::Allow), Some(Verdict::Allow), None];
@@ -338,7 +372,9 @@ impl EffectivePolicy {
     /// whether the kernel decides it itself.
     pub fn decide(&self, path: &[u8], op: Op) -> Decision {
         let (verdict, rule) = match self.exact.decide(&self.rules, path, op) {
-            Some(rule) => (rule.verdicts[op.index()].unwrap_or(Verdict::Deny), Some(RuleRef(rule.id))),
+            Some(rule) => {
+                (rule.verdicts[op.index()].unwrap_or(Verdict::Deny), Some(RuleRef(rule.id)))
+            }
             None => (self.defaults[op.index()], None),
         };
         let kernel = match fp_common::policy::evaluate(&self.tables, path, op).verdict {
@@ -386,14 +422,22 @@ impl EffectivePolicy {
     /// sha256 of a canonical form of the effective policy (what audit records name).
     pub fn hash(&self) -> [u8; 32] {
         #[derive(serde::Serialize)]
+        struct CanonicalRule<'a> {
+            glob: &'a str,
+            verdicts: [Option<Verdict>; 3],
+            ranks: [u32; 3],
+        }
+        #[derive(serde::Serialize)]
         struct Canonical<'a> {
             defaults: [Verdict; 3],
-            rules: Vec<(&'a str, [Option<Verdict>; 3], [u32; 3])>,
+            rules: Vec<CanonicalRule<'a>>,
         }
-        let canonical = Canonical {
-            defaults: self.defaults,
-            rules: self.rules.iter().map(|r| (r.glob.as_str(), r.verdicts, r.ranks)).collect(),
-        };
+        let rules = self
+            .rules
+            .iter()
+            .map(|r| CanonicalRule { glob: &r.glob, verdicts: r.verdicts, ranks: r.ranks })
+            .collect();
+        let canonical = Canonical { defaults: self.defaults, rules };
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
         sha2::Sha256::digest(&bytes).into()
     }
@@ -417,7 +461,14 @@ fn policy_rules(
             ];
             for (tier, tier_rank, verdicts) in tiers {
                 for g in fields.v1_lists[tier as usize].iter().flatten() {
-                    b.add(&g.value, g.source.clone(), tier.key().to_string(), Layer::Policy, tier_rank, verdicts)?;
+                    b.add(
+                        &g.value,
+                        g.source.clone(),
+                        tier.key().to_string(),
+                        Layer::Policy,
+                        tier_rank,
+                        verdicts,
+                    )?;
                 }
             }
             let defaults = match fields.default.as_ref().map_or(V1Default::Deny, |d| d.value) {
@@ -440,7 +491,14 @@ fn policy_rules(
                     verdicts[i] = Some(tier_verdict(tier));
                     let name = format!("{}.{}", op_name(op), tier.key());
                     for g in fields.v2_lists[i][tier as usize].iter().flatten() {
-                        b.add(&g.value, g.source.clone(), name.clone(), Layer::Policy, 0, verdicts)?;
+                        b.add(
+                            &g.value,
+                            g.source.clone(),
+                            name.clone(),
+                            Layer::Policy,
+                            0,
+                            verdicts,
+                        )?;
                     }
                 }
             }

@@ -133,7 +133,11 @@ pub fn parse_str(path: &Path, text: &str, kind: FileKind) -> Result<PolicyFields
             let table = p.table(value, "[file_policy]")?;
             p.file_policy(table, kind, &mut fields)?;
         } else if kind == FileKind::Policy {
-            return Err(p.unknown_key(key, &["file_policy"], "(a policy file holds only [file_policy])"));
+            return Err(p.unknown_key(
+                key,
+                &["file_policy"],
+                "(a policy file holds only [file_policy])",
+            ));
         }
     }
     Ok(fields)
@@ -183,7 +187,11 @@ impl Parser<'_> {
                     let t = self.table(value, "[file_policy.defaults]")?;
                     for (k, v) in t {
                         let Some(op) = V2_OP_KEYS.iter().position(|o| *o == k.get_ref()) else {
-                            return Err(self.unknown_key(k, &V2_OP_KEYS, "in [file_policy.defaults]"));
+                            return Err(self.unknown_key(
+                                k,
+                                &V2_OP_KEYS,
+                                "in [file_policy.defaults]",
+                            ));
                         };
                         let tier = V2Tier::ALL[self.choice(v, &V2_TIER_KEYS)?];
                         fields.v2_defaults[op] = Some(self.at(tier, v.span()));
@@ -193,12 +201,12 @@ impl Parser<'_> {
                     let op = V2_OP_KEYS.iter().position(|o| *o == name).unwrap_or(0);
                     let t = self.table(value, &format!("[file_policy.{name}]"))?;
                     for (k, v) in t {
-                        let Some(tier) = V2_TIER_KEYS.iter().position(|o| *o == k.get_ref())
-                        else {
+                        let Some(tier) = V2_TIER_KEYS.iter().position(|o| *o == k.get_ref()) else {
                             let context = format!("in [file_policy.{name}]");
                             return Err(self.unknown_key(k, &V2_TIER_KEYS, &context));
                         };
-                        fields.v2_lists[op][tier] = Some(self.globs(v, &format!("{name}.{}", k.get_ref()))?);
+                        fields.v2_lists[op][tier] =
+                            Some(self.globs(v, &format!("{name}.{}", k.get_ref()))?);
                     }
                 }
                 "base" => {
@@ -257,7 +265,11 @@ impl Parser<'_> {
         }
     }
 
-    fn table<'t, 'i>(&self, value: &'t Value<'i>, what: &str) -> Result<&'t DeTable<'i>, PolicyError> {
+    fn table<'t, 'i>(
+        &self,
+        value: &'t Value<'i>,
+        what: &str,
+    ) -> Result<&'t DeTable<'i>, PolicyError> {
         value.get_ref().as_table().ok_or_else(|| self.wrong_type(value, &format!("a table {what}")))
     }
 
