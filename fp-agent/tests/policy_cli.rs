@@ -46,34 +46,27 @@ fn check_json() {
     assert_eq!(v["hash"].as_str().unwrap().len(), 64);
 }
 
+/// `fp policy explain --json` of the coding-agent example: one JSON object per path.
+fn explain_coding_agent(op: &str, paths: &[&str]) -> Vec<serde_json::Value> {
+    let policy = example("coding-agent.toml");
+    let mut args = vec!["policy", "explain", "--policy", &policy, "--workspace", "/tmp/ws"];
+    args.extend(["--op", op, "--json"]);
+    args.extend(paths);
+    let (code, out, err) = fp(&args);
+    assert_eq!(code, 0, "{err}");
+    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
 #[test]
 fn explain_json_fields() {
-    let (code, out, err) = fp(&[
-        "policy",
-        "explain",
-        "--policy",
-        &example("coding-agent.toml"),
-        "--workspace",
-        "/tmp/ws",
-        "--op",
-        "write",
-        "--json",
-        "/tmp/ws/secrets/db.txt",
-        "/tmp/ws/a/../.env",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let lines: Vec<serde_json::Value> =
-        out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = explain_coding_agent("write", &["/tmp/ws/secrets/db.txt", "/tmp/ws/a/../.env"]);
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["path"], "/tmp/ws/secrets/db.txt");
     assert_eq!(lines[0]["op"], "write");
     assert_eq!(lines[0]["verdict"], "prompt");
     assert_eq!(lines[0]["rule"], "<workspace>/secrets/**");
-    assert!(
-        lines[0]["source"].as_str().unwrap().ends_with("coding-agent.toml:8:17"),
-        "{}",
-        lines[0]
-    );
+    let source = lines[0]["source"].as_str().unwrap();
+    assert!(source.ends_with("coding-agent.toml:8:17"), "{source}");
     assert_eq!(lines[0]["kernel"], "exact");
     assert_eq!(lines[1]["path"], "/tmp/ws/.env");
     assert_eq!(lines[1]["verdict"], "deny");
@@ -82,20 +75,7 @@ fn explain_json_fields() {
 
 #[test]
 fn explain_default_has_no_rule() {
-    let (code, out, _) = fp(&[
-        "policy",
-        "explain",
-        "--policy",
-        &example("coding-agent.toml"),
-        "--workspace",
-        "/tmp/ws",
-        "--op",
-        "read",
-        "--json",
-        "/opt/x",
-    ]);
-    assert_eq!(code, 0);
-    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let v = &explain_coding_agent("read", &["/opt/x"])[0];
     assert_eq!(v["verdict"], "deny");
     assert!(v["rule"].is_null() && v["source"].is_null());
     assert_eq!(v["tier"], "default");

@@ -457,3 +457,84 @@ fn in_scope<T: RuleTables>(tables: &T, scope_id: u16, path: &[u8], start: usize)
     }
     Some(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tables with one header and at most one name entry and scope, for the fail-closed cases.
+    struct Tiny {
+        header: Option<TableHeader>,
+        name: Option<NameValue>,
+    }
+
+    impl RuleTables for Tiny {
+        fn header(&self) -> Option<&TableHeader> {
+            self.header.as_ref()
+        }
+        fn longest_prefix(&self, _: &[u8]) -> Option<&PrefixValue> {
+            None
+        }
+        fn name(&self, kind: NameKind, name: &[u8]) -> Option<&NameValue> {
+            (kind == NameKind::Basename && name == b".env").then_some(self.name.as_ref()?)
+        }
+        fn scope(&self, _: u16) -> Option<&ScopeValue> {
+            None
+        }
+    }
+
+    fn header(flags: u8) -> TableHeader {
+        TableHeader {
+            defaults: [TableVerdict::Allow as u8; 3],
+            flags,
+            _pad: [0; 4],
+            suffix_lengths: 0,
+            prefix_lengths: 0,
+        }
+    }
+
+    #[test]
+    fn unknown_session_denies() {
+        let t = Tiny { header: None, name: None };
+        assert_eq!(evaluate(&t, b"/x", Op::Read).verdict, TableVerdict::Deny);
+    }
+
+    #[test]
+    fn relative_or_overlong_paths_deny() {
+        let t = Tiny { header: Some(header(0)), name: None };
+        assert_eq!(evaluate(&t, b"x", Op::Read).verdict, TableVerdict::Deny);
+        assert_eq!(evaluate(&t, &[b'/'; MAX_PATH + 1], Op::Read).verdict, TableVerdict::Deny);
+        assert_eq!(evaluate(&t, b"/x", Op::Read).verdict, TableVerdict::Allow);
+    }
+
+    #[test]
+    fn unknown_verdict_byte_is_deny() {
+        assert_eq!(TableVerdict::from_u8(7), TableVerdict::Deny);
+    }
+
+    #[test]
+    fn missing_scope_defers() {
+        let mut value = NameValue::default();
+        value.count = 1;
+        value.slots[0] = NameSlot {
+            rank: 5,
+            rule_id: 1,
+            scope_id: 9,
+            ops: Op::Read.bit(),
+            verdict: TableVerdict::Deny as u8,
+        };
+        let t = Tiny { header: Some(header(HEADER_BASENAMES)), name: Some(value) };
+        assert_eq!(evaluate(&t, b"/a/.env", Op::Read).verdict, TableVerdict::Defer);
+        assert_eq!(evaluate(&t, b"/a/.env", Op::Write).verdict, TableVerdict::Allow);
+    }
+
+    #[test]
+    fn too_deep_or_too_long_components_defer_when_names_are_in_play() {
+        let t = Tiny { header: Some(header(HEADER_DIRNAMES)), name: None };
+        let deep = b"/d".repeat(MAX_DEPTH + 1);
+        assert_eq!(evaluate(&t, &deep, Op::Read).verdict, TableVerdict::Defer);
+        let mut long = b"/".to_vec();
+        long.extend([b'n'; MAX_COMPONENT + 1]);
+        assert_eq!(evaluate(&t, &long, Op::Read).verdict, TableVerdict::Defer);
+    }
+}

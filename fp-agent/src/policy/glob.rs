@@ -15,7 +15,7 @@ use super::error::ErrorKind;
 #[derive(Clone, Copy, Debug)]
 pub struct Expansion<'a> {
     pub workspace: Option<&'a Path>,
-    pub home: Option<&'a Path>,
+    pub home: &'a Path,
 }
 
 /// A problem with one glob; the caller adds where it was written.
@@ -72,14 +72,7 @@ fn expand(text: &str, ctx: Expansion<'_>) -> Result<String, GlobError> {
         };
         (Some(ws), rest)
     } else if let Some(rest) = text.strip_prefix('~') {
-        let Some(home) = ctx.home else {
-            return Err((
-                ErrorKind::UnknownUser,
-                format!("\"{text}\" uses ~ but the session user has no home directory"),
-                "name the session user (--user NAME)".to_string(),
-            ));
-        };
-        (Some(home), rest)
+        (Some(ctx.home), rest)
     } else {
         (None, text)
     };

@@ -277,7 +277,7 @@ impl EffectivePolicy {
         };
         let home = home_of(options.user.as_deref())?;
         let mut b = RuleBuilder {
-            expansion: Expansion { workspace: workspace.as_deref(), home: Some(&home) },
+            expansion: Expansion { workspace: workspace.as_deref(), home: &home },
             rules: Vec::new(),
         };
         // Self-protection.
