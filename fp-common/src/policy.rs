@@ -514,8 +514,7 @@ mod tests {
 
     #[test]
     fn missing_scope_defers() {
-        let mut value = NameValue::default();
-        value.count = 1;
+        let mut value = NameValue { count: 1, ..NameValue::default() };
         value.slots[0] = NameSlot {
             rank: 5,
             rule_id: 1,
