@@ -129,6 +129,24 @@ pub struct PrefixKeyData {
     pub path: [u8; MAX_PREFIX],
 }
 
+impl PrefixKeyData {
+    /// The key for `path` (an entry's bytes, or the bytes looked up) in `session_id`, with its LPM
+    /// prefix length in bits; None if `path` is longer than [`MAX_PREFIX`].
+    pub fn new(session_id: u64, path: &[u8]) -> Option<(u32, Self)> {
+        if path.len() > MAX_PREFIX {
+            return None;
+        }
+        let mut key = PrefixKeyData { session_id, path: [0; MAX_PREFIX] };
+        for i in 0..MAX_PREFIX {
+            match (key.path.get_mut(i), path.get(i)) {
+                (Some(dst), Some(src)) => *dst = *src,
+                _ => break,
+            }
+        }
+        Some((64 + 8 * path.len() as u32, key))
+    }
+}
+
 /// LPM trie value: the compiler has already folded every shorter covering entry into it, so the
 /// longest match alone answers.
 #[repr(C)]
