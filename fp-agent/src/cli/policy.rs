@@ -215,7 +215,11 @@ fn print_check(file: &Path, policy: &EffectivePolicy, warnings: &[String]) {
     });
     let d = policy.defaults();
     println!("{}: ok", file.display());
-    println!("  schema {schema}, base {:?}, hash {}", policy.base(), hex(&policy.hash()));
+    let base = match policy.base() {
+        crate::policy::Base::System => "system",
+        crate::policy::Base::None => "none",
+    };
+    println!("  schema {schema}, base {base}, hash {}", hex(&policy.hash()));
     println!(
         "  defaults: read {}, write {}, delete {}",
         verdict_name(d[0]),
