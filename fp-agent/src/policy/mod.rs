@@ -226,9 +226,13 @@ impl EffectivePolicy {
             let overlay = parse::read_file(path, FileKind::Policy)?;
             fields = layer(&fields, &overlay)?.unwrap_or_default();
         }
+        // The files the policy came from are never writable by the session.
         let mut protected = options.protected_paths.clone();
-        protected.extend(options.config_file.iter().cloned());
-        protected.extend(options.policy_files.iter().cloned());
+        for file in options.config_file.iter().chain(&options.policy_files) {
+            protected.push(std::path::absolute(file).map_err(|e| {
+                PolicyError::new(ErrorKind::Io, None, format!("{}: {e}", file.display()))
+            })?);
+        }
         Self::from_fields(&fields, &LoadOptions { protected_paths: protected, ..options.clone() })
     }
 
