@@ -414,3 +414,22 @@ fn examples_are_accepted() {
     }
     assert!(count >= 4);
 }
+
+/// The seed's implementation let write_paths beat read_paths on an overlap
+/// (`write_beats_read_on_overlap`); fp follows the issue's stated order, Deny > Prompt > Read >
+/// Write, so the same overlap is read-only (which is what makes
+/// `read_paths_inside_workspace_blocks_writes` hold).
+#[test]
+fn read_beats_write_on_overlap() {
+    let p = policy("[file_policy]\nread_paths = [\"/d/**\"]\nwrite_paths = [\"/d/**\"]");
+    assert_eq!(verdict(&p, "/d/x", Op::Read), Verdict::Allow);
+    assert_eq!(verdict(&p, "/d/x", Op::Write), Verdict::Deny);
+}
+
+#[test]
+fn layered_over_can_downgrade_default() {
+    let p = layered("[file_policy]\ndefault = \"prompt\"", "[file_policy]\ndefault = \"deny\"");
+    assert_eq!(verdict(&p, "/opt/x", Op::Read), Verdict::Deny);
+    let p = layered("[file_policy]\ndefault = \"write\"", "[file_policy]\ndefault = \"read\"");
+    assert_eq!(verdict(&p, "/opt/x", Op::Write), Verdict::Deny);
+}
