@@ -53,7 +53,7 @@ pub enum Command {
     },
 }
 
-/// What the policy is compiled for.
+/// What the policy is compiled for (also used by `fp audit replay --policy`).
 #[derive(clap::Args)]
 pub struct Session {
     /// The operator's config.toml (its [file_policy] is the global layer).
@@ -122,6 +122,18 @@ impl From<PolicyError> for Failure {
 fn absolute(path: &Path) -> Result<PathBuf, Failure> {
     std::path::absolute(path)
         .map_err(|e| Failure::Usage(format!("cannot resolve {}: {e}", path.display())))
+}
+
+/// Loads a policy for `fp audit replay --policy`: `<workspace>` defaults to the current directory.
+pub fn load_for_replay(policy: &Path, session: &Session) -> anyhow::Result<EffectivePolicy> {
+    let workspace = match &session.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()?,
+    };
+    load(policy, session, Some(workspace)).map_err(|e| match e {
+        Failure::Policy(e) => anyhow::anyhow!("{e}"),
+        Failure::Usage(m) => anyhow::anyhow!("{m}"),
+    })
 }
 
 fn load(

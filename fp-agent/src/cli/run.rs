@@ -93,25 +93,12 @@ impl DenyTarget {
                 (real, Some((md.dev(), md.ino())))
             }
             // Not there yet: the path rule still covers it once created.
-            Err(_) => (normalize(&abs), None),
+            Err(_) => (abs, None),
         };
-        Ok(Self { path: path.as_os_str().as_bytes().to_vec(), inode })
+        let path = crate::policy::normalize_path(path.as_os_str().as_bytes())
+            .ok_or_else(|| anyhow::anyhow!("{} is not an absolute path", p.display()))?;
+        Ok(Self { path, inode })
     }
-}
-
-/// Lexical normalization: drops `.` and resolves `..` against the preceding component.
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out
 }
 
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -257,16 +244,5 @@ impl EventSink {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn normalizes_lexically() {
-        assert_eq!(normalize(Path::new("/a/./b/../c//d")), Path::new("/a/c/d"));
-        assert_eq!(normalize(Path::new("/../..")), Path::new("/"));
     }
 }
