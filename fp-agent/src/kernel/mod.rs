@@ -90,7 +90,7 @@ fn attach(ebpf: &mut Ebpf, btf: &aya::Btf, program: &str, hook: &str) -> anyhow:
     prog.load(hook, btf)
         .with_context(|| format!("loading {program} (lsm/{hook}) into the kernel"))?;
     let id = prog.attach().with_context(|| format!("attaching {program} to lsm/{hook}"))?;
-    Ok(prog.take_link(id)?.try_into()?)
+    Ok(prog.take_link(id)?.into())
 }
 
 /// Proves BPF LSM works here: loads and attaches the pass-through probe program (it cannot deny
