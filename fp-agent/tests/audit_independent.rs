@@ -161,8 +161,50 @@ fn verify_exit_codes() {
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
     assert!(run(fp().args(["audit", "replay", "--force"]).arg(&path)).status.success());
-    let policy = run(fp().args(["audit", "replay", "--policy", "p.toml"]).arg(&path));
-    assert!(String::from_utf8_lossy(&policy.stderr).contains("not available in this build"));
+}
+
+/// The forensic what-if: every recorded decision re-evaluated under another policy by the same
+/// decision core sessions are compiled from.
+#[test]
+fn replay_under_another_policy_reports_the_differences() {
+    let dir = tempfile::tempdir().unwrap();
+    let (private, public) = keygen(dir.path());
+    // 20 decisions on /work/file-N: writes when N % 4 == 0, recorded as denied when N % 5 == 0.
+    let path = write_log(dir.path(), &SignerKey::load(&private).unwrap(), 20, 10);
+    let policy = dir.path().join("reviewer.toml");
+    std::fs::write(
+        &policy,
+        "[file_policy.defaults]\nread = \"silent\"\nwrite = \"deny\"\ndelete = \"deny\"\n",
+    )
+    .unwrap();
+    let output = run(fp()
+        .args(["audit", "replay", "--json", "--pubkey"])
+        .arg(&public)
+        .arg("--policy")
+        .arg(&policy)
+        .args(["--workspace", "/work"])
+        .arg(&path));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let replay: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let what_if = &replay["what_if"];
+    assert_eq!(what_if["evaluated"], 20, "{what_if}");
+    // Writes 4, 8, 12, 16 were allowed and would now be denied; reads 5, 10, 15 the reverse.
+    assert_eq!(what_if["would_now_deny"], 4, "{what_if}");
+    assert_eq!(what_if["would_now_allow"], 3, "{what_if}");
+    assert_eq!(what_if["would_now_prompt"], 0, "{what_if}");
+    let first = &what_if["examples"][0];
+    assert_eq!(first["op"], "write", "{first}");
+    assert!(first.to_string().contains("default"), "{first}");
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[file_policy]\ndefault = \"sometimes\"\n").unwrap();
+    let output = run(fp().args(["audit", "replay", "--policy"]).arg(&bad).arg(&path));
+    assert_ne!(output.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("bad.toml"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[test]

@@ -53,9 +53,15 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
     };
     let finished = vm::boot(&kernel, &run)?;
     let denied = finished.output.matches("fp: denied").count();
-    if finished.exit_code != 0 || denied < 5 || !finished.output.contains("the key is intact: AKIA") {
-        bail!("the demo did not show what it should (exit {}, {denied} denials)", finished.exit_code);
+    if finished.exit_code != 0 || denied < 5 || !finished.output.contains("the key is intact: AKIA")
+    {
+        bail!(
+            "the demo did not show what it should (exit {}, {denied} denials)",
+            finished.exit_code
+        );
     }
-    println!("demo: {denied} operations denied in the kernel; the same commands succeeded outside the session");
+    println!(
+        "demo: {denied} operations denied in the kernel; the same commands succeeded outside the session"
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -156,9 +156,44 @@ pub struct Reevaluation {
     pub rule: String,
 }
 
-/// The decision core as replay needs it; the integrator implements it with the policy engine.
+/// The decision core as replay needs it.
 pub trait Reevaluate {
     fn decide(&self, path: &[u8], op: Op) -> Reevaluation;
+}
+
+/// Replay re-evaluates with the very decision core sessions are compiled from.
+impl Reevaluate for crate::policy::EffectivePolicy {
+    fn decide(&self, path: &[u8], op: Op) -> Reevaluation {
+        // A recorded path that is not absolute (e.g. one the kernel could not resolve) is denied,
+        // as the kernel denies it.
+        let Some(path) = crate::policy::normalize_path(path) else {
+            return Reevaluation {
+                verdict: PolicyVerdict::Deny,
+                rule: "unresolved path".to_owned(),
+            };
+        };
+        let d = crate::policy::EffectivePolicy::decide(self, &path, policy_op(op));
+        let verdict = match d.verdict {
+            crate::policy::Verdict::Allow => PolicyVerdict::Allow,
+            crate::policy::Verdict::Prompt => PolicyVerdict::Prompt,
+            crate::policy::Verdict::Deny => PolicyVerdict::Deny,
+        };
+        let rule = match d.rule.and_then(|r| self.rule(r)) {
+            Some(r) => format!("{} ({}, {})", r.text, r.tier, r.source),
+            None => "default".to_owned(),
+        };
+        Reevaluation { verdict, rule }
+    }
+}
+
+/// The policy op that governs a recorded op: exec needs read; creating, renaming (the target),
+/// linking and changing attributes are writes; delete is delete.
+pub fn policy_op(op: Op) -> crate::policy::Op {
+    match op {
+        Op::Read | Op::Exec => crate::policy::Op::Read,
+        Op::Write | Op::Create | Op::Rename | Op::Link | Op::Setattr => crate::policy::Op::Write,
+        Op::Delete => crate::policy::Op::Delete,
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -4,7 +4,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 
 use crate::audit::checkpoint::{self, VerifierKey};
 use crate::audit::replay::{self, Filter, Reevaluate};
@@ -88,6 +88,9 @@ pub struct ReplayArgs {
     /// Re-evaluate every decision under this policy and report the differences.
     #[arg(long)]
     policy: Option<PathBuf>,
+    /// With --policy: the config, workspace and user the policy is compiled for.
+    #[command(flatten)]
+    compiled_for: super::policy::Session,
     /// How many differences to show with --policy.
     #[arg(long, default_value_t = 20)]
     examples: usize,
@@ -251,16 +254,17 @@ fn verify_command(paths: &[PathBuf], trust: &Trust, json: bool) -> anyhow::Resul
 }
 
 /// The policy engine for `--policy`. Not connected in this build.
-fn load_policy(path: &Path) -> anyhow::Result<Box<dyn Reevaluate>> {
-    bail!(
-        "--policy {}: re-evaluation is not available in this build (the policy engine is not \
-         connected yet)",
-        path.display()
-    )
+fn load_policy(
+    path: &Path,
+    session: &super::policy::Session,
+) -> anyhow::Result<Box<dyn Reevaluate>> {
+    let policy = super::policy::load_for_replay(path, session)
+        .with_context(|| format!("--policy {}", path.display()))?;
+    Ok(Box::new(policy))
 }
 
 fn replay_command(args: &ReplayArgs) -> anyhow::Result<u8> {
-    let policy = args.policy.as_deref().map(load_policy).transpose()?;
+    let policy = args.policy.as_deref().map(|p| load_policy(p, &args.compiled_for)).transpose()?;
     let filter = Filter {
         session: args.session.clone(),
         agent: args.agent.clone(),

@@ -1,9 +1,344 @@
-//! `fp policy`.
+//! `fp policy`: check, explain and compile policies.
+//!
+//! Exit codes: 0 ok, 1 policy error (bad input), 2 usage error.
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use serde_json::json;
+
+use crate::policy::{
+    Decision, EffectivePolicy, LoadOptions, Op, PolicyError, Rule, TableVerdict, Verdict,
+    normalize_path, op_name,
+};
+
 #[derive(clap::Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Print the effective layered policy (floors included) of each FILE, with warnings.
+    Check {
+        #[command(flatten)]
+        session: Session,
+        /// Report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Per-agent policy files, each checked layered over the config.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Decide PATHs for an op: verdict, deciding rule, and whether the kernel decides it.
+    Explain {
+        /// The per-agent policy file.
+        #[arg(long)]
+        policy: PathBuf,
+        #[command(flatten)]
+        session: Session,
+        #[arg(long, value_enum)]
+        op: OpArg,
+        /// Report as JSON, one object per path and line.
+        #[arg(long)]
+        json: bool,
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Compile the policy to the kernel tables.
+    Compile {
+        /// The per-agent policy file.
+        #[arg(long)]
+        policy: PathBuf,
+        #[command(flatten)]
+        session: Session,
+        /// Dump the tables as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What the policy is compiled for (also used by `fp audit replay --policy`).
+#[derive(clap::Args)]
+pub struct Session {
+    /// The operator's config.toml (its [file_policy] is the global layer).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The session's workspace (what <workspace> expands to).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// The user the session runs as (what ~ expands to); default: the caller.
+    #[arg(long)]
+    user: Option<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum OpArg {
+    Read,
+    Write,
+    Delete,
+}
+
+impl From<OpArg> for Op {
+    fn from(op: OpArg) -> Op {
+        match op {
+            OpArg::Read => Op::Read,
+            OpArg::Write => Op::Write,
+            OpArg::Delete => Op::Delete,
+        }
+    }
+}
+
+const POLICY_ERROR: u8 = 1;
+const USAGE_ERROR: u8 = 2;
 
 pub fn main(cmd: Command) -> ExitCode {
-    match cmd {}
+    let result = match cmd {
+        Command::Check { session, json, files } => check(&session, json, &files),
+        Command::Explain { policy, session, op, json, paths } => {
+            explain(&policy, &session, op.into(), json, &paths)
+        }
+        Command::Compile { policy, session, json } => compile(&policy, &session, json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Policy(e)) => {
+            eprintln!("{e}");
+            ExitCode::from(POLICY_ERROR)
+        }
+        Err(Failure::Usage(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(USAGE_ERROR)
+        }
+    }
+}
+
+enum Failure {
+    Policy(PolicyError),
+    Usage(String),
+}
+
+impl From<PolicyError> for Failure {
+    fn from(e: PolicyError) -> Self {
+        Failure::Policy(e)
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, Failure> {
+    std::path::absolute(path)
+        .map_err(|e| Failure::Usage(format!("cannot resolve {}: {e}", path.display())))
+}
+
+/// Loads a policy for `fp audit replay --policy`: `<workspace>` defaults to the current directory.
+pub fn load_for_replay(policy: &Path, session: &Session) -> anyhow::Result<EffectivePolicy> {
+    let workspace = match &session.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir()?,
+    };
+    load(policy, session, Some(workspace)).map_err(|e| match e {
+        Failure::Policy(e) => anyhow::anyhow!("{e}"),
+        Failure::Usage(m) => anyhow::anyhow!("{m}"),
+    })
+}
+
+fn load(
+    policy: &Path,
+    session: &Session,
+    workspace: Option<PathBuf>,
+) -> Result<EffectivePolicy, Failure> {
+    let options = LoadOptions {
+        policy_files: vec![absolute(policy)?],
+        config_file: session.config.as_deref().map(absolute).transpose()?,
+        workspace: workspace.as_deref().map(absolute).transpose()?,
+        user: session.user.clone(),
+        ..LoadOptions::default()
+    };
+    Ok(EffectivePolicy::load(&options)?)
+}
+
+fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure> {
+    for file in files {
+        let mut warnings = Vec::new();
+        let workspace = match &session.workspace {
+            Some(ws) => ws.clone(),
+            None => {
+                let cwd = absolute(Path::new("."))?;
+                warnings.push(format!(
+                    "no --workspace: <workspace> is checked as the current directory {}",
+                    cwd.display()
+                ));
+                cwd
+            }
+        };
+        let policy = load(file, session, Some(workspace))?;
+        for e in policy.floor_exceptions() {
+            warnings.push(format!("safety floor entry \"{}\" lifted by {}", e.value, e.source));
+        }
+        for rule in policy.rules() {
+            if is_deferred(&policy, rule) {
+                warnings.push(format!(
+                    "rule \"{}\" ({}) is not fully decided in the kernel: paths it might match defer to userspace",
+                    rule.text, rule.source
+                ));
+            }
+        }
+        if json {
+            let report = json!({
+                "file": file,
+                "schema": policy.schema(),
+                "base": policy.base(),
+                "hash": hex(&policy.hash()),
+                "defaults": defaults_json(&policy),
+                "rules": policy.rules(),
+                "floor_exceptions": policy.floor_exceptions().iter().map(|e| json!({"name": e.value, "source": e.source})).collect::<Vec<_>>(),
+                "warnings": warnings,
+            });
+            println!("{report}");
+        } else {
+            print_check(file, &policy, &warnings);
+        }
+    }
+    Ok(())
+}
+
+/// Whether the kernel tables defer every match of this rule (its shape is not table-decidable).
+fn is_deferred(policy: &EffectivePolicy, rule: &Rule) -> bool {
+    let defer = TableVerdict::Defer as u8;
+    let tables = policy.tables();
+    tables.prefixes().any(|(_, v)| {
+        v.ops.iter().any(|e| e.rule_id == rule.id && e.rank != 0 && e.verdict == defer)
+    }) || tables.names().any(|(_, v)| {
+        v.slots.iter().any(|s| s.rule_id == rule.id && s.ops != 0 && s.verdict == defer)
+    })
+}
+
+fn defaults_json(policy: &EffectivePolicy) -> serde_json::Value {
+    let d = policy.defaults();
+    json!({"read": d[0], "write": d[1], "delete": d[2]})
+}
+
+fn verdict_name(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Allow => "allow",
+        Verdict::Prompt => "prompt",
+        Verdict::Deny => "deny",
+    }
+}
+
+fn print_check(file: &Path, policy: &EffectivePolicy, warnings: &[String]) {
+    let schema = policy.schema().map_or("none", |s| match s {
+        crate::policy::Schema::V1 => "v1",
+        crate::policy::Schema::V2 => "v2",
+    });
+    let d = policy.defaults();
+    println!("{}: ok", file.display());
+    let base = match policy.base() {
+        crate::policy::Base::System => "system",
+        crate::policy::Base::None => "none",
+    };
+    println!("  schema {schema}, base {base}, hash {}", hex(&policy.hash()));
+    println!(
+        "  defaults: read {}, write {}, delete {}",
+        verdict_name(d[0]),
+        verdict_name(d[1]),
+        verdict_name(d[2])
+    );
+    println!("  rules, strongest layer first ({}):", policy.rules().len());
+    for rule in policy.rules() {
+        let verdicts: Vec<String> = Op::ALL
+            .iter()
+            .filter_map(|op| {
+                rule.verdicts[op.index()].map(|v| format!("{} {}", op_name(*op), verdict_name(v)))
+            })
+            .collect();
+        println!(
+            "    #{:<4} {:<40} {:<34} {} ({})",
+            rule.id,
+            rule.glob,
+            verdicts.join(", "),
+            rule.tier,
+            rule.source
+        );
+    }
+    for w in warnings {
+        println!("  warning: {w}");
+    }
+}
+
+fn explain(
+    policy_file: &Path,
+    session: &Session,
+    op: Op,
+    json: bool,
+    paths: &[PathBuf],
+) -> Result<(), Failure> {
+    let policy = load(policy_file, session, session.workspace.clone())?;
+    for path in paths {
+        let abs = absolute(path)?;
+        let normalized = normalize_path(abs.as_os_str().as_bytes())
+            .ok_or_else(|| Failure::Usage(format!("{} is not absolute", path.display())))?;
+        let decision = policy.decide(&normalized, op);
+        let shown = String::from_utf8_lossy(&normalized).into_owned();
+        if json {
+            println!("{}", explain_json(&policy, &shown, op, &decision));
+        } else {
+            let rule = decision.rule.and_then(|r| policy.rule(r));
+            let why = match rule {
+                Some(r) => format!("rule \"{}\" ({}, {})", r.text, r.tier, r.source),
+                None => format!("default for {}", op_name(op)),
+            };
+            println!(
+                "{shown}: {} {} by {why}; kernel: {}",
+                op_name(op),
+                verdict_name(decision.verdict),
+                match decision.kernel {
+                    crate::policy::KernelDisposition::Exact => "exact",
+                    crate::policy::KernelDisposition::Defer => "defer",
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+fn explain_json(policy: &EffectivePolicy, path: &str, op: Op, d: &Decision) -> serde_json::Value {
+    let rule = d.rule.and_then(|r| policy.rule(r));
+    json!({
+        "path": path,
+        "op": op_name(op),
+        "verdict": d.verdict,
+        "rule": rule.map(|r| &r.text),
+        "glob": rule.map(|r| &r.glob),
+        "tier": rule.map_or("default", |r| r.tier.as_str()),
+        "layer": rule.map(|r| r.layer),
+        "source": rule.map(|r| r.source.to_string()),
+        "rule_id": rule.map(|r| r.id),
+        "kernel": d.kernel,
+    })
+}
+
+fn compile(policy_file: &Path, session: &Session, json: bool) -> Result<(), Failure> {
+    let policy = load(policy_file, session, session.workspace.clone())?;
+    let tables = policy.compile()?;
+    if json {
+        let rules: Vec<_> = policy
+            .rules()
+            .iter()
+            .map(|r| json!({"id": r.id, "text": r.text, "glob": r.glob, "tier": r.tier, "source": r.source.to_string()}))
+            .collect();
+        println!(
+            "{}",
+            json!({"hash": hex(&policy.hash()), "rules": rules, "tables": tables.to_json()})
+        );
+    } else {
+        println!(
+            "{}: {} rules -> {} prefix entries, {} name entries, {} scopes; hash {}",
+            policy_file.display(),
+            policy.rules().len(),
+            tables.prefixes().count(),
+            tables.names().count(),
+            tables.scopes().len().saturating_sub(1),
+            hex(&policy.hash())
+        );
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

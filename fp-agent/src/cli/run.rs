@@ -101,9 +101,11 @@ impl DenyTarget {
                 (real, inodes)
             }
             // Not there yet: the path rule still covers it once created.
-            Err(_) => (normalize(&abs), Vec::new()),
+            Err(_) => (abs, Vec::new()),
         };
-        Ok(Self { path: path.as_os_str().as_bytes().to_vec(), inodes })
+        let path = crate::policy::normalize_path(path.as_os_str().as_bytes())
+            .ok_or_else(|| anyhow::anyhow!("{} is not an absolute path", p.display()))?;
+        Ok(Self { path, inodes })
     }
 }
 
@@ -125,21 +127,6 @@ fn hardlinked_files_below(dir: &Path, inodes: &mut Vec<(u64, u64)>) -> anyhow::R
         }
     }
     Ok(())
-}
-
-/// Lexical normalization: drops `.` and resolves `..` against the preceding component.
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out
 }
 
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -328,11 +315,5 @@ mod tests {
         assert_eq!(escape_path("/a/b c/é".as_bytes()), "/a/b c/é");
         assert_eq!(escape_path(b"/new\nline"), "/new\\nline");
         assert_eq!(escape_path(b"/bad\xffname"), "/bad\\xffname");
-    }
-
-    #[test]
-    fn normalizes_lexically() {
-        assert_eq!(normalize(Path::new("/a/./b/../c//d")), Path::new("/a/c/d"));
-        assert_eq!(normalize(Path::new("/../..")), Path::new("/"));
     }
 }

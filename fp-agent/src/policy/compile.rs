@@ -1,0 +1,350 @@
+//! The compiler from a session's rules to the kernel tables, and the userspace [`RuleTables`]
+//! over them.
+//!
+//! Each rule becomes, by its [`Shape`]: an LPM entry (`P\0` for an exact path, `P/` for a
+//! subtree), a name-table slot (basename, directory component, basename suffix or prefix, within
+//! a scope), or a Defer entry on its longest literal directory prefix. Anything over a limit
+//! (key length, name length, slots per name) also becomes a Defer entry on a shorter prefix, so
+//! the tables are never silently weaker than the rules.
+use std::collections::{BTreeMap, HashMap};
+
+use fp_common::policy::{
+    HEADER_BASENAMES, HEADER_DIRNAMES, MAX_NAME, MAX_PREFIX, NameKey, NameKind, NameSlot,
+    NameValue, OpEntry, PrefixValue, ROOT_SCOPE, RuleTables, ScopeValue, TableHeader, TableVerdict,
+};
+
+use super::error::{ErrorKind, PolicyError};
+use super::glob::{Shape, shape};
+use super::{Op, Rule, Verdict, op_name};
+
+/// One session's kernel tables (session id 0; the loader puts the real id in every key).
+#[derive(Clone, Debug)]
+pub struct KernelTables {
+    header: TableHeader,
+    /// LPM entries by key bytes (`P/` or `P\0`), inheritance already folded in.
+    prefixes: BTreeMap<Vec<u8>, PrefixValue>,
+    names: HashMap<NameKey, NameValue>,
+    /// By scope id; id 0 is the root and never looked up.
+    scopes: Vec<ScopeValue>,
+}
+
+pub fn compile(rules: &[Rule], defaults: [Verdict; 3]) -> Result<KernelTables, PolicyError> {
+    let mut c = Compiler::default();
+    for rule in rules {
+        c.rule(rule)?;
+    }
+    c.finish(defaults)
+}
+
+type ScopedSlot = (NameSlot, Vec<u8>);
+
+#[derive(Default)]
+struct Compiler {
+    direct: BTreeMap<Vec<u8>, [OpEntry; 3]>,
+    /// Slots by (kind, name), each with its scope directory (for deferring an overflow).
+    names: BTreeMap<(NameKind, Vec<u8>), Vec<ScopedSlot>>,
+    scope_ids: BTreeMap<Vec<u8>, u16>,
+}
+
+impl Compiler {
+    fn rule(&mut self, rule: &Rule) -> Result<(), PolicyError> {
+        match shape(&rule.glob) {
+            Shape::Exact(path) => {
+                let mut key = path.clone();
+                key.push(0);
+                self.prefix_or_defer(rule, key, &path);
+            }
+            Shape::Subtree(dir) => {
+                let mut key = dir.clone();
+                key.push(b'/');
+                self.prefix_or_defer(rule, key, &dir);
+            }
+            Shape::Name { scope, kind, name, exact } => {
+                let mut scope_key = scope.clone();
+                scope_key.push(b'/');
+                if scope_key.len() > MAX_PREFIX {
+                    self.defer(rule, &scope);
+                    return Ok(());
+                }
+                let scope_id = self.scope_id(&scope, scope_key)?;
+                for (ops, verdict, rank) in op_groups(rule, exact) {
+                    let slot = NameSlot { rank, rule_id: rule.id, scope_id, ops, verdict };
+                    self.names.entry((kind, name.clone())).or_default().push((slot, scope.clone()));
+                }
+            }
+            Shape::Defer(dir) => self.defer(rule, &dir),
+        }
+        Ok(())
+    }
+
+    /// An LPM entry at `key` if it fits, else a Defer entry on `dir`.
+    fn prefix_or_defer(&mut self, rule: &Rule, key: Vec<u8>, dir: &[u8]) {
+        if key.len() > MAX_PREFIX {
+            self.defer(rule, dir);
+            return;
+        }
+        for op in Op::ALL {
+            if let Some(v) = rule.verdicts[op.index()] {
+                self.offer(key.clone(), op, rule.ranks[op.index()], rule.id, v.table());
+            }
+        }
+    }
+
+    /// Defer entry covering everything below `dir`, cut to a key that fits.
+    fn defer(&mut self, rule: &Rule, dir: &[u8]) {
+        let mut key = dir.to_vec();
+        key.push(b'/');
+        if key.len() > MAX_PREFIX {
+            let cut = key[..MAX_PREFIX].iter().rposition(|b| *b == b'/').unwrap_or(0);
+            key.truncate(cut + 1);
+        }
+        for op in Op::ALL {
+            if rule.verdicts[op.index()].is_some() {
+                self.offer(key.clone(), op, rule.ranks[op.index()], rule.id, TableVerdict::Defer);
+            }
+        }
+    }
+
+    fn offer(&mut self, key: Vec<u8>, op: Op, rank: u32, rule_id: u32, verdict: TableVerdict) {
+        let entry = OpEntry { rank, rule_id, verdict: verdict as u8, _pad: [0; 3] };
+        let slot = &mut self.direct.entry(key).or_default()[op.index()];
+        if entry.outranks(slot) {
+            *slot = entry;
+        }
+    }
+
+    fn scope_id(&mut self, scope: &[u8], key: Vec<u8>) -> Result<u16, PolicyError> {
+        if scope.is_empty() {
+            return Ok(ROOT_SCOPE);
+        }
+        let next = self.scope_ids.len() + 1;
+        if let Some(id) = self.scope_ids.get(&key) {
+            return Ok(*id);
+        }
+        let id = u16::try_from(next).map_err(|_| {
+            PolicyError::new(ErrorKind::Limit, None, "more than 65535 distinct name scopes")
+        })?;
+        self.scope_ids.insert(key, id);
+        Ok(id)
+    }
+
+    fn finish(mut self, defaults: [Verdict; 3]) -> Result<KernelTables, PolicyError> {
+        let mut header = TableHeader {
+            defaults: defaults.map(|v| v.table() as u8),
+            flags: 0,
+            _pad: [0; 4],
+            suffix_lengths: 0,
+            prefix_lengths: 0,
+        };
+        let mut names = HashMap::new();
+        let pending = std::mem::take(&mut self.names);
+        for ((kind, name), mut slots) in pending {
+            // Highest ranks keep their slots; the rest defer on their scope.
+            slots.sort_by(|a, b| b.0.rank.cmp(&a.0.rank).then(a.0.rule_id.cmp(&b.0.rule_id)));
+            let mut value = NameValue::default();
+            for (i, (slot, scope)) in slots.into_iter().enumerate() {
+                match value.slots.get_mut(i) {
+                    Some(dst) => *dst = slot,
+                    None => self.defer_slot(&slot, &scope),
+                }
+            }
+            value.count = value.slots.iter().filter(|s| s.ops != 0).count() as u8;
+            let Some(key) = NameKey::new(0, kind, &name) else {
+                return Err(PolicyError::new(ErrorKind::Limit, None, "name longer than MAX_NAME"));
+            };
+            let bit = 1u64 << (name.len().clamp(1, MAX_NAME) - 1);
+            match kind {
+                NameKind::Basename => header.flags |= HEADER_BASENAMES,
+                NameKind::Dirname => header.flags |= HEADER_DIRNAMES,
+                NameKind::Suffix => header.suffix_lengths |= bit,
+                NameKind::Prefix => header.prefix_lengths |= bit,
+            }
+            names.insert(key, value);
+        }
+        let mut scopes = vec![empty_scope(); self.scope_ids.len() + 1];
+        for (key, id) in &self.scope_ids {
+            let mut scope = empty_scope();
+            scope.len = key.len() as u16;
+            scope.path[..key.len()].copy_from_slice(key);
+            scopes[*id as usize] = scope;
+        }
+        let prefixes = self.fold();
+        Ok(KernelTables { header, prefixes, names, scopes })
+    }
+
+    fn defer_slot(&mut self, slot: &NameSlot, scope: &[u8]) {
+        let mut key = scope.to_vec();
+        key.push(b'/');
+        for op in Op::ALL {
+            if slot.ops & op.bit() != 0 {
+                self.offer(key.clone(), op, slot.rank, slot.rule_id, TableVerdict::Defer);
+            }
+        }
+    }
+
+    /// Folds every entry's ancestors into it, so the longest match alone answers.
+    fn fold(&self) -> BTreeMap<Vec<u8>, PrefixValue> {
+        self.direct
+            .keys()
+            .map(|key| {
+                let mut value = PrefixValue::default();
+                let ends = key.iter().enumerate().filter(|(_, b)| **b == b'/').map(|(i, _)| i + 1);
+                for end in ends.chain(std::iter::once(key.len())) {
+                    let Some(entries) = self.direct.get(&key[..end]) else { continue };
+                    for (dst, src) in value.ops.iter_mut().zip(entries) {
+                        if src.outranks(dst) {
+                            *dst = *src;
+                        }
+                    }
+                }
+                (key.clone(), value)
+            })
+            .collect()
+    }
+}
+
+/// A rule's ops grouped by (verdict, rank), as name slots carry them; Defer if not `exact`.
+fn op_groups(rule: &Rule, exact: bool) -> Vec<(u8, u8, u32)> {
+    let mut groups: Vec<(u8, u8, u32)> = Vec::new();
+    for op in Op::ALL {
+        let Some(v) = rule.verdicts[op.index()] else { continue };
+        let verdict = if exact { v.table() } else { TableVerdict::Defer };
+        let (verdict, rank) = (verdict as u8, rule.ranks[op.index()]);
+        match groups.iter_mut().find(|g| g.1 == verdict && g.2 == rank) {
+            Some(g) => g.0 |= op.bit(),
+            None => groups.push((op.bit(), verdict, rank)),
+        }
+    }
+    groups
+}
+
+fn empty_scope() -> ScopeValue {
+    ScopeValue { len: 0, _pad: [0; 6], path: [0; MAX_PREFIX] }
+}
+
+impl RuleTables for KernelTables {
+    fn header(&self) -> Option<&TableHeader> {
+        Some(&self.header)
+    }
+
+    fn longest_prefix(&self, path: &[u8]) -> Option<&PrefixValue> {
+        if path.len() < MAX_PREFIX {
+            let mut exact = Vec::with_capacity(path.len() + 1);
+            exact.extend_from_slice(path);
+            exact.push(0);
+            if let Some(v) = self.prefixes.get(&exact) {
+                return Some(v);
+            }
+        }
+        let reach = path.len().min(MAX_PREFIX);
+        (0..reach).rev().filter(|i| path[*i] == b'/').find_map(|i| self.prefixes.get(&path[..=i]))
+    }
+
+    fn name(&self, kind: NameKind, name: &[u8]) -> Option<&NameValue> {
+        self.names.get(&NameKey::new(0, kind, name)?)
+    }
+
+    fn scope(&self, scope_id: u16) -> Option<&ScopeValue> {
+        self.scopes.get(scope_id as usize)
+    }
+}
+
+impl KernelTables {
+    pub fn header(&self) -> &TableHeader {
+        &self.header
+    }
+
+    /// LPM entries: key bytes (`P/` or `P\0`, at most `MAX_PREFIX`) and value.
+    pub fn prefixes(&self) -> impl Iterator<Item = (&[u8], &PrefixValue)> {
+        self.prefixes.iter().map(|(k, v)| (k.as_slice(), v))
+    }
+
+    /// Name-table entries (keys carry session id 0).
+    pub fn names(&self) -> impl Iterator<Item = (&NameKey, &NameValue)> {
+        self.names.iter()
+    }
+
+    /// Scopes by id (index 0, the root, is never looked up).
+    pub fn scopes(&self) -> &[ScopeValue] {
+        &self.scopes
+    }
+
+    /// The tables as JSON (`fp policy compile --json`), rules named by id.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let verdict = |v: u8| format!("{:?}", TableVerdict::from_u8(v)).to_lowercase();
+        let ops = |entries: &[OpEntry; 3]| {
+            let mut m = serde_json::Map::new();
+            for op in Op::ALL {
+                let e = entries[op.index()];
+                if e.rank != 0 {
+                    m.insert(
+                        op_name(op).into(),
+                        json!({"verdict": verdict(e.verdict), "rank": e.rank, "rule": e.rule_id}),
+                    );
+                }
+            }
+            m
+        };
+        let prefixes: Vec<_> = self
+            .prefixes
+            .iter()
+            .map(|(k, v)| match k.split_last() {
+                Some((0, path)) => {
+                    json!({"path": text(path), "match": "exact", "ops": ops(&v.ops)})
+                }
+                _ => json!({"path": text(k), "match": "subtree", "ops": ops(&v.ops)}),
+            })
+            .collect();
+        let mut names: Vec<_> = self
+            .names
+            .iter()
+            .map(|(k, v)| {
+                let kind = NameKind::ALL.get(k.kind as usize).map_or("?", |k| kind_name(*k));
+                let slots: Vec<_> = v.slots[..v.count as usize]
+                    .iter()
+                    .map(|s| {
+                        let ops: Vec<_> = Op::ALL
+                            .iter()
+                            .filter(|o| s.ops & o.bit() != 0)
+                            .map(|o| op_name(*o))
+                            .collect();
+                        json!({"ops": ops, "verdict": verdict(s.verdict), "rank": s.rank,
+                               "rule": s.rule_id, "scope": s.scope_id})
+                    })
+                    .collect();
+                json!({"kind": kind, "name": text(&k.name[..k.len as usize]), "slots": slots})
+            })
+            .collect();
+        names.sort_by_key(|n| (n["kind"].to_string(), n["name"].to_string()));
+        let scopes: Vec<_> = self
+            .scopes
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(id, s)| json!({"id": id, "path": text(&s.path[..s.len as usize])}))
+            .collect();
+        let defaults: serde_json::Map<_, _> = Op::ALL
+            .iter()
+            .map(|o| (op_name(*o).to_string(), json!(verdict(self.header.defaults[o.index()]))))
+            .collect();
+        json!({
+            "defaults": defaults,
+            "suffix_lengths": self.header.suffix_lengths,
+            "prefix_lengths": self.header.prefix_lengths,
+            "prefixes": prefixes,
+            "names": names,
+            "scopes": scopes,
+        })
+    }
+}
+
+fn kind_name(kind: NameKind) -> &'static str {
+    match kind {
+        NameKind::Basename => "basename",
+        NameKind::Dirname => "dirname",
+        NameKind::Suffix => "suffix",
+        NameKind::Prefix => "prefix",
+    }
+}

@@ -1,0 +1,83 @@
+//! Policy errors: each names the file, line and column and says what was expected.
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where something was written: a file position, or a built-in list of fp.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(untagged)]
+pub enum Source {
+    File { file: PathBuf, line: usize, col: usize },
+    Builtin { builtin: String },
+}
+
+impl Source {
+    /// The position of byte `offset` of `text`, read from `file` (1-based line and column).
+    pub fn at(file: &Path, text: &str, offset: usize) -> Source {
+        let before = text.get(..offset.min(text.len())).unwrap_or(text);
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Source::File { file: file.to_path_buf(), line, col }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::File { file, line, col } => write!(f, "{}:{line}:{col}", file.display()),
+            Source::Builtin { builtin } => write!(f, "<builtin {builtin}>"),
+        }
+    }
+}
+
+/// What kind of mistake; tests and callers match on it, humans read the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    Io,
+    Syntax,
+    UnknownKey,
+    WrongType,
+    BadValue,
+    InvalidGlob,
+    RelativePath,
+    DotDot,
+    MixedSchemas,
+    MissingWorkspace,
+    UnknownUser,
+    NoPolicy,
+    Limit,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyError {
+    pub kind: ErrorKind,
+    pub source: Option<Source>,
+    pub message: String,
+    /// What would have been accepted, or a suggestion.
+    pub help: Option<String>,
+}
+
+impl PolicyError {
+    pub fn new(kind: ErrorKind, source: Option<Source>, message: impl Into<String>) -> Self {
+        PolicyError { kind, source, message: message.into(), help: None }
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(source) = &self.source {
+            write!(f, "{source}: ")?;
+        }
+        write!(f, "error: {}", self.message)?;
+        if let Some(help) = &self.help {
+            write!(f, "\n  help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PolicyError {}

@@ -1,0 +1,183 @@
+//! The lists every session gets, whatever its policy: the safety floor, fp's self-protection and
+//! the runtime base. They are compiled in; docs/policy.md lists them.
+
+/// How a floor entry restricts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloorKind {
+    /// No read, write or delete.
+    Secret,
+    /// Read is left to the policy; write and delete are denied.
+    ReadOnly,
+}
+
+/// A named safety-floor entry; the operator's config can lift it by name (`floor_exceptions`).
+pub struct FloorEntry {
+    pub name: &'static str,
+    pub kind: FloorKind,
+    pub globs: &'static [&'static str],
+}
+
+const fn secret(name: &'static str, globs: &'static [&'static str]) -> FloorEntry {
+    FloorEntry { name, kind: FloorKind::Secret, globs }
+}
+
+const fn read_only(name: &'static str, globs: &'static [&'static str]) -> FloorEntry {
+    FloorEntry { name, kind: FloorKind::ReadOnly, globs }
+}
+
+/// Credentials are denied outright; configuration that changes how the user's or the system's
+/// programs behave is read-only. Credential directories match at any depth (every user's home).
+pub const SAFETY_FLOOR: &[FloorEntry] = &[
+    secret("ssh", &["**/.ssh", "**/.ssh/**"]),
+    secret("aws", &["**/.aws", "**/.aws/**"]),
+    secret("gnupg", &["**/.gnupg", "**/.gnupg/**"]),
+    secret("kube", &["**/.kube", "**/.kube/**"]),
+    secret("docker", &["**/.docker", "**/.docker/**"]),
+    secret("password-store", &["**/.password-store", "**/.password-store/**"]),
+    secret("azure", &["**/.azure", "**/.azure/**"]),
+    secret("gcloud", &["~/.config/gcloud", "~/.config/gcloud/**"]),
+    secret("1password", &["~/.config/op", "~/.config/op/**"]),
+    secret("shadow", &["/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-"]),
+    secret("sudoers", &["/etc/sudoers", "/etc/sudoers.d", "/etc/sudoers.d/**"]),
+    secret("root-home", &["/root", "/root/**"]),
+    secret("ssh-keys", &["**/id_rsa", "**/id_dsa", "**/id_ecdsa", "**/id_ed25519"]),
+    secret(
+        "key-files",
+        &["**/*.pem", "**/*.key", "**/*.p12", "**/*.pfx", "**/*.keystore", "**/*.jks", "**/*.asc"],
+    ),
+    secret("env-files", &["**/.env", "**/.env.*"]),
+    secret(
+        "credential-files",
+        &[
+            "**/credentials.json",
+            "**/secrets.yaml",
+            "**/secrets.yml",
+            "**/secrets.json",
+            "**/token.json",
+            "**/service-account.json",
+            "**/.pgpass",
+            "**/.my.cnf",
+            "**/.netrc",
+            "**/.git-credentials",
+        ],
+    ),
+    read_only(
+        "shell-rc",
+        &[
+            "**/.bashrc",
+            "**/.bash_profile",
+            "**/.bash_login",
+            "**/.bash_logout",
+            "**/.profile",
+            "**/.zshrc",
+            "**/.zshenv",
+            "**/.zprofile",
+            "**/.zlogin",
+            "**/.inputrc",
+            "**/.vimrc",
+        ],
+    ),
+    read_only(
+        "vcs-config",
+        &[
+            "**/.gitconfig",
+            "~/.config/git",
+            "~/.config/git/**",
+            "**/.hgrc",
+            "**/.npmrc",
+            "**/.yarnrc",
+            "**/.yarnrc.yml",
+            "**/pip.conf",
+            "~/.cargo/config",
+            "~/.cargo/config.toml",
+        ],
+    ),
+    read_only(
+        "system-files",
+        &[
+            "/etc/hosts",
+            "/etc/passwd",
+            "/etc/group",
+            "/etc/fstab",
+            "/etc/resolv.conf",
+            "/etc/crontab",
+            "/etc/environment",
+        ],
+    ),
+    read_only(
+        "system-dirs",
+        &[
+            "/etc/cron.d/**",
+            "/etc/cron.hourly/**",
+            "/etc/cron.daily/**",
+            "/etc/cron.weekly/**",
+            "/etc/cron.monthly/**",
+            "/var/spool/cron/**",
+            "/etc/systemd/**",
+            "/etc/init.d/**",
+            "/etc/apt/**",
+            "/etc/yum.repos.d/**",
+        ],
+    ),
+];
+
+/// fp's own directories: configuration and policies, state, audit logs, runtime, BPF pins, and
+/// the cgroup filesystem that confines sessions. Never writable by a session.
+pub const FP_DIRS: &[&str] =
+    &["/etc/fp", "/var/lib/fp", "/var/log/fp", "/run/fp", "/sys/fs/bpf", "/sys/fs/cgroup"];
+
+/// fp's secrets (audit signing keys). Never readable by a session either.
+pub const FP_SECRET_DIRS: &[&str] = &["/etc/fp/keys", "/var/lib/fp/keys"];
+
+/// `base = "system"`: readable so that any program can start (loader, libraries, locale,
+/// timezone, name service, certificates, terminal data, its own /proc entries, devices).
+pub const RUNTIME_READ: &[&str] = &[
+    "/usr/**",
+    "/bin/**",
+    "/sbin/**",
+    "/lib/**",
+    "/lib32/**",
+    "/lib64/**",
+    "/libx32/**",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d/**",
+    "/etc/ld.so.preload",
+    "/etc/locale.alias",
+    "/etc/locale.conf",
+    "/etc/default/locale",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/gai.conf",
+    "/etc/ssl/**",
+    "/etc/ca-certificates/**",
+    "/etc/alternatives/**",
+    "/etc/terminfo/**",
+    "/etc/inputrc",
+    "/etc/bash.bashrc",
+    "/etc/profile",
+    "/etc/profile.d/**",
+    "/etc/environment",
+    "/etc/gitconfig",
+    "/etc/mime.types",
+    "/etc/os-release",
+    "/proc/self/**",
+    "/proc/thread-self/**",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/filesystems",
+    "/sys/devices/system/cpu/**",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// `base = "system"`: readable and writable (the null devices, the terminal, ptys).
+pub const RUNTIME_READ_WRITE: &[&str] =
+    &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts/**"];

@@ -1,0 +1,120 @@
+//! `fp policy check|explain|compile`: output, JSON fields and exit codes (0 ok, 1 policy error,
+//! 2 usage error).
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+fn fp(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fp")).args(args).output().unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
+}
+
+fn example(name: &str) -> String {
+    examples().join(name).display().to_string()
+}
+
+#[test]
+fn check_accepts_every_example() {
+    let config = example("config.toml");
+    let files = ["coding-agent.toml", "reviewer.toml", "secrets-prompt.toml", "network-homes.toml"];
+    let paths: Vec<String> = files.iter().map(|f| example(f)).collect();
+    let mut args = vec!["policy", "check", "--config", &config, "--workspace", "/tmp/ws"];
+    args.extend(paths.iter().map(String::as_str));
+    let (code, out, err) = fp(&args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches(": ok").count(), 4, "{out}");
+    assert!(out.contains("safety floor ssh"), "floors are listed:\n{out}");
+    assert!(
+        out.contains("safety floor entry \"vcs-config\" lifted by"),
+        "exceptions are reported:\n{out}"
+    );
+}
+
+#[test]
+fn check_json() {
+    let (code, out, err) =
+        fp(&["policy", "check", "--json", "--workspace", "/tmp/ws", &example("reviewer.toml")]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "v2");
+    assert_eq!(v["defaults"]["write"], "deny");
+    assert!(v["rules"].as_array().unwrap().len() > 50);
+    assert_eq!(v["hash"].as_str().unwrap().len(), 64);
+}
+
+/// `fp policy explain --json` of the coding-agent example: one JSON object per path.
+fn explain_coding_agent(op: &str, paths: &[&str]) -> Vec<serde_json::Value> {
+    let policy = example("coding-agent.toml");
+    let mut args = vec!["policy", "explain", "--policy", &policy, "--workspace", "/tmp/ws"];
+    args.extend(["--op", op, "--json"]);
+    args.extend(paths);
+    let (code, out, err) = fp(&args);
+    assert_eq!(code, 0, "{err}");
+    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn explain_json_fields() {
+    let lines = explain_coding_agent("write", &["/tmp/ws/secrets/db.txt", "/tmp/ws/a/../.env"]);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["path"], "/tmp/ws/secrets/db.txt");
+    assert_eq!(lines[0]["op"], "write");
+    assert_eq!(lines[0]["verdict"], "prompt");
+    assert_eq!(lines[0]["rule"], "<workspace>/secrets/**");
+    let source = lines[0]["source"].as_str().unwrap();
+    assert!(source.ends_with("coding-agent.toml:8:17"), "{source}");
+    assert_eq!(lines[0]["kernel"], "exact");
+    assert_eq!(lines[1]["path"], "/tmp/ws/.env");
+    assert_eq!(lines[1]["verdict"], "deny");
+    assert_eq!(lines[1]["tier"], "safety floor env-files");
+}
+
+#[test]
+fn explain_default_has_no_rule() {
+    let v = &explain_coding_agent("read", &["/opt/x"])[0];
+    assert_eq!(v["verdict"], "deny");
+    assert!(v["rule"].is_null() && v["source"].is_null());
+    assert_eq!(v["tier"], "default");
+}
+
+#[test]
+fn compile_json_dumps_tables() {
+    let (code, out, err) = fp(&[
+        "policy",
+        "compile",
+        "--policy",
+        &example("coding-agent.toml"),
+        "--workspace",
+        "/tmp/ws",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let prefixes = v["tables"]["prefixes"].as_array().unwrap();
+    assert!(prefixes.iter().any(|p| p["path"] == "/tmp/ws/" && p["match"] == "subtree"));
+    let names = v["tables"]["names"].as_array().unwrap();
+    assert!(names.iter().any(|n| n["kind"] == "suffix" && n["name"] == ".pem"));
+}
+
+#[test]
+fn policy_error_exits_1_with_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[file_policy]\ndefault = \"deny\"\nwrite_path = [\"/x\"]\n").unwrap();
+    let (code, _, err) = fp(&["policy", "check", "--workspace", "/tmp/ws", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("bad.toml:3:1: error: unknown key `write_path`"), "{err}");
+    assert!(err.contains("did you mean `write_paths`?"), "{err}");
+}
+
+#[test]
+fn usage_error_exits_2() {
+    let (code, _, _) = fp(&["policy", "explain", "--policy", "x.toml", "/a"]);
+    assert_eq!(code, 2, "missing --op");
+    let (code, _, _) = fp(&["policy", "explain", "--policy", "x.toml", "--op", "exec", "/a"]);
+    assert_eq!(code, 2, "bad --op");
+}

@@ -1,0 +1,222 @@
+//! Soundness of the compiler: for random rule sets of both schemas (layered global + overlay)
+//! and random nasty paths, the kernel tables' verdict equals the exact evaluator's or is Defer.
+//!
+//! A case is one path checked for every op against one generated rule set; CI runs 100_000
+//! (`CASES` rule sets x `PATHS_PER_CASE` paths, about 12 s: the test profile optimizes the
+//! crates involved). `PROPTEST_CASES=2000000 cargo test -p fp-agent --test policy_soundness --
+//! --nocapture` runs millions and prints how many the kernel decided.
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use fp_agent::policy::{
+    EffectivePolicy, FileKind, LoadOptions, Op, TableVerdict, layer, parse_str,
+};
+use fp_common::policy::evaluate;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+/// Path components: ordinary, dot files, floor names, unicode, glob-looking bytes, long.
+fn component() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(vec![
+            "a", "b", "ab", "src", "tmp", "ws", "secrets", "node_modules", ".git", "hooks",
+            ".env", ".env.local", ".ssh", "id_rsa", "x.pem", "a.key", "key", ".bashrc", "etc",
+            "usr", "lib", "root", "dev", "null", "proc", "self", "fp", "shadow", "é", "日本",
+            "a*b", "[x]", "{a,b}", "x.pem.bak", "pem", ".pem",
+        ])
+        .prop_map(str::to_string),
+        1 => "[a-z.é]{1,12}",
+        1 => Just("l".repeat(200)),
+        1 => Just("n".repeat(255)),
+    ]
+}
+
+fn path() -> impl Strategy<Value = Vec<u8>> {
+    let anchored = prop_oneof![
+        Just(String::new()),
+        Just("/tmp/ws".to_string()),
+        Just("/root".to_string()),
+        Just("/usr".to_string()),
+        Just("/etc".to_string()),
+    ];
+    (anchored, prop::collection::vec(component(), 0..8), 0usize..4)
+        .prop_map(|(anchor, comps, deep)| {
+            let mut p = anchor;
+            for c in comps {
+                p.push('/');
+                p.push_str(&c);
+            }
+            // Deep trees: past MAX_DEPTH components.
+            for _ in 0..deep * 25 {
+                p.push_str("/d");
+            }
+            if p.is_empty() {
+                p.push('/');
+            }
+            p.truncate(4096);
+            let mut bytes = p.into_bytes();
+            while bytes.last() == Some(&b'/') && bytes.len() > 1 {
+                bytes.pop();
+            }
+            bytes
+        })
+        .prop_filter("valid kernel path", |p| {
+            // Kernel paths have no empty components and components of at most NAME_MAX bytes.
+            std::str::from_utf8(p).is_ok_and(|s| {
+                s == "/" || s.split('/').skip(1).all(|c| !c.is_empty() && c.len() <= 255)
+            })
+        })
+}
+
+/// A glob component: literal or one of the wildcard forms.
+fn glob_component() -> impl Strategy<Value = String> {
+    prop_oneof![
+        24 => component().prop_map(|c| escape(&c)),
+        8 => Just("**".to_string()),
+        2 => component().prop_map(|c| format!("*{}", escape(&c))),
+        2 => component().prop_map(|c| format!("{}*", escape(&c))),
+        1 => Just("*".to_string()),
+        1 => Just("?".to_string()),
+        1 => Just("[ab]*".to_string()),
+        1 => Just("{a,src,.env}".to_string()),
+        1 => Just("*.{pem,key}".to_string()),
+    ]
+}
+
+fn escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let esc = matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\');
+            esc.then_some('\\').into_iter().chain(std::iter::once(c))
+        })
+        .collect()
+}
+
+fn glob() -> impl Strategy<Value = String> {
+    let anchor = prop::sample::select(vec!["/", "<workspace>/", "~/", "**/", "/tmp/", "/usr/"]);
+    (anchor, prop::collection::vec(glob_component(), 0..5)).prop_map(|(a, comps)| {
+        let g = format!("{a}{}", comps.join("/"));
+        if g.ends_with('/') && g.len() > 1 { g.trim_end_matches('/').to_string() } else { g }
+    })
+}
+
+fn list() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(glob(), 0..4)
+}
+
+fn toml_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// A `[file_policy]` file of either schema; empty lists and omitted fields exercise layering.
+fn policy_text() -> impl Strategy<Value = String> {
+    let tier = || prop::sample::select(vec!["silent", "prompt", "deny"]);
+    let v1 = (
+        prop::option::of(prop::sample::select(vec!["deny", "prompt", "read", "write"])),
+        list(),
+        list(),
+        list(),
+        list(),
+    )
+        .prop_map(|(default, deny, prompt, read, write)| {
+            let mut t = String::from("[file_policy]\n");
+            if let Some(d) = default {
+                t += &format!("default = \"{d}\"\n");
+            }
+            for (k, v) in [
+                ("deny_paths", deny),
+                ("prompt_paths", prompt),
+                ("read_paths", read),
+                ("write_paths", write),
+            ] {
+                t += &format!("{k} = {}\n", toml_list(&v));
+            }
+            t
+        });
+    let v2 = ([tier(), tier(), tier()], prop::collection::vec((list(), list(), list()), 3))
+        .prop_map(|(defaults, ops)| {
+            let mut t = String::from("[file_policy.defaults]\n");
+            for (op, d) in ["read", "write", "delete"].iter().zip(defaults) {
+                t += &format!("{op} = \"{d}\"\n");
+            }
+            for (op, (silent, prompt, deny)) in ["read", "write", "delete"].iter().zip(ops) {
+                t += &format!(
+                    "[file_policy.{op}]\nsilent = {}\nprompt = {}\ndeny = {}\n",
+                    toml_list(&silent),
+                    toml_list(&prompt),
+                    toml_list(&deny)
+                );
+            }
+            t
+        });
+    prop_oneof![v1, v2]
+}
+
+const CASES: u32 = 2_000;
+const PATHS_PER_CASE: usize = 50;
+
+#[test]
+fn tables_agree_with_exact_evaluator_or_defer() {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse::<u32>().ok())
+        .map_or(CASES, |total| (total / PATHS_PER_CASE as u32).max(1));
+    let mut runner =
+        TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    let strategy = (
+        policy_text(),
+        policy_text(),
+        prop::bool::ANY,
+        prop::collection::vec(path(), PATHS_PER_CASE),
+    );
+    let built = AtomicUsize::new(0);
+    let decided = AtomicUsize::new(0);
+    let checks = AtomicUsize::new(0);
+    let options = LoadOptions { workspace: Some("/tmp/ws".into()), ..LoadOptions::default() };
+    runner
+        .run(&strategy, |(global, overlay, same_schema_only, paths)| {
+            let file = Path::new("p.toml");
+            let g = parse_str(file, &global, FileKind::Config).expect("generated TOML parses");
+            let o = parse_str(file, &overlay, FileKind::Policy).expect("generated TOML parses");
+            let fields = match layer(&g, &o) {
+                Ok(Some(f)) => f,
+                // Different schemas cannot layer: check the overlay alone.
+                _ if same_schema_only => return Ok(()),
+                _ => o,
+            };
+            let policy = match EffectivePolicy::from_fields(&fields, &options) {
+                Ok(p) => p,
+                // Generated globs can be invalid (e.g. `**` next to text); errors are fine here.
+                Err(_) => return Ok(()),
+            };
+            built.fetch_add(1, Ordering::Relaxed);
+            for p in &paths {
+                for op in Op::ALL {
+                    let exact = policy.decide(p, op).verdict.table();
+                    let table = evaluate(policy.tables(), p, op);
+                    checks.fetch_add(1, Ordering::Relaxed);
+                    if table.verdict != TableVerdict::Defer {
+                        decided.fetch_add(1, Ordering::Relaxed);
+                    }
+                    prop_assert!(
+                        table.verdict == TableVerdict::Defer || table.verdict == exact,
+                        "path {:?} op {op:?}: tables {:?} (rule {}) vs exact {exact:?}\nglobal:\n{global}\noverlay:\n{overlay}",
+                        String::from_utf8_lossy(p),
+                        table.verdict,
+                        table.rule_id,
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    let (built, checks, decided) = (built.into_inner(), checks.into_inner(), decided.into_inner());
+    eprintln!(
+        "{built} policies of {cases}, {checks} (path, op) checks, {decided} decided in the kernel"
+    );
+    // The generators must mostly produce valid policies and the kernel must decide most paths,
+    // or the property proves little.
+    assert!(built * 2 > cases as usize, "only {built} of {cases} generated policies were valid");
+    assert!(decided * 4 > checks, "only {decided} of {checks} checks were decided in the kernel");
+}

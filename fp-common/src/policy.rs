@@ -1,0 +1,557 @@
+//! The kernel-side decision core: the table types the policy compiler fills and the BPF programs
+//! read, and [`evaluate`], the one function that turns table hits into a verdict.
+//!
+//! Semantics (the compiler in `fp_agent::policy` guarantees them):
+//! - every table entry carries, per op, a `rank`; among all entries that match a path the one with
+//!   the highest rank decides. The rank encodes layer (floors above user rules above the runtime
+//!   base), tier, specificity and strictness, so "strictest tier wins" (schema v1) and "most
+//!   specific glob wins, strictest on a tie" (schema v2) are both just "highest rank wins";
+//! - an entry whose verdict is [`TableVerdict::Defer`] stands for a rule the kernel cannot match
+//!   exactly: if it outranks every decided hit the answer is Defer ("ask userspace");
+//! - no hit at all gives the session's default verdict for the op (rank 0).
+//!
+//! `evaluate` is written for the BPF verifier: constant loop bounds, no recursion, no panicking
+//! operations, no allocation and a small stack.
+
+/// Longest path the kernel hands to [`evaluate`] (PATH_MAX, without the NUL).
+pub const MAX_PATH: usize = 4096;
+/// Bytes of path stored in an LPM key: 256 bytes of key data minus the 8-byte session id.
+pub const MAX_PREFIX: usize = 248;
+/// Longest single component (NAME_MAX).
+pub const MAX_COMPONENT: usize = 255;
+/// Longest name, suffix or prefix stored in the name table.
+pub const MAX_NAME: usize = 64;
+/// Components the component-name lookups inspect; deeper paths defer when names are in play.
+pub const MAX_DEPTH: usize = 64;
+/// Rules sharing one name-table key; more become defer entries on their scope.
+pub const NAME_SLOTS: usize = 4;
+/// `rule_id` of a decision made by the session default rather than a rule.
+pub const NO_RULE: u32 = u32::MAX;
+/// Scope id meaning "anywhere" (no prefix check).
+pub const ROOT_SCOPE: u16 = 0;
+
+/// A file operation. Delete is its own op in schema v2; schema v1 treats it as a write.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    Read = 0,
+    Write = 1,
+    Delete = 2,
+}
+
+impl Op {
+    pub const ALL: [Op; 3] = [Op::Read, Op::Write, Op::Delete];
+
+    /// Bit of this op in a [`NameSlot::ops`] mask.
+    pub const fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What the tables say about a (path, op).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TableVerdict {
+    Allow = 0,
+    Prompt = 1,
+    Deny = 2,
+    /// The kernel cannot decide exactly: ask userspace.
+    Defer = 3,
+}
+
+impl TableVerdict {
+    /// Decodes a map byte; anything unknown is Deny (fail closed).
+    pub const fn from_u8(v: u8) -> Self {
+        match v {
+            0 => TableVerdict::Allow,
+            1 => TableVerdict::Prompt,
+            3 => TableVerdict::Defer,
+            _ => TableVerdict::Deny,
+        }
+    }
+}
+
+/// Per-session header: defaults and which name-table lookups are worth doing.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableHeader {
+    /// Default verdict per op (indexed by `Op as usize`), a `TableVerdict` byte.
+    pub defaults: [u8; 3],
+    /// `HEADER_*` flags.
+    pub flags: u8,
+    pub _pad: [u8; 4],
+    /// Bit `n - 1` set: some basename-suffix entry is `n` bytes long.
+    pub suffix_lengths: u64,
+    /// Bit `n - 1` set: some basename-prefix entry is `n` bytes long.
+    pub prefix_lengths: u64,
+}
+
+/// The session has basename (exact) entries.
+pub const HEADER_BASENAMES: u8 = 1;
+/// The session has directory-component entries.
+pub const HEADER_DIRNAMES: u8 = 2;
+
+/// The decision one entry carries for one op.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpEntry {
+    /// 0 means "no rule for this op here".
+    pub rank: u32,
+    pub rule_id: u32,
+    /// A `TableVerdict` byte.
+    pub verdict: u8,
+    pub _pad: [u8; 3],
+}
+
+impl OpEntry {
+    /// Whether this entry beats `other`: higher rank wins; on equal rank a decided verdict beats
+    /// Defer (equal rank means equal specificity and strictness, so both give the same verdict).
+    pub fn outranks(&self, other: &OpEntry) -> bool {
+        let defer = TableVerdict::Defer as u8;
+        self.rank > other.rank
+            || (self.rank == other.rank
+                && self.rank != 0
+                && other.verdict == defer
+                && self.verdict != defer)
+    }
+}
+
+/// LPM trie key data: session id then path bytes. The key's prefix length counts the session id's
+/// 64 bits plus 8 bits per path byte. Entries are `P/` (everything under P) or `P\0` (P exactly).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefixKeyData {
+    pub session_id: u64,
+    pub path: [u8; MAX_PREFIX],
+}
+
+impl PrefixKeyData {
+    /// The key for `path` (an entry's bytes, or the bytes looked up) in `session_id`, with its LPM
+    /// prefix length in bits; None if `path` is longer than [`MAX_PREFIX`].
+    pub fn new(session_id: u64, path: &[u8]) -> Option<(u32, Self)> {
+        if path.len() > MAX_PREFIX {
+            return None;
+        }
+        let mut key = PrefixKeyData { session_id, path: [0; MAX_PREFIX] };
+        for i in 0..MAX_PREFIX {
+            match (key.path.get_mut(i), path.get(i)) {
+                (Some(dst), Some(src)) => *dst = *src,
+                _ => break,
+            }
+        }
+        Some((64 + 8 * path.len() as u32, key))
+    }
+}
+
+/// LPM trie value: the compiler has already folded every shorter covering entry into it, so the
+/// longest match alone answers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefixValue {
+    pub ops: [OpEntry; 3],
+}
+
+/// Which component a name-table entry is compared with.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NameKind {
+    /// The final component equals the name (`**/.env`).
+    Basename = 0,
+    /// A non-final component equals the name (`**/.ssh/**`).
+    Dirname = 1,
+    /// The final component ends with the name (`**/*.pem`).
+    Suffix = 2,
+    /// The final component starts with the name (`**/.env.*`).
+    Prefix = 3,
+}
+
+impl NameKind {
+    /// Indexed by the `kind` byte of a [`NameKey`].
+    pub const ALL: [NameKind; 4] =
+        [NameKind::Basename, NameKind::Dirname, NameKind::Suffix, NameKind::Prefix];
+}
+
+/// Name-table key. `name` is zero-padded; names never contain NUL.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NameKey {
+    pub session_id: u64,
+    pub kind: u8,
+    pub len: u8,
+    pub _pad: [u8; 6],
+    pub name: [u8; MAX_NAME],
+}
+
+impl NameKey {
+    /// The key for `name`, or None if it is longer than [`MAX_NAME`].
+    pub fn new(session_id: u64, kind: NameKind, name: &[u8]) -> Option<Self> {
+        if name.len() > MAX_NAME {
+            return None;
+        }
+        let mut key = NameKey {
+            session_id,
+            kind: kind as u8,
+            len: name.len() as u8,
+            _pad: [0; 6],
+            name: [0; MAX_NAME],
+        };
+        for i in 0..MAX_NAME {
+            match (key.name.get_mut(i), name.get(i)) {
+                (Some(dst), Some(src)) => *dst = *src,
+                _ => break,
+            }
+        }
+        Some(key)
+    }
+}
+
+/// One rule behind a name-table key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NameSlot {
+    pub rank: u32,
+    pub rule_id: u32,
+    /// The match must start at or below this scope ([`ROOT_SCOPE`]: anywhere).
+    pub scope_id: u16,
+    /// [`Op::bit`] mask of the ops this slot decides.
+    pub ops: u8,
+    /// A `TableVerdict` byte.
+    pub verdict: u8,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NameValue {
+    pub count: u8,
+    pub _pad: [u8; 3],
+    pub slots: [NameSlot; NAME_SLOTS],
+}
+
+/// Scope-table key: a directory prefix that name entries are confined to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ScopeKey {
+    pub session_id: u64,
+    pub scope_id: u16,
+    pub _pad: [u8; 6],
+}
+
+/// A scope: `path[..len]` is an absolute directory path ending in `/`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopeValue {
+    pub len: u16,
+    pub _pad: [u8; 6],
+    pub path: [u8; MAX_PREFIX],
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are repr(C), Copy, contain only integers and byte arrays, and have no
+    // implicit padding (asserted below).
+    unsafe impl aya::Pod for super::TableHeader {}
+    unsafe impl aya::Pod for super::OpEntry {}
+    unsafe impl aya::Pod for super::PrefixKeyData {}
+    unsafe impl aya::Pod for super::PrefixValue {}
+    unsafe impl aya::Pod for super::NameKey {}
+    unsafe impl aya::Pod for super::NameSlot {}
+    unsafe impl aya::Pod for super::NameValue {}
+    unsafe impl aya::Pod for super::ScopeKey {}
+    unsafe impl aya::Pod for super::ScopeValue {}
+}
+
+// No implicit padding: each size is the sum of its fields.
+const _: () = {
+    use core::mem::size_of;
+    assert!(size_of::<TableHeader>() == 3 + 1 + 4 + 8 + 8);
+    assert!(size_of::<OpEntry>() == 4 + 4 + 1 + 3);
+    assert!(size_of::<PrefixKeyData>() == 8 + MAX_PREFIX);
+    assert!(size_of::<PrefixKeyData>() == 256);
+    assert!(size_of::<PrefixValue>() == 3 * 12);
+    assert!(size_of::<NameKey>() == 8 + 1 + 1 + 6 + MAX_NAME);
+    assert!(size_of::<NameSlot>() == 4 + 4 + 2 + 1 + 1);
+    assert!(size_of::<NameValue>() == 4 + NAME_SLOTS * 12);
+    assert!(size_of::<ScopeKey>() == 8 + 2 + 6);
+    assert!(size_of::<ScopeValue>() == 2 + 6 + MAX_PREFIX);
+};
+
+/// Lookups into one session's tables. Userspace implements it over the compiled tables, the BPF
+/// programs over their maps (the session id is part of every map key and hidden here).
+pub trait RuleTables {
+    /// The session header; None (unknown session) makes [`evaluate`] deny.
+    fn header(&self) -> Option<&TableHeader>;
+    /// The longest LPM entry that is a byte prefix of `path` followed by NUL, looked up with at
+    /// most [`MAX_PREFIX`] bytes of that key.
+    fn longest_prefix(&self, path: &[u8]) -> Option<&PrefixValue>;
+    /// The name-table entry for `name` of `kind` (`name.len() <= MAX_NAME`).
+    fn name(&self, kind: NameKind, name: &[u8]) -> Option<&NameValue>;
+    /// The scope with this id.
+    fn scope(&self, scope_id: u16) -> Option<&ScopeValue>;
+}
+
+/// The tables' answer for one (path, op).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableDecision {
+    pub verdict: TableVerdict,
+    /// The deciding rule, or [`NO_RULE`] for the session default.
+    pub rule_id: u32,
+}
+
+/// Best hit so far (see [`OpEntry::outranks`]).
+#[derive(Clone, Copy)]
+struct Best(OpEntry);
+
+impl Best {
+    fn offer(&mut self, rank: u32, rule_id: u32, verdict: u8) {
+        let candidate = OpEntry { rank, rule_id, verdict, _pad: [0; 3] };
+        if candidate.outranks(&self.0) {
+            self.0 = candidate;
+        }
+    }
+
+    fn rank(&self) -> u32 {
+        self.0.rank
+    }
+
+    fn decision(&self) -> TableDecision {
+        decision(TableVerdict::from_u8(self.0.verdict), self.0.rule_id)
+    }
+}
+
+const fn decision(verdict: TableVerdict, rule_id: u32) -> TableDecision {
+    TableDecision { verdict, rule_id }
+}
+
+/// Evaluates `path` (absolute, normalized, no trailing NUL) for `op` against one session's tables.
+pub fn evaluate<T: RuleTables>(tables: &T, path: &[u8], op: Op) -> TableDecision {
+    let Some(header) = tables.header() else {
+        return decision(TableVerdict::Deny, NO_RULE);
+    };
+    if path.len() > MAX_PATH || path.first() != Some(&b'/') {
+        return decision(TableVerdict::Deny, NO_RULE);
+    }
+    let default = header.defaults.get(op.index()).copied().unwrap_or(TableVerdict::Deny as u8);
+    let mut best = Best(OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] });
+    if let Some(value) = tables.longest_prefix(path)
+        && let Some(entry) = value.ops.get(op.index())
+    {
+        best.offer(entry.rank, entry.rule_id, entry.verdict);
+    }
+    let names = header.flags & (HEADER_BASENAMES | HEADER_DIRNAMES) != 0
+        || header.suffix_lengths != 0
+        || header.prefix_lengths != 0;
+    if !names {
+        return best.decision();
+    }
+    // Walk the components after the leading '/'.
+    let mut start = 1usize;
+    for _ in 0..MAX_DEPTH {
+        if start >= path.len() {
+            return best.decision();
+        }
+        let Some(end) = component_end(path, start) else {
+            return decision(TableVerdict::Defer, NO_RULE);
+        };
+        let component = match path.get(start..end) {
+            Some(c) => c,
+            None => return decision(TableVerdict::Deny, NO_RULE),
+        };
+        let last = end >= path.len();
+        if last {
+            final_component(tables, header, path, start, component, op, &mut best);
+            return best.decision();
+        }
+        if header.flags & HEADER_DIRNAMES != 0 {
+            offer_name(tables, NameKind::Dirname, component, path, start, op, &mut best);
+        }
+        start = end + 1;
+    }
+    // Deeper than MAX_DEPTH: a component beyond reach might match a name rule.
+    decision(TableVerdict::Defer, NO_RULE)
+}
+
+/// Index of the '/' ending the component at `start`, or `path.len()`; None if the component is
+/// longer than NAME_MAX.
+fn component_end(path: &[u8], start: usize) -> Option<usize> {
+    for i in 0..=MAX_COMPONENT {
+        let at = start + i;
+        match path.get(at) {
+            None | Some(b'/') => return Some(at),
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+fn final_component<T: RuleTables>(
+    tables: &T,
+    header: &TableHeader,
+    path: &[u8],
+    start: usize,
+    component: &[u8],
+    op: Op,
+    best: &mut Best,
+) {
+    if header.flags & HEADER_BASENAMES != 0 {
+        offer_name(tables, NameKind::Basename, component, path, start, op, best);
+    }
+    let len = component.len();
+    for n in 1..=MAX_NAME {
+        if n > len {
+            break;
+        }
+        let bit = 1u64 << (n - 1);
+        if header.suffix_lengths & bit != 0
+            && let Some(suffix) = component.get(len - n..)
+        {
+            offer_name(tables, NameKind::Suffix, suffix, path, start, op, best);
+        }
+        if header.prefix_lengths & bit != 0
+            && let Some(prefix) = component.get(..n)
+        {
+            offer_name(tables, NameKind::Prefix, prefix, path, start, op, best);
+        }
+    }
+}
+
+/// Offers every slot of the `kind` entry for `name` that applies to `op` and whose scope contains
+/// the component starting at `start`.
+fn offer_name<T: RuleTables>(
+    tables: &T,
+    kind: NameKind,
+    name: &[u8],
+    path: &[u8],
+    start: usize,
+    op: Op,
+    best: &mut Best,
+) {
+    let Some(value) = tables.name(kind, name) else {
+        return;
+    };
+    for i in 0..NAME_SLOTS {
+        if i >= value.count as usize {
+            break;
+        }
+        let Some(slot) = value.slots.get(i) else {
+            break;
+        };
+        if slot.ops & op.bit() == 0 || slot.rank < best.rank() {
+            continue;
+        }
+        match in_scope(tables, slot.scope_id, path, start) {
+            Some(true) => best.offer(slot.rank, slot.rule_id, slot.verdict),
+            Some(false) => {}
+            // A scope missing from the tables: the rule might apply, so let userspace decide.
+            None => best.offer(slot.rank, slot.rule_id, TableVerdict::Defer as u8),
+        }
+    }
+}
+
+/// Whether `path` starts with the scope and the component at `start` lies at or below it; None
+/// if the scope is missing or malformed.
+fn in_scope<T: RuleTables>(tables: &T, scope_id: u16, path: &[u8], start: usize) -> Option<bool> {
+    if scope_id == ROOT_SCOPE {
+        return Some(true);
+    }
+    let scope = tables.scope(scope_id)?;
+    let len = scope.len as usize;
+    if len > MAX_PREFIX {
+        return None;
+    }
+    if start < len {
+        return Some(false);
+    }
+    for i in 0..MAX_PREFIX {
+        if i >= len {
+            break;
+        }
+        if path.get(i) != scope.path.get(i) {
+            return Some(false);
+        }
+    }
+    Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tables with one header and at most one name entry and scope, for the fail-closed cases.
+    struct Tiny {
+        header: Option<TableHeader>,
+        name: Option<NameValue>,
+    }
+
+    impl RuleTables for Tiny {
+        fn header(&self) -> Option<&TableHeader> {
+            self.header.as_ref()
+        }
+        fn longest_prefix(&self, _: &[u8]) -> Option<&PrefixValue> {
+            None
+        }
+        fn name(&self, kind: NameKind, name: &[u8]) -> Option<&NameValue> {
+            (kind == NameKind::Basename && name == b".env").then_some(self.name.as_ref()?)
+        }
+        fn scope(&self, _: u16) -> Option<&ScopeValue> {
+            None
+        }
+    }
+
+    fn header(flags: u8) -> TableHeader {
+        TableHeader {
+            defaults: [TableVerdict::Allow as u8; 3],
+            flags,
+            _pad: [0; 4],
+            suffix_lengths: 0,
+            prefix_lengths: 0,
+        }
+    }
+
+    #[test]
+    fn unknown_session_denies() {
+        let t = Tiny { header: None, name: None };
+        assert_eq!(evaluate(&t, b"/x", Op::Read).verdict, TableVerdict::Deny);
+    }
+
+    #[test]
+    fn relative_or_overlong_paths_deny() {
+        let t = Tiny { header: Some(header(0)), name: None };
+        assert_eq!(evaluate(&t, b"x", Op::Read).verdict, TableVerdict::Deny);
+        assert_eq!(evaluate(&t, &[b'/'; MAX_PATH + 1], Op::Read).verdict, TableVerdict::Deny);
+        assert_eq!(evaluate(&t, b"/x", Op::Read).verdict, TableVerdict::Allow);
+    }
+
+    #[test]
+    fn unknown_verdict_byte_is_deny() {
+        assert_eq!(TableVerdict::from_u8(7), TableVerdict::Deny);
+    }
+
+    #[test]
+    fn missing_scope_defers() {
+        let mut value = NameValue { count: 1, ..NameValue::default() };
+        value.slots[0] = NameSlot {
+            rank: 5,
+            rule_id: 1,
+            scope_id: 9,
+            ops: Op::Read.bit(),
+            verdict: TableVerdict::Deny as u8,
+        };
+        let t = Tiny { header: Some(header(HEADER_BASENAMES)), name: Some(value) };
+        assert_eq!(evaluate(&t, b"/a/.env", Op::Read).verdict, TableVerdict::Defer);
+        assert_eq!(evaluate(&t, b"/a/.env", Op::Write).verdict, TableVerdict::Allow);
+    }
+
+    #[test]
+    fn too_deep_or_too_long_components_defer_when_names_are_in_play() {
+        let t = Tiny { header: Some(header(HEADER_DIRNAMES)), name: None };
+        let deep = b"/d".repeat(MAX_DEPTH + 1);
+        assert_eq!(evaluate(&t, &deep, Op::Read).verdict, TableVerdict::Defer);
+        let mut long = b"/".to_vec();
+        long.extend([b'n'; MAX_COMPONENT + 1]);
+        assert_eq!(evaluate(&t, &long, Op::Read).verdict, TableVerdict::Defer);
+    }
+}
