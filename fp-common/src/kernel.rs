@@ -94,8 +94,8 @@ impl Hook {
     }
 }
 
-/// What an operation does to the file it touches: the policy op the hook maps to. The first three
-/// share their encoding with the policy's ops; exec is decided like a read by path rules today.
+/// What an operation does to the file it touches, as hooks report it. Read, write and delete share
+/// their encoding with [`crate::policy::Op`]; exec is decided as a read ([`Op::policy_op`]).
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -108,6 +108,15 @@ pub enum Op {
 impl Op {
     pub fn from_u8(v: u8) -> Option<Self> {
         [Self::Read, Self::Write, Self::Delete, Self::Exec].into_iter().find(|o| *o as u8 == v)
+    }
+
+    /// The policy op that decides this operation.
+    pub const fn policy_op(self) -> crate::policy::Op {
+        match self {
+            Self::Read | Self::Exec => crate::policy::Op::Read,
+            Self::Write => crate::policy::Op::Write,
+            Self::Delete => crate::policy::Op::Delete,
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -280,6 +289,10 @@ mod tests {
         assert_eq!(Hook::from_u8(0), None);
         assert_eq!(Op::from_u8(Op::Exec as u8), Some(Op::Exec));
         assert_eq!(Op::from_u8(4), None);
+        for op in [Op::Read, Op::Write, Op::Delete] {
+            assert_eq!(op.policy_op() as u8, op as u8, "{op:?} shares the policy's encoding");
+        }
+        assert_eq!(Op::Exec.policy_op(), crate::policy::Op::Read);
         let unlink: &[&[u8]] = &[b"dir", b"dentry"];
         assert_eq!(Hook::PathUnlink.program(unlink), "fp_path_unlink");
         let setattr_6_1: &[&[u8]] = &[b"dentry", b"attr"];
