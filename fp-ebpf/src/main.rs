@@ -385,6 +385,19 @@ fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
     }
 }
 
+/// Keeps the denial of an earlier BPF LSM program on the same hook (`ret`), else decides: fp never
+/// turns another program's denial into an allow.
+#[inline(always)]
+fn unless_denied(ret: i32, decision: impl FnOnce() -> i32) -> i32 {
+    if ret != 0 { ret } else { decision() }
+}
+
+/// `decide` for the inode hooks, which get a dentry but no mount: a write decided by identity.
+#[inline(always)]
+fn decide_inode(hook: Hook, dentry: u64) -> i32 {
+    decide(hook, Op::Write, NO_MOUNT, dentry)
+}
+
 /// Fail closed for session tasks when a hook's own arguments cannot be read.
 #[inline(always)]
 fn unreadable() -> i32 {
@@ -422,43 +435,36 @@ fn decide_file(hook: Hook, op: Op, file: u64) -> i32 {
 #[lsm(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
-    let (file, ret): (u64, i32) = (ctx.arg(0), ctx.arg(1));
-    if ret != 0 {
-        return ret;
-    }
-    let (Ok(mode), Ok(flags)) =
-        (read::<u32>(file, off(&OFF_FILE_F_MODE)), read::<u32>(file, off(&OFF_FILE_F_FLAGS)))
-    else {
-        return unreadable();
-    };
-    let op = if mode & FMODE_WRITE != 0 {
-        Op::Write
-    } else if mode & FMODE_EXEC != 0 || flags & F_FLAGS_EXEC != 0 {
-        Op::Exec
-    } else {
-        Op::Read
-    };
-    decide_file(Hook::FileOpen, op, file)
+    unless_denied(ctx.arg(1), || {
+        let file: u64 = ctx.arg(0);
+        let (Ok(mode), Ok(flags)) =
+            (read::<u32>(file, off(&OFF_FILE_F_MODE)), read::<u32>(file, off(&OFF_FILE_F_FLAGS)))
+        else {
+            return unreadable();
+        };
+        let op = if mode & FMODE_WRITE != 0 {
+            Op::Write
+        } else if mode & FMODE_EXEC != 0 || flags & F_FLAGS_EXEC != 0 {
+            Op::Exec
+        } else {
+            Op::Read
+        };
+        decide_file(Hook::FileOpen, op, file)
+    })
 }
 
 #[lsm(hook = "path_unlink")]
 pub fn fp_path_unlink(ctx: LsmContext) -> i32 {
     // path_unlink(const struct path *dir, struct dentry *dentry, int ret)
-    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(2));
-    if ret != 0 {
-        return ret;
-    }
-    decide_in_dir(Hook::PathUnlink, Op::Delete, dir, dentry)
+    unless_denied(ctx.arg(2), || {
+        decide_in_dir(Hook::PathUnlink, Op::Delete, ctx.arg(0), ctx.arg(1))
+    })
 }
 
 #[lsm(hook = "path_rmdir")]
 pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
     // path_rmdir(const struct path *dir, struct dentry *dentry, int ret)
-    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(2));
-    if ret != 0 {
-        return ret;
-    }
-    decide_in_dir(Hook::PathRmdir, Op::Delete, dir, dentry)
+    unless_denied(ctx.arg(2), || decide_in_dir(Hook::PathRmdir, Op::Delete, ctx.arg(0), ctx.arg(1)))
 }
 
 /// Creation of a regular file, FIFO, socket or device node: `open(O_CREAT)` calls it before
@@ -466,21 +472,13 @@ pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
 #[lsm(hook = "path_mknod")]
 pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
     // path_mknod(const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
-    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(4));
-    if ret != 0 {
-        return ret;
-    }
-    decide_in_dir(Hook::PathMknod, Op::Write, dir, dentry)
+    unless_denied(ctx.arg(4), || decide_in_dir(Hook::PathMknod, Op::Write, ctx.arg(0), ctx.arg(1)))
 }
 
 #[lsm(hook = "path_mkdir")]
 pub fn fp_path_mkdir(ctx: LsmContext) -> i32 {
     // path_mkdir(const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
-    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(3));
-    if ret != 0 {
-        return ret;
-    }
-    decide_in_dir(Hook::PathMkdir, Op::Write, dir, dentry)
+    unless_denied(ctx.arg(3), || decide_in_dir(Hook::PathMkdir, Op::Write, ctx.arg(0), ctx.arg(1)))
 }
 
 /// The new name of a symlink; its target text is not a file access (it is resolved, and checked,
@@ -488,11 +486,9 @@ pub fn fp_path_mkdir(ctx: LsmContext) -> i32 {
 #[lsm(hook = "path_symlink")]
 pub fn fp_path_symlink(ctx: LsmContext) -> i32 {
     // path_symlink(const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
-    let (dir, dentry, ret): (u64, u64, i32) = (ctx.arg(0), ctx.arg(1), ctx.arg(3));
-    if ret != 0 {
-        return ret;
-    }
-    decide_in_dir(Hook::PathSymlink, Op::Write, dir, dentry)
+    unless_denied(ctx.arg(3), || {
+        decide_in_dir(Hook::PathSymlink, Op::Write, ctx.arg(0), ctx.arg(1))
+    })
 }
 
 /// A hardlink writes the new name and makes the source readable under it: both are checked, so a
@@ -501,18 +497,14 @@ pub fn fp_path_symlink(ctx: LsmContext) -> i32 {
 #[lsm(hook = "path_link")]
 pub fn fp_path_link(ctx: LsmContext) -> i32 {
     // path_link(struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
-    let (old, dir, new, ret): (u64, u64, u64, i32) =
-        (ctx.arg(0), ctx.arg(1), ctx.arg(2), ctx.arg(3));
-    if ret != 0 {
-        return ret;
-    }
-    let Ok(mnt) = read::<u64>(dir, off(&OFF_PATH_MNT)) else {
-        return unreadable();
-    };
-    match decide(Hook::PathLink, Op::Read, mnt, old) {
-        0 => decide(Hook::PathLink, Op::Write, mnt, new),
-        denied => denied,
-    }
+    unless_denied(ctx.arg(3), || {
+        let Ok(mnt) = read::<u64>(ctx.arg(1), off(&OFF_PATH_MNT)) else {
+            return unreadable();
+        };
+        unless_denied(decide(Hook::PathLink, Op::Read, mnt, ctx.arg(0)), || {
+            decide(Hook::PathLink, Op::Write, mnt, ctx.arg(2))
+        })
+    })
 }
 
 /// Delete at the source, write at the target, for files and directories. RENAME_EXCHANGE also
@@ -522,69 +514,46 @@ pub fn fp_path_link(ctx: LsmContext) -> i32 {
 pub fn fp_path_rename(ctx: LsmContext) -> i32 {
     // path_rename(const struct path *old_dir, struct dentry *old_dentry,
     //             const struct path *new_dir, struct dentry *new_dentry, unsigned int flags, int ret)
-    let (old_dir, old, new_dir, new): (u64, u64, u64, u64) =
-        (ctx.arg(0), ctx.arg(1), ctx.arg(2), ctx.arg(3));
-    let (flags, ret): (u32, i32) = (ctx.arg(4), ctx.arg(5));
-    if ret != 0 {
-        return ret;
-    }
-    let new_op = if flags & RENAME_EXCHANGE != 0 { Op::Delete } else { Op::Write };
-    match decide_in_dir(Hook::PathRename, Op::Delete, old_dir, old) {
-        0 => decide_in_dir(Hook::PathRename, new_op, new_dir, new),
-        denied => denied,
-    }
+    unless_denied(ctx.arg(5), || {
+        let flags: u32 = ctx.arg(4);
+        let new_op = if flags & RENAME_EXCHANGE != 0 { Op::Delete } else { Op::Write };
+        unless_denied(decide_in_dir(Hook::PathRename, Op::Delete, ctx.arg(0), ctx.arg(1)), || {
+            decide_in_dir(Hook::PathRename, new_op, ctx.arg(2), ctx.arg(3))
+        })
+    })
 }
 
 /// truncate(2); before 6.2 also ftruncate(2) and open(O_TRUNC).
 #[lsm(hook = "path_truncate")]
 pub fn fp_path_truncate(ctx: LsmContext) -> i32 {
     // path_truncate(const struct path *path, int ret)
-    let (path, ret): (u64, i32) = (ctx.arg(0), ctx.arg(1));
-    if ret != 0 {
-        return ret;
-    }
-    decide_path(Hook::PathTruncate, Op::Write, path)
+    unless_denied(ctx.arg(1), || decide_path(Hook::PathTruncate, Op::Write, ctx.arg(0)))
 }
 
 /// ftruncate(2) and open(O_TRUNC) since 6.2.
 #[lsm(hook = "file_truncate")]
 pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
     // file_truncate(struct file *file, int ret)
-    let (file, ret): (u64, i32) = (ctx.arg(0), ctx.arg(1));
-    if ret != 0 {
-        return ret;
-    }
-    decide_file(Hook::FileTruncate, Op::Write, file)
+    unless_denied(ctx.arg(1), || decide_file(Hook::FileTruncate, Op::Write, ctx.arg(0)))
 }
 
 #[lsm(hook = "path_chmod")]
 pub fn fp_path_chmod(ctx: LsmContext) -> i32 {
     // path_chmod(const struct path *path, umode_t mode, int ret)
-    let (path, ret): (u64, i32) = (ctx.arg(0), ctx.arg(2));
-    if ret != 0 {
-        return ret;
-    }
-    decide_path(Hook::PathChmod, Op::Write, path)
+    unless_denied(ctx.arg(2), || decide_path(Hook::PathChmod, Op::Write, ctx.arg(0)))
 }
 
 #[lsm(hook = "path_chown")]
 pub fn fp_path_chown(ctx: LsmContext) -> i32 {
     // path_chown(const struct path *path, kuid_t uid, kgid_t gid, int ret)
-    let (path, ret): (u64, i32) = (ctx.arg(0), ctx.arg(3));
-    if ret != 0 {
-        return ret;
-    }
-    decide_path(Hook::PathChown, Op::Write, path)
+    unless_denied(ctx.arg(3), || decide_path(Hook::PathChown, Op::Write, ctx.arg(0)))
 }
 
 /// Every attribute change (utimes, and again chmod/chown/truncate after their path hooks). The
 /// hook gets no mount, so it decides by inode identity only.
 #[inline(always)]
 fn inode_setattr(dentry: u64, ret: i32) -> i32 {
-    if ret != 0 {
-        return ret;
-    }
-    decide(Hook::InodeSetattr, Op::Write, NO_MOUNT, dentry)
+    unless_denied(ret, || decide_inode(Hook::InodeSetattr, dentry))
 }
 
 /// inode_setattr before its `idmap` argument (6.1). Userspace loads this program or
@@ -607,21 +576,13 @@ pub fn fp_inode_setattr_idmap(ctx: LsmContext) -> i32 {
 pub fn fp_inode_setxattr(ctx: LsmContext) -> i32 {
     // inode_setxattr(userns or idmap, struct dentry *dentry, const char *name, const void *value,
     //                size_t size, int flags, int ret)
-    let (dentry, ret): (u64, i32) = (ctx.arg(1), ctx.arg(6));
-    if ret != 0 {
-        return ret;
-    }
-    decide(Hook::InodeSetxattr, Op::Write, NO_MOUNT, dentry)
+    unless_denied(ctx.arg(6), || decide_inode(Hook::InodeSetxattr, ctx.arg(1)))
 }
 
 #[lsm(hook = "inode_removexattr")]
 pub fn fp_inode_removexattr(ctx: LsmContext) -> i32 {
     // inode_removexattr(userns or idmap, struct dentry *dentry, const char *name, int ret)
-    let (dentry, ret): (u64, i32) = (ctx.arg(1), ctx.arg(3));
-    if ret != 0 {
-        return ret;
-    }
-    decide(Hook::InodeRemovexattr, Op::Write, NO_MOUNT, dentry)
+    unless_denied(ctx.arg(3), || decide_inode(Hook::InodeRemovexattr, ctx.arg(1)))
 }
 
 /// POSIX ACLs since 6.2 (before, they are xattrs).
@@ -629,21 +590,13 @@ pub fn fp_inode_removexattr(ctx: LsmContext) -> i32 {
 pub fn fp_inode_set_acl(ctx: LsmContext) -> i32 {
     // inode_set_acl(struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name,
     //               struct posix_acl *kacl, int ret)
-    let (dentry, ret): (u64, i32) = (ctx.arg(1), ctx.arg(4));
-    if ret != 0 {
-        return ret;
-    }
-    decide(Hook::InodeSetAcl, Op::Write, NO_MOUNT, dentry)
+    unless_denied(ctx.arg(4), || decide_inode(Hook::InodeSetAcl, ctx.arg(1)))
 }
 
 #[lsm(hook = "inode_remove_acl")]
 pub fn fp_inode_remove_acl(ctx: LsmContext) -> i32 {
     // inode_remove_acl(struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name, int ret)
-    let (dentry, ret): (u64, i32) = (ctx.arg(1), ctx.arg(3));
-    if ret != 0 {
-        return ret;
-    }
-    decide(Hook::InodeRemoveAcl, Op::Write, NO_MOUNT, dentry)
+    unless_denied(ctx.arg(3), || decide_inode(Hook::InodeRemoveAcl, ctx.arg(1)))
 }
 
 /// The file execve is about to run, once per binary and interpreter (file_open saw it opened for
@@ -651,14 +604,10 @@ pub fn fp_inode_remove_acl(ctx: LsmContext) -> i32 {
 #[lsm(hook = "bprm_check_security")]
 pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
     // bprm_check_security(struct linux_binprm *bprm, int ret)
-    let (bprm, ret): (u64, i32) = (ctx.arg(0), ctx.arg(1));
-    if ret != 0 {
-        return ret;
-    }
-    match read::<u64>(bprm, off(&OFF_LINUX_BINPRM_FILE)) {
+    unless_denied(ctx.arg(1), || match read::<u64>(ctx.arg(0), off(&OFF_LINUX_BINPRM_FILE)) {
         Ok(file) => decide_file(Hook::BprmCheckSecurity, Op::Exec, file),
         Err(()) => unreadable(),
-    }
+    })
 }
 
 /// Pass-through program attached by `fp kernel probe` to prove BPF LSM works; it cannot deny.

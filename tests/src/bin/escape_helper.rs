@@ -69,24 +69,26 @@ fn uring_openat(dir: RawFd, path: &CString, worker: bool) -> io::Result<RawFd> {
     if res < 0 { Err(io::Error::from_raw_os_error(-res)) } else { Ok(res) }
 }
 
+/// The value named `mode` in `choices`.
+fn pick<T: Copy>(mode: &str, choices: &[(&str, T)]) -> anyhow::Result<T> {
+    choices
+        .iter()
+        .find(|(name, _)| *name == mode)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| anyhow::anyhow!("unknown mode {mode}"))
+}
+
 fn run(args: &[String]) -> anyhow::Result<io::Result<RawFd>> {
     let arg = |i: usize| args.get(i).map(String::as_str);
     let cstr = |s: &str| CString::new(s).context("NUL in path");
     Ok(match (arg(1), arg(2), arg(3), arg(4)) {
         (Some("openat2"), Some(dir), Some(path), Some(mode)) => {
-            let resolve = match mode {
-                "beneath" => RESOLVE_BENEATH,
-                "in-root" => RESOLVE_IN_ROOT,
-                _ => bail!("unknown openat2 mode {mode}"),
-            };
+            let resolve =
+                pick(mode, &[("beneath", RESOLVE_BENEATH), ("in-root", RESOLVE_IN_ROOT)])?;
             openat2(open_dir(dir)?.as_raw_fd(), &cstr(path)?, resolve)
         }
         (Some("uring"), Some(dir), Some(path), Some(mode)) => {
-            let worker = match mode {
-                "inline" => false,
-                "async" => true,
-                _ => bail!("unknown io_uring mode {mode}"),
-            };
+            let worker = pick(mode, &[("inline", false), ("async", true)])?;
             uring_openat(open_dir(dir)?.as_raw_fd(), &cstr(path)?, worker)
         }
         (Some("fd-open"), Some(fd), Some(path), None) => {
