@@ -35,6 +35,7 @@ escape_suite! {
     touch_no_dereference: denied("inode_setattr", "write", "secret/touch_no_dereference") => "touch -h -d @0 $B/secret/touch_no_dereference";
     setxattr: denied("inode_setxattr", "write", "secret/setxattr") => perl!("my ($n, $v) = (\"trusted.fp\", \"1\"); syscall(188, $ARGV[0], $n, $v, 1, 0) == 0", "secret/setxattr");
     removexattr: denied("inode_removexattr", "write", "secret/removexattr") => perl!("my $n = \"trusted.fp\"; syscall(197, $ARGV[0], $n) == 0", "secret/removexattr");
+    posix_acl: denied("inode_set_acl|inode_setxattr", "write", "secret/posix_acl") => perl!("my $n = \"system.posix_acl_access\"; my $v = pack(\"L<(S<S<L<)3\", 2, 1, 7, 0xffffffff, 4, 4, 0xffffffff, 0x20, 4, 0xffffffff); syscall(188, $ARGV[0], $n, $v, length($v), 0) == 0", "secret/posix_acl");
     create_file: denied("path_mknod", "write", "secret/new-file") => "echo x > $B/secret/new-file";
     mknod_fifo: denied("path_mknod", "write", "secret/new-fifo") => "mkfifo $B/secret/new-fifo";
     mkdir: denied("path_mkdir", "write", "secret/new-dir") => "mkdir $B/secret/new-dir";
