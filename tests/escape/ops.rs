@@ -6,7 +6,7 @@ const SUITE: Suite = Suite {
     name: "escape-ops",
     setup: r#"
 mkdir -p $B/open $B/secret/empty-dir $B/secret/dir-to-move
-echo open > $B/open/f; echo move > $B/open/move_in
+echo open > $B/open/f; echo move > $B/open/move_in; echo swap > $B/open/swap
 cp /bin/true $B/secret/exec_denied_binary; chmod 755 $B/secret/exec_denied_binary
 perl -e 'my ($n, $v) = ("trusted.fp", "1"); syscall(188, $ARGV[0], $n, $v, 1, 0) == 0 or die "$!\n"' $B/secret/removexattr
 "#,
@@ -45,6 +45,7 @@ escape_suite! {
     rmdir: denied("path_rmdir", "delete", "secret/empty-dir") => "rmdir $B/secret/empty-dir";
     rename_into: denied("path_rename", "write", "secret/move_in") => "mv $B/open/move_in $B/secret/move_in";
     rename_over: denied("path_rename", "write", "secret/rename_over") => "mv $B/open/f $B/secret/rename_over";
+    rename_exchange: denied("path_rename", "delete", "secret/rename_exchange") => "perl -e 'syscall(316, -100, $ARGV[0], -100, $ARGV[1], 2) == 0 or die \"$!\\n\"' $B/open/swap $B/secret/rename_exchange";
     rename_directory_out: denied("path_rename", "delete", "secret/dir-to-move") => "mv $B/secret/dir-to-move $B/open/dir";
     exec_denied_binary: denied("file_open", "exec", "secret/exec_denied_binary") => "$B/secret/exec_denied_binary";
     every_operation_outside: Allowed => "cd $B/open && echo y >> f && chmod 600 f && chown 1:1 f && touch -h f && mkdir d && mv d d2 && rmdir d2 && ln -s f s && ln f h && rm s h && mkfifo p && rm p && perl -e 'truncate(\"f\", 0) or die' && cp /bin/true t && ./t";
