@@ -207,12 +207,16 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
         }
     } else {
         let mnt_root: u64 = read(w.vfsmount, off(&OFF_VFSMOUNT_MNT_ROOT))?;
-        if w.dentry == mnt_root || w.dentry == parent {
+        if w.dentry != mnt_root && w.dentry == parent {
+            // Its own parent but not its mount's root: disconnected from the mount tree (e.g.
+            // reached through open_by_handle_at), so it has no path from the root.
+            w.state = UNRESOLVED;
+            return Ok(false);
+        }
+        if w.dentry == mnt_root {
             let parent_mount: u64 = read(w.mount, off(&OFF_MOUNT_MNT_PARENT))?;
             if parent_mount == w.mount {
-                // The root of the mount tree; a dentry that is its own parent anywhere else is
-                // disconnected from it, and has no path from the root.
-                w.state = if w.dentry == mnt_root { RESOLVED } else { UNRESOLVED };
+                w.state = RESOLVED; // the root of the mount tree
                 return Ok(false);
             }
             w.dentry = read(w.mount, off(&OFF_MOUNT_MNT_MOUNTPOINT))?;
