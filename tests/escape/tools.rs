@@ -27,6 +27,7 @@ escape_suite! {
     tar_extract_over: denied("file_open", "write", "secret/tar_extract_over") => "tar --overwrite -C $B -xf $B/open/t.tar";
     python_open: denied("file_open", "read", "secret/python_open") => "python3 -c \"open('$B/secret/python_open').read()\"";
     perl_open: denied("file_open", "read", "secret/perl_open") => "perl -e 'open(my $f, \"<\", $ARGV[0]) or die \"$!\\n\"' $B/secret/perl_open";
+    awk_in_place: denied("file_open", "read", "secret/awk_in_place") => "gawk -i inplace '{print}' $B/secret/awk_in_place";
     shell_append: denied("file_open", "write", "secret/shell_append") => "echo x >> $B/secret/shell_append";
-    tools_work_outside: Allowed => "cd $B/open && sed -i s/open/edited/ f && cp f g && mv g h && echo $B/open/h | xargs rm && dd if=/dev/zero of=z count=1 status=none && find . -name z -delete && python3 -c \"open('f').read()\" && perl -e 'open(my $f, \"<\", \"f\") or die'";
+    tools_work_outside: Allowed => "cd $B/open && sed -i s/open/edited/ f && cp f g && mv g h && echo $B/open/h | xargs rm && dd if=/dev/zero of=z count=1 status=none && find . -name z -delete && python3 -c \"open('f').read()\" && perl -e 'open(my $f, \"<\", \"f\") or die' && gawk -i inplace '{print}' f";
 }

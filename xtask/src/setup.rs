@@ -20,9 +20,10 @@ const PACKAGES: &[&str] = &[
     "cpio",
     "xz-utils",
     "zstd",
-    // Used by other tests.
+    // Used by other tests (the audit log's independent verifier; the escape suite's `awk -i inplace`).
     "python3",
     "openssl",
+    "gawk",
 ];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
