@@ -44,18 +44,37 @@ fn denials_are_reported_on_stderr_and_in_the_log() {
     assert!(err.contains(&format!("fp: denied file_open {f} by cat")), "{err}");
     assert!(err.contains(&format!("fp: denied path_unlink {f} by rm")), "{err}");
 
-    let log = t.join("log.jsonl");
+    // With --audit-log the session and its denials go to a chained, signed audit log instead.
+    let log = t.join("audit.log");
     let out = run_confined(
         &[&t.join("secret")],
         &["--audit-log", log.to_str().unwrap()],
         &format!("cat {f}; true"),
     );
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("fp: denied"), "{}", stderr(&out));
-    let line = std::fs::read_to_string(&log).unwrap();
-    assert!(
-        line.contains(&format!("\"path\":\"{f}\"")) && line.contains("\"comm\":\"cat\""),
-        "{line}"
-    );
+    let pubkey = format!("{}.pub", log.display());
+    let verify = fp_tests::fp()
+        .args(["audit", "verify", "--json", "--pubkey", &pubkey])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(verify.status.code(), Some(0), "{}{}", stdout(&verify), stderr(&verify));
+    let replay = fp_tests::fp()
+        .args(["audit", "replay", "--json", "--pubkey", &pubkey])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let timeline = stdout(&replay);
+    for expected in [format!("\"path\":\"{f}\""), "\"comm\":\"cat\"".into(), "\"hook\":\"file_open\"".into()] {
+        assert!(timeline.contains(&expected), "{expected} missing from {timeline}");
+    }
+    let raw = std::fs::read_to_string(&log).unwrap();
+    assert!(raw.contains("session-start") && raw.contains("session-end"), "{raw}");
+    // Appending to an existing log needs the key that signs it.
+    let again = run_confined(&[&t.join("secret")], &["--audit-log", log.to_str().unwrap()], "true");
+    assert_eq!(again.status.code(), Some(125), "{}", stderr(&again));
+    assert!(stderr(&again).contains("--audit-key"), "{}", stderr(&again));
 }
 
 #[test]

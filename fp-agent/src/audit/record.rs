@@ -83,11 +83,18 @@ impl RawPath {
         &self.0
     }
 
-    /// A display form: valid UTF-8 as is, invalid bytes escaped as `\xNN`.
+    /// A display form for one line of text: valid UTF-8 as is, control characters escaped
+    /// (`\n`), bytes that are not UTF-8 as `\xNN`.
     pub fn display(&self) -> String {
         let mut out = String::with_capacity(self.0.len());
         for chunk in self.0.utf8_chunks() {
-            out.push_str(chunk.valid());
+            for c in chunk.valid().chars() {
+                if c.is_control() {
+                    out.extend(c.escape_default());
+                } else {
+                    out.push(c);
+                }
+            }
             for byte in chunk.invalid() {
                 out.push_str(&format!("\\x{byte:02x}"));
             }

@@ -14,9 +14,9 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
-use fp_common::kernel::{DenyEvent, DenyReason, EVENT_PATH_FS_RELATIVE, Hook, Op};
+use fp_common::kernel::DenyEvent;
 
-use crate::{kernel, session};
+use crate::{audit, kernel, session};
 
 /// Exit status when fp itself fails (as opposed to the command it runs).
 pub const EXIT_FP_ERROR: u8 = 125;
@@ -26,9 +26,14 @@ pub struct Args {
     /// Deny every operation on PATH and everything below it (repeatable).
     #[arg(long = "deny", value_name = "PATH", required = true)]
     deny: Vec<PathBuf>,
-    /// Append one JSON line per denial to FILE instead of printing them to stderr.
+    /// Record the session and every denial in the hash-chained, signed audit log FILE
+    /// (docs/audit-format.md) instead of printing denials to stderr.
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
+    /// Private key signing the audit log's checkpoints (`fp audit keygen`). Without it a new key
+    /// is made for a new log and its public half written to FILE.pub.
+    #[arg(long, value_name = "KEY", requires = "audit_log")]
+    audit_key: Option<PathBuf>,
     /// cgroup v2 directory under which the session cgroup is created [default: <cgroup2 mount>/fp].
     #[arg(long, value_name = "DIR")]
     cgroup_parent: Option<PathBuf>,
@@ -53,28 +58,34 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let deny =
         args.deny.iter().map(|p| DenyTarget::resolve(p)).collect::<anyhow::Result<Vec<_>>>()?;
-    let sink = EventSink::open(args.audit_log.as_deref())?;
     let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
-    let cgroup = session::SessionCgroup::create(
-        &hierarchy,
-        &parent,
-        &format!("run-{}", std::process::id()),
-    )?;
-    let pin_dir = kernel::pin_root().join(format!("run-{}", cgroup.id));
-    let enforcer = match kernel::Enforcer::load(cgroup.level, pin_dir) {
-        Ok(e) => e,
+    let name = format!("run-{}", std::process::id());
+    let cgroup = session::SessionCgroup::create(&hierarchy, &parent, &name)?;
+    let started = match &args.audit_log {
+        None => Ok((Sink::Stderr, None)),
+        Some(path) => {
+            AuditLog::start(path, args.audit_key.as_deref(), &name, &cgroup, &deny, &args.command)
+                .map(|(log, writer)| (Sink::Audit(log), Some(writer)))
+        }
+    };
+    let (sink, writer) = match started {
+        Ok(started) => started,
         Err(e) => {
             cgroup.remove()?;
             return Err(e);
         }
     };
-    let result = confine_and_wait(&args.command, &deny, &cgroup, enforcer, sink);
+    let pin_dir = kernel::pin_root().join(format!("run-{}", cgroup.id));
+    let confined = kernel::Enforcer::load(cgroup.level, pin_dir)
+        .and_then(|enforcer| confine_and_wait(&args.command, &deny, &cgroup, enforcer, &sink));
     let removed = cgroup.remove();
-    let (code, enforcer) = result?;
-    enforcer.unload()?;
+    if let (Sink::Audit(log), Some(writer)) = (sink, writer) {
+        log.end(writer, confined.as_ref().ok())?;
+    }
     removed?;
-    Ok(code)
+    let outcome = confined?;
+    Ok(ExitCode::from(outcome.status))
 }
 
 /// A denied path: the path the kernel will see (symlinks resolved when it exists) and the
@@ -139,13 +150,40 @@ extern "C" fn forward_signal(sig: libc::c_int) {
     }
 }
 
+/// How the confined command ended.
+struct Outcome {
+    /// fp's exit status: the command's, 128 + signal, or 127 when it could not be started.
+    status: u8,
+    /// Denial events the kernel could not queue (ring buffer full).
+    dropped: u64,
+}
+
+/// Fills the session's kernel tables, runs the command in the session cgroup, reports denials as
+/// they arrive, and unloads the programs when the command has exited.
 fn confine_and_wait(
     command: &[OsString],
     deny: &[DenyTarget],
     cgroup: &session::SessionCgroup,
     mut enforcer: kernel::Enforcer,
-    mut sink: EventSink,
-) -> anyhow::Result<(ExitCode, kernel::Enforcer)> {
+    sink: &Sink,
+) -> anyhow::Result<Outcome> {
+    let waited = fill_and_run(command, deny, cgroup, &mut enforcer, sink);
+    let unloaded = enforcer.unload();
+    let outcome = waited?;
+    unloaded?;
+    if outcome.dropped > 0 {
+        eprintln!("fp: {} denial events were lost (ring buffer full)", outcome.dropped);
+    }
+    Ok(outcome)
+}
+
+fn fill_and_run(
+    command: &[OsString],
+    deny: &[DenyTarget],
+    cgroup: &session::SessionCgroup,
+    enforcer: &mut kernel::Enforcer,
+    sink: &Sink,
+) -> anyhow::Result<Outcome> {
     enforcer.add_session(cgroup.id)?;
     for target in deny {
         enforcer.deny_path(cgroup.id, &target.path)?;
@@ -155,9 +193,9 @@ fn confine_and_wait(
     }
     let mut ring = enforcer.take_events()?;
     let stop = Arc::new(AtomicBool::new(false));
-    // Denials are written as they arrive; after the command exits the buffer is drained.
+    // Denials are reported as they arrive; after the command exits the buffer is drained.
     let reader = {
-        let stop = stop.clone();
+        let (stop, sink) = (stop.clone(), sink.clone());
         std::thread::spawn(move || -> anyhow::Result<()> {
             loop {
                 let done = stop.load(Ordering::Acquire);
@@ -166,7 +204,7 @@ fn confine_and_wait(
                         // SAFETY: the programs write whole DenyEvents; read_unaligned copies it out.
                         let ev =
                             unsafe { std::ptr::read_unaligned(item.as_ptr() as *const DenyEvent) };
-                        sink.write(&ev)?;
+                        sink.deny(&ev)?;
                     }
                 }
                 if done {
@@ -179,7 +217,19 @@ fn confine_and_wait(
             }
         })
     };
+    let status = spawn_in_cgroup_and_wait(command, cgroup);
+    stop.store(true, Ordering::Release);
+    reader.join().expect("event reader thread panicked")?;
+    let dropped = enforcer.session_counters(cgroup.id)?.dropped;
+    Ok(Outcome { status: status?, dropped })
+}
 
+/// Runs the command with the session cgroup joined before exec; forwards fp's termination
+/// signals to it while it runs.
+fn spawn_in_cgroup_and_wait(
+    command: &[OsString],
+    cgroup: &session::SessionCgroup,
+) -> anyhow::Result<u8> {
     let procs = cgroup.procs_file()?;
     let procs_fd = procs.as_raw_fd();
     let mut cmd = std::process::Command::new(&command[0]);
@@ -195,125 +245,140 @@ fn confine_and_wait(
     }
     let spawned = cmd.spawn();
     drop(procs);
-    let status = match spawned {
-        Ok(mut child) => {
-            CHILD.store(child.id() as i32, Ordering::Relaxed);
-            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-                // SAFETY: installs a handler that only calls kill(2).
-                unsafe { libc::signal(sig, forward_signal as *const () as libc::sighandler_t) };
-            }
-            let status = child.wait();
-            CHILD.store(0, Ordering::Relaxed);
-            Some(status.context("waiting for the command")?)
-        }
+    let mut child = match spawned {
+        Ok(child) => child,
         Err(e) => {
             eprintln!("fp: cannot run {}: {e}", command[0].to_string_lossy());
-            None
+            return Ok(127);
         }
     };
-    stop.store(true, Ordering::Release);
-    reader.join().expect("event reader thread panicked")?;
-    let counters = enforcer.session_counters(cgroup.id)?;
-    if counters.dropped > 0 {
-        eprintln!("fp: {} denial events were lost (ring buffer full)", counters.dropped);
+    CHILD.store(child.id() as i32, Ordering::Relaxed);
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        // SAFETY: installs a handler that only calls kill(2).
+        unsafe { libc::signal(sig, forward_signal as *const () as libc::sighandler_t) };
     }
-    let code = match status {
-        Some(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
-            (Some(c), _) => ExitCode::from(c as u8),
-            (None, Some(sig)) => ExitCode::from(128 + sig as u8),
-            _ => ExitCode::from(EXIT_FP_ERROR),
-        },
-        None => ExitCode::from(127),
-    };
-    Ok((code, enforcer))
+    let status = child.wait().context("waiting for the command");
+    CHILD.store(0, Ordering::Relaxed);
+    let status = status?;
+    Ok(match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+        (Some(c), _) => c as u8,
+        (None, Some(sig)) => 128 + sig as u8,
+        _ => EXIT_FP_ERROR,
+    })
 }
 
-/// Where denial lines go: stderr, or JSON lines appended to a file.
-enum EventSink {
+/// Where denials go: a line on stderr, or a record in the audit log.
+#[derive(Clone)]
+enum Sink {
     Stderr,
-    File(std::fs::File),
+    Audit(AuditLog),
 }
 
-impl EventSink {
-    fn open(path: Option<&Path>) -> anyhow::Result<Self> {
-        Ok(match path {
-            None => Self::Stderr,
-            Some(p) => Self::File(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .with_context(|| format!("opening {}", p.display()))?,
-            ),
-        })
-    }
-
-    fn write(&mut self, ev: &DenyEvent) -> anyhow::Result<()> {
-        let raw_path = kernel::event_path(ev);
-        let path = String::from_utf8_lossy(raw_path);
-        let comm = String::from_utf8_lossy(ev.comm.split(|&b| b == 0).next().unwrap_or_default());
-        let hook = Hook::from_u8(ev.hook).map_or("unknown", Hook::name);
-        let op = Op::from_u8(ev.op).map_or("unknown", Op::name);
-        let reason = DenyReason::from_u8(ev.reason).map_or("unknown", DenyReason::name);
-        // Inode hooks see no mount: their path starts at the root of the file's filesystem.
-        let fs_relative = ev.flags & EVENT_PATH_FS_RELATIVE != 0;
+impl Sink {
+    fn deny(&self, ev: &DenyEvent) -> anyhow::Result<()> {
         match self {
-            Self::Stderr => {
-                let within = if fs_relative {
-                    format!(" (within filesystem {}:{})", ev.dev >> 20, ev.dev & 0xfffff)
-                } else {
-                    String::new()
-                };
-                // One write(2) per line, so it does not interleave with the command's own stderr.
-                let line = format!(
-                    "fp: denied {hook} {}{within} by {comm} ({op}, pid {}, uid {}): {reason}\n",
-                    escape_path(raw_path),
-                    ev.tgid,
-                    ev.uid
-                );
-                std::io::stderr().write_all(line.as_bytes())?;
-            }
-            Self::File(f) => {
-                let line = serde_json::json!({
-                    "decision": "deny", "hook": hook, "op": op, "reason": reason, "path": path,
-                    "path_fs_relative": fs_relative,
-                    "session": ev.session, "pid": ev.pid, "tgid": ev.tgid, "uid": ev.uid,
-                    "gid": ev.gid, "comm": comm, "dev": ev.dev, "ino": ev.ino,
-                });
-                writeln!(f, "{line}")?;
+            // One write(2) per line, so it does not interleave with the command's own stderr.
+            Self::Stderr => std::io::stderr().write_all(kernel::event::line(ev).as_bytes())?,
+            Self::Audit(log) => {
+                log.handle
+                    .record(audit::Event::Decision(kernel::event::audit_record(ev, &log.context)));
             }
         }
         Ok(())
     }
 }
 
-/// A path for one line of text: UTF-8 as is, control characters escaped (`\n`), bytes that are
-/// not UTF-8 as `\xNN`, so a denial is one line and no name is lost.
-fn escape_path(path: &[u8]) -> String {
-    let mut out = String::with_capacity(path.len());
-    for chunk in path.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c.is_control() {
-                out.extend(c.escape_default());
-            } else {
-                out.push(c);
-            }
-        }
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
+/// The audit log of one `fp run` session, as producers see it: a start record, every denial,
+/// losses, an end record. The writer (owned by `run`) closes it with a signed checkpoint.
+#[derive(Clone)]
+struct AuditLog {
+    handle: audit::AuditHandle,
+    context: kernel::event::SessionContext,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_paths_to_one_line() {
-        assert_eq!(escape_path("/a/b c/é".as_bytes()), "/a/b c/é");
-        assert_eq!(escape_path(b"/new\nline"), "/new\\nline");
-        assert_eq!(escape_path(b"/bad\xffname"), "/bad\\xffname");
+impl AuditLog {
+    fn start(
+        path: &Path,
+        key: Option<&Path>,
+        session: &str,
+        cgroup: &session::SessionCgroup,
+        deny: &[DenyTarget],
+        command: &[OsString],
+    ) -> anyhow::Result<(Self, audit::AuditWriter)> {
+        let signer = match key {
+            Some(key) => audit::checkpoint::SignerKey::load(key)?,
+            None => ephemeral_signer(path)?,
+        };
+        let (handle, writer) =
+            audit::start(audit::WriterConfig::new(path.to_path_buf(), signer))
+                .with_context(|| format!("opening the audit log {}", path.display()))?;
+        let context = kernel::event::SessionContext {
+            session: session.to_owned(),
+            agent: "fp-run".to_owned(),
+            rule: "--deny".to_owned(),
+            rule_source: "command line".to_owned(),
+            policy_hash: deny_list_hash(deny),
+        };
+        handle.record(audit::Event::SessionStart(audit::SessionStart {
+            session: context.session.clone(),
+            agent: context.agent.clone(),
+            cgroup: cgroup.id,
+            pid: std::process::id(),
+            uid: nix::unistd::getuid().as_raw(),
+            policy_hash: context.policy_hash.clone(),
+            floor_exceptions: Vec::new(),
+            command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        }));
+        Ok((Self { handle, context }, writer))
     }
+
+    /// Records what was lost and how the session ended, then closes the log with a checkpoint.
+    fn end(self, writer: audit::AuditWriter, outcome: Option<&Outcome>) -> anyhow::Result<()> {
+        if let Some(o) = outcome.filter(|o| o.dropped > 0) {
+            self.handle.record(audit::Event::Loss(audit::Loss {
+                count: o.dropped,
+                at: "kernel-ringbuf".to_owned(),
+            }));
+        }
+        self.handle.record(audit::Event::SessionEnd(audit::SessionEnd {
+            session: self.context.session.clone(),
+            agent: self.context.agent.clone(),
+            exit_code: outcome.map(|o| i32::from(o.status)),
+            reason: if outcome.is_some() { "command exited" } else { "fp failed" }.to_owned(),
+        }));
+        writer.shutdown()
+    }
+}
+
+/// A new key for a new log, its public half written next to the log; an existing log needs the
+/// key that signed it.
+fn ephemeral_signer(log: &Path) -> anyhow::Result<audit::checkpoint::SignerKey> {
+    if log.exists() {
+        bail!("{} exists: pass --audit-key with the key that signs it", log.display());
+    }
+    let signer = audit::checkpoint::SignerKey::generate("fp-run")?;
+    let public = PathBuf::from(format!("{}.pub", log.display()));
+    audit::checkpoint::write_atomic(
+        &public,
+        format!("{}\n", signer.verifier().encode()).as_bytes(),
+        0o644,
+    )?;
+    eprintln!(
+        "fp: audit log {} is signed with a new key; its public key is {}",
+        log.display(),
+        public.display()
+    );
+    Ok(signer)
+}
+
+/// What this session enforces, hashed: the resolved deny paths.
+fn deny_list_hash(deny: &[DenyTarget]) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(b"fp run --deny v1\n");
+    for target in deny {
+        h.update(&target.path);
+        h.update(b"\n");
+    }
+    format!("sha256:{}", hex::encode(h.finalize()))
 }

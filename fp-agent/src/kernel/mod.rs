@@ -1,6 +1,7 @@
 //! The kernel side as userspace sees it: the embedded BPF object, kernel struct offsets from BTF,
 //! loading and attaching the LSM programs, pinning, and the maps the programs consult.
 pub mod btf;
+pub mod event;
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,7 @@ use aya::{
     programs::{Lsm, links::FdLink, links::PinnedLink},
 };
 use fp_common::kernel::{
-    ABI_VERSION, Hook, InodeKey, KERNEL_FIELDS, LPM_PATH_BYTES, PATH_MAX, PathKey, SessionInfo,
+    ABI_VERSION, Hook, InodeKey, KERNEL_FIELDS, LPM_PATH_BYTES, PathKey, SessionInfo,
 };
 
 /// The BPF object built from fp-ebpf by build.rs.
@@ -273,11 +274,6 @@ fn ensure_bpffs() -> anyhow::Result<()> {
     nix::mount::mount(Some("bpf"), target, Some("bpf"), nix::mount::MsFlags::empty(), None::<&str>)
         .context("mounting bpffs at /sys/fs/bpf")?;
     Ok(())
-}
-
-/// The bytes of a path as the programs resolve it, capped at the programs' limit.
-pub fn event_path(ev: &fp_common::kernel::DenyEvent) -> &[u8] {
-    &ev.path[..(ev.path_len as usize).min(PATH_MAX)]
 }
 
 #[cfg(test)]
