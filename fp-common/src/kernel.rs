@@ -141,7 +141,8 @@ pub enum DenyReason {
     PathRule = 1,
     /// The file or one of its ancestor directories is a denied inode (bind mounts, hardlinks).
     InodeRule = 2,
-    /// The path could not be resolved completely (too long, too deep, read error): fail closed.
+    /// The path could not be resolved completely (too long, disconnected, a read error, or the
+    /// decision was interleaved with another on the same CPU): fail closed.
     Unresolved = 3,
 }
 

@@ -84,8 +84,14 @@ static DENY_INODES: HashMap<InodeKey, u32> = HashMap::with_max_entries(65536, 0)
 static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
 
 /// Per-CPU scratch space: too large for the 512-byte BPF stack.
+///
+/// BPF programs run with migration disabled but may be preempted, so on a fully preemptible
+/// kernel another task can run one of these programs on this CPU in the middle of a decision and
+/// overwrite the scratch. `generation` is bumped by every decision; one that finds it changed
+/// when it is done was interleaved with another and fails closed.
 #[repr(C)]
 struct Scratch {
+    generation: u64,
     walk: Walk,
     /// The resolved path is written backwards so that it ends at `PATH_MAX` (where a NUL sits);
     /// twice PATH_MAX so that bounded writes never leave the buffer.
@@ -380,7 +386,18 @@ fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES; // fail closed: no scratch space means no check
     };
-    match check(s, session.id, vfsmount, dentry) {
+    // SAFETY: this CPU's scratch value; accessed through the raw pointer (see `check`).
+    let generation = unsafe {
+        let g = core::ptr::read_volatile(&(*s).generation).wrapping_add(1);
+        core::ptr::write_volatile(&mut (*s).generation, g);
+        g
+    };
+    let mut verdict = check(s, session.id, vfsmount, dentry);
+    // SAFETY: as above.
+    if unsafe { core::ptr::read_volatile(&(*s).generation) } != generation {
+        verdict = Verdict::Deny(DenyReason::Unresolved);
+    }
+    match verdict {
         Verdict::Allow => 0,
         Verdict::Deny(reason) => {
             report(&session, hook, op, reason, s);

@@ -66,7 +66,9 @@ fn denials_are_reported_on_stderr_and_in_the_log() {
         .output()
         .unwrap();
     let timeline = stdout(&replay);
-    for expected in [format!("\"path\":\"{f}\""), "\"comm\":\"cat\"".into(), "\"hook\":\"file_open\"".into()] {
+    for expected in
+        [format!("\"path\":\"{f}\""), "\"comm\":\"cat\"".into(), "\"hook\":\"file_open\"".into()]
+    {
         assert!(timeline.contains(&expected), "{expected} missing from {timeline}");
     }
     let raw = std::fs::read_to_string(&log).unwrap();
