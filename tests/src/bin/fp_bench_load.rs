@@ -44,8 +44,8 @@ fn run() -> anyhow::Result<()> {
     };
     let iterations = count(iterations, "ITERATIONS")?;
     let runs = count(runs, "RUNS")?;
-    // One untimed round warms the dentry cache and the page tables.
-    one_round(workload, &file, iterations.min(1000))?;
+    // An untimed round warms the dentry cache, the page tables and (under TCG) the translated code.
+    one_round(workload, &file, iterations.min(20_000))?;
     for _ in 0..runs {
         let start = Instant::now();
         one_round(workload, &file, iterations)?;
