@@ -98,6 +98,8 @@ wait_until() {
 # Unpinned links detach asynchronously: the next phase starts once no fp program is left.
 fp_unloaded='! $BPFTOOL prog show | grep -q " name fp_"'
 
+# One untimed round first: the baseline must not pay for cold caches alone.
+sh $W/real.sh warm-up 1 > /dev/null
 sh $W/phase.sh baseline 1
 
 $FP run --deny $W/rules/outside -- sleep 1000 &
@@ -116,7 +118,7 @@ for n in @RULE_COUNTS@; do
   wait_until "$fp_unloaded"
 done
 
-sh $W/phase.sh baseline-end 0
+sh $W/phase.sh baseline-end 1
 "#;
 
 /// What one kernel's VM printed: samples per (phase, workload) and per-program stats per phase.
