@@ -1,4 +1,5 @@
 //! `cargo xtask`: everything a developer or CI runs besides plain cargo.
+mod bench;
 mod cmd;
 mod demo;
 mod kernels;
@@ -23,6 +24,9 @@ enum Task {
     Test,
     /// Boot the VM and show a session being denied next to the same commands outside it.
     Demo(demo::DemoArgs),
+    /// Benchmarks: what fp's kernel programs cost (docs/performance.md).
+    #[command(subcommand)]
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +36,7 @@ fn main() -> ExitCode {
         Task::TestKernel(args) => test_kernel::main(args),
         Task::Test => test_kernel::test_all(),
         Task::Demo(args) => demo::main(args),
+        Task::Bench(args) => bench::main(args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("xtask: error: {e:#}");

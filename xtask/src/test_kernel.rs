@@ -179,7 +179,7 @@ fn build() -> Result<Built> {
 }
 
 /// Runs cargo with JSON messages and returns the executables of the artifacts `wanted` selects.
-fn cargo_executables(
+pub fn cargo_executables(
     args: &[&str],
     wanted: impl Fn(&cargo_metadata::Artifact) -> bool,
 ) -> Result<Vec<PathBuf>> {
