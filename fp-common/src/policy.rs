@@ -279,16 +279,42 @@ const _: () = {
     assert!(size_of::<ScopeValue>() == 2 + 6 + MAX_PREFIX);
 };
 
+/// Random access to the bytes of the path under evaluation. Userspace evaluates slices; the BPF
+/// programs evaluate the path they assembled in map memory, read with indexes the verifier can
+/// bound.
+pub trait PathBytes {
+    fn len(&self) -> usize;
+    /// The byte at `i`; only asked for `i < len()`.
+    fn at(&self, i: usize) -> u8;
+}
+
+impl PathBytes for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        self.get(i).copied().unwrap_or(0)
+    }
+}
+
 /// Lookups into one session's tables. Userspace implements it over the compiled tables, the BPF
-/// programs over their maps (the session id is part of every map key and hidden here).
+/// programs over their maps (the tables id is part of every map key and hidden here).
 pub trait RuleTables {
-    /// The session header; None (unknown session) makes [`evaluate`] deny.
+    type Path: PathBytes + ?Sized;
+    /// The session header; None (unknown session) makes the evaluation deny.
     fn header(&self) -> Option<&TableHeader>;
     /// The longest LPM entry that is a byte prefix of `path` followed by NUL, looked up with at
     /// most [`MAX_PREFIX`] bytes of that key.
-    fn longest_prefix(&self, path: &[u8]) -> Option<&PrefixValue>;
-    /// The name-table entry for `name` of `kind` (`name.len() <= MAX_NAME`).
-    fn name(&self, kind: NameKind, name: &[u8]) -> Option<&NameValue>;
+    fn longest_prefix(&self, path: &Self::Path) -> Option<&PrefixValue>;
+    /// The name-table entry of `kind` for `path[start..start + len]` (`len <= MAX_NAME`).
+    fn name(
+        &self,
+        kind: NameKind,
+        path: &Self::Path,
+        start: usize,
+        len: usize,
+    ) -> Option<&NameValue>;
     /// The scope with this id.
     fn scope(&self, scope_id: u16) -> Option<&ScopeValue>;
 }
@@ -301,25 +327,239 @@ pub struct TableDecision {
     pub rule_id: u32,
 }
 
-/// Best hit so far (see [`OpEntry::outranks`]).
-#[derive(Clone, Copy)]
-struct Best(OpEntry);
+/// Steps [`evaluate`] needs at most: per component a scan and a directory-name lookup, then one
+/// step per lookup on the final component (basename, each suffix and prefix length) and the last.
+pub const MAX_STEPS: usize = 2 * MAX_DEPTH + 1 + 2 * MAX_NAME + 2;
 
-impl Best {
+const PHASE_DONE: u32 = 0;
+/// Find the end of the component at `cursor`.
+const PHASE_SCAN: u32 = 1;
+/// Look up the component `cursor..end` as a directory name.
+const PHASE_DIRNAME: u32 = 2;
+/// Look up names in the final component `cursor..end`; `lookup` is the next one (see
+/// [`Evaluation::next_lookup`]).
+const PHASE_FINAL: u32 = 3;
+
+/// Rank of a verdict the evaluation itself imposes (unresolvable or malformed input): above every
+/// rule.
+const FORCED: u32 = u32::MAX;
+
+/// One evaluation of (path, op), advanced a bounded piece of work at a time by
+/// [`Evaluation::step`]. Plain integers only: the BPF programs keep it in map memory between the
+/// iterations of a `bpf_loop`, so that each iteration is verified once, with no loop-carried state
+/// the verifier would have to follow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evaluation {
+    /// The best hit so far (see [`OpEntry::outranks`]); rank 0 is the op's default.
+    pub best: OpEntry,
+    op: u32,
+    phase: u32,
+    /// Start of the current component.
+    cursor: u64,
+    /// End of the current component (its '/' or the path's length).
+    end: u64,
+    /// Components scanned so far.
+    depth: u64,
+    /// Next final-component lookup: 0 basename, n in 1..=MAX_NAME suffix of length n,
+    /// MAX_NAME + n prefix of length n.
+    lookup: u64,
+}
+
+impl Evaluation {
+    /// Starts evaluating `path` (absolute, normalized, no trailing NUL) for `op`: the default, a
+    /// `seed` hit found by other means (the kernel's inode-identity entries; rank 0 for none) and
+    /// the LPM lookup. Name lookups, if the tables have names, are left to [`Self::step`].
+    pub fn start<T: RuleTables>(tables: &T, path: &T::Path, op: Op, seed: OpEntry) -> Self {
+        let mut e = Evaluation {
+            best: OpEntry {
+                rank: FORCED,
+                rule_id: NO_RULE,
+                verdict: TableVerdict::Deny as u8,
+                _pad: [0; 3],
+            },
+            op: op as u32,
+            phase: PHASE_DONE,
+            cursor: 1,
+            end: 0,
+            depth: 0,
+            lookup: 0,
+        };
+        let Some(header) = tables.header() else {
+            return e;
+        };
+        let len = path.len();
+        if len == 0 || len > MAX_PATH || path.at(0) != b'/' {
+            return e;
+        }
+        let default = header.defaults.get(op.index()).copied().unwrap_or(TableVerdict::Deny as u8);
+        e.best = OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] };
+        e.offer(seed.rank, seed.rule_id, seed.verdict);
+        if let Some(value) = tables.longest_prefix(path)
+            && let Some(entry) = value.ops.get(op.index())
+        {
+            e.offer(entry.rank, entry.rule_id, entry.verdict);
+        }
+        let names = header.flags & (HEADER_BASENAMES | HEADER_DIRNAMES) != 0
+            || header.suffix_lengths != 0
+            || header.prefix_lengths != 0;
+        if names {
+            e.phase = PHASE_SCAN;
+        }
+        e
+    }
+
+    /// Does one bounded piece of the evaluation; true once it is done.
+    pub fn step<T: RuleTables>(&mut self, tables: &T, path: &T::Path) -> bool {
+        match self.phase {
+            PHASE_SCAN => self.scan(tables, path),
+            PHASE_DIRNAME => {
+                let (start, end) = (self.cursor as usize, self.end as usize);
+                self.offer_name(tables, NameKind::Dirname, path, start, end.wrapping_sub(start));
+                self.cursor = self.end + 1;
+                self.phase = PHASE_SCAN;
+            }
+            PHASE_FINAL => self.final_lookup(tables, path),
+            _ => self.phase = PHASE_DONE,
+        }
+        self.phase == PHASE_DONE
+    }
+
+    /// The verdict: the best hit once done; Deny if asked before.
+    pub fn decision(&self) -> TableDecision {
+        if self.phase != PHASE_DONE {
+            return decision(TableVerdict::Deny, NO_RULE);
+        }
+        decision(TableVerdict::from_u8(self.best.verdict), self.best.rule_id)
+    }
+
     fn offer(&mut self, rank: u32, rule_id: u32, verdict: u8) {
         let candidate = OpEntry { rank, rule_id, verdict, _pad: [0; 3] };
-        if candidate.outranks(&self.0) {
-            self.0 = candidate;
+        if candidate.outranks(&self.best) {
+            self.best = candidate;
         }
     }
 
-    fn rank(&self) -> u32 {
-        self.0.rank
+    /// Stops with a verdict no rule can override.
+    fn force(&mut self, verdict: TableVerdict) {
+        self.best =
+            OpEntry { rank: FORCED, rule_id: NO_RULE, verdict: verdict as u8, _pad: [0; 3] };
+        self.phase = PHASE_DONE;
     }
 
-    fn decision(&self) -> TableDecision {
-        decision(TableVerdict::from_u8(self.0.verdict), self.0.rule_id)
+    fn scan<T: RuleTables>(&mut self, tables: &T, path: &T::Path) {
+        let Some(header) = tables.header() else {
+            return self.force(TableVerdict::Deny);
+        };
+        let (start, len) = (self.cursor as usize, path.len());
+        if start >= len {
+            self.phase = PHASE_DONE;
+            return;
+        }
+        if self.depth >= MAX_DEPTH as u64 {
+            // A component beyond reach might match a name rule.
+            return self.force(TableVerdict::Defer);
+        }
+        self.depth += 1;
+        let Some(end) = component_end(path, start) else {
+            return self.force(TableVerdict::Defer);
+        };
+        self.end = end as u64;
+        self.phase = if end >= len {
+            self.lookup = 0;
+            PHASE_FINAL
+        } else if header.flags & HEADER_DIRNAMES != 0 {
+            PHASE_DIRNAME
+        } else {
+            self.cursor = end as u64 + 1;
+            PHASE_SCAN
+        };
     }
+
+    /// Does the next name lookup the header calls for on the final component.
+    fn final_lookup<T: RuleTables>(&mut self, tables: &T, path: &T::Path) {
+        let Some(header) = tables.header() else {
+            return self.force(TableVerdict::Deny);
+        };
+        let start = self.cursor as usize;
+        let len = (self.end as usize).wrapping_sub(start);
+        match next_lookup(header, self.lookup, len) {
+            Some((kind, at, n, next)) => {
+                self.lookup = next;
+                self.offer_name(tables, kind, path, start + at, n);
+            }
+            None => self.phase = PHASE_DONE,
+        }
+    }
+
+    /// Offers every slot of the `kind` entry for `path[start..start + len]` that applies to the
+    /// op and whose scope contains the component at `self.cursor`.
+    fn offer_name<T: RuleTables>(
+        &mut self,
+        tables: &T,
+        kind: NameKind,
+        path: &T::Path,
+        start: usize,
+        len: usize,
+    ) {
+        if len > MAX_NAME {
+            return;
+        }
+        let Some(value) = tables.name(kind, path, start, len) else {
+            return;
+        };
+        let bit = 1u8 << (self.op & 7);
+        for i in 0..NAME_SLOTS {
+            if i >= value.count as usize {
+                break;
+            }
+            let Some(slot) = value.slots.get(i) else {
+                break;
+            };
+            if slot.ops & bit == 0 || slot.rank < self.best.rank {
+                continue;
+            }
+            match in_scope(tables, slot.scope_id, path, self.cursor as usize) {
+                Some(true) => self.offer(slot.rank, slot.rule_id, slot.verdict),
+                Some(false) => {}
+                // A scope missing from the tables: the rule might apply, so let userspace decide.
+                None => self.offer(slot.rank, slot.rule_id, TableVerdict::Defer as u8),
+            }
+        }
+    }
+}
+
+/// The final-component lookup at or after `from` that the header calls for, on a component of
+/// `len` bytes: (kind, offset in the component, length, the `from` of the lookup after it).
+/// Straight-line code (no loop), so that the BPF verifier sees one path per outcome.
+fn next_lookup(
+    header: &TableHeader,
+    from: u64,
+    len: usize,
+) -> Option<(NameKind, usize, usize, u64)> {
+    let max = MAX_NAME as u64;
+    if from == 0 && header.flags & HEADER_BASENAMES != 0 {
+        return Some((NameKind::Basename, 0, len, 1));
+    }
+    // Lengths 1..=len, as bits 0..len-1.
+    let fits = if len >= 64 { u64::MAX } else { (1u64 << len) - 1 };
+    let from = from.max(1);
+    if from <= max {
+        let remaining = header.suffix_lengths & fits & !((1u64 << (from - 1)) - 1);
+        if remaining != 0 {
+            let n = remaining.trailing_zeros() as u64 + 1;
+            return Some((NameKind::Suffix, len - n as usize, n as usize, n + 1));
+        }
+    }
+    let from = from.max(max + 1) - max;
+    if from <= max {
+        let remaining = header.prefix_lengths & fits & !((1u64 << (from - 1)) - 1);
+        if remaining != 0 {
+            let n = remaining.trailing_zeros() as u64 + 1;
+            return Some((NameKind::Prefix, 0, n as usize, max + n + 1));
+        }
+    }
+    None
 }
 
 const fn decision(verdict: TableVerdict, rule_id: u32) -> TableDecision {
@@ -327,133 +567,37 @@ const fn decision(verdict: TableVerdict, rule_id: u32) -> TableDecision {
 }
 
 /// Evaluates `path` (absolute, normalized, no trailing NUL) for `op` against one session's tables.
-pub fn evaluate<T: RuleTables>(tables: &T, path: &[u8], op: Op) -> TableDecision {
-    let Some(header) = tables.header() else {
-        return decision(TableVerdict::Deny, NO_RULE);
-    };
-    if path.len() > MAX_PATH || path.first() != Some(&b'/') {
-        return decision(TableVerdict::Deny, NO_RULE);
-    }
-    let default = header.defaults.get(op.index()).copied().unwrap_or(TableVerdict::Deny as u8);
-    let mut best = Best(OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] });
-    if let Some(value) = tables.longest_prefix(path)
-        && let Some(entry) = value.ops.get(op.index())
-    {
-        best.offer(entry.rank, entry.rule_id, entry.verdict);
-    }
-    let names = header.flags & (HEADER_BASENAMES | HEADER_DIRNAMES) != 0
-        || header.suffix_lengths != 0
-        || header.prefix_lengths != 0;
-    if !names {
-        return best.decision();
-    }
-    // Walk the components after the leading '/'.
-    let mut start = 1usize;
-    for _ in 0..MAX_DEPTH {
-        if start >= path.len() {
-            return best.decision();
+pub fn evaluate<T: RuleTables>(tables: &T, path: &T::Path, op: Op) -> TableDecision {
+    let mut e = Evaluation::start(tables, path, op, OpEntry::default());
+    for _ in 0..MAX_STEPS {
+        if e.step(tables, path) {
+            break;
         }
-        let Some(end) = component_end(path, start) else {
-            return decision(TableVerdict::Defer, NO_RULE);
-        };
-        let component = match path.get(start..end) {
-            Some(c) => c,
-            None => return decision(TableVerdict::Deny, NO_RULE),
-        };
-        let last = end >= path.len();
-        if last {
-            final_component(tables, header, path, start, component, op, &mut best);
-            return best.decision();
-        }
-        if header.flags & HEADER_DIRNAMES != 0 {
-            offer_name(tables, NameKind::Dirname, component, path, start, op, &mut best);
-        }
-        start = end + 1;
     }
-    // Deeper than MAX_DEPTH: a component beyond reach might match a name rule.
-    decision(TableVerdict::Defer, NO_RULE)
+    e.decision()
 }
 
-/// Index of the '/' ending the component at `start`, or `path.len()`; None if the component is
-/// longer than NAME_MAX.
-fn component_end(path: &[u8], start: usize) -> Option<usize> {
+/// Index of the '/' ending the component at `start`, or the path's length; None if the component
+/// is longer than NAME_MAX.
+fn component_end<P: PathBytes + ?Sized>(path: &P, start: usize) -> Option<usize> {
+    let len = path.len();
     for i in 0..=MAX_COMPONENT {
         let at = start + i;
-        match path.get(at) {
-            None | Some(b'/') => return Some(at),
-            Some(_) => {}
+        if at >= len || path.at(at) == b'/' {
+            return Some(at);
         }
     }
     None
 }
 
-fn final_component<T: RuleTables>(
-    tables: &T,
-    header: &TableHeader,
-    path: &[u8],
-    start: usize,
-    component: &[u8],
-    op: Op,
-    best: &mut Best,
-) {
-    if header.flags & HEADER_BASENAMES != 0 {
-        offer_name(tables, NameKind::Basename, component, path, start, op, best);
-    }
-    let len = component.len();
-    for n in 1..=MAX_NAME {
-        if n > len {
-            break;
-        }
-        let bit = 1u64 << (n - 1);
-        if header.suffix_lengths & bit != 0
-            && let Some(suffix) = component.get(len - n..)
-        {
-            offer_name(tables, NameKind::Suffix, suffix, path, start, op, best);
-        }
-        if header.prefix_lengths & bit != 0
-            && let Some(prefix) = component.get(..n)
-        {
-            offer_name(tables, NameKind::Prefix, prefix, path, start, op, best);
-        }
-    }
-}
-
-/// Offers every slot of the `kind` entry for `name` that applies to `op` and whose scope contains
-/// the component starting at `start`.
-fn offer_name<T: RuleTables>(
-    tables: &T,
-    kind: NameKind,
-    name: &[u8],
-    path: &[u8],
-    start: usize,
-    op: Op,
-    best: &mut Best,
-) {
-    let Some(value) = tables.name(kind, name) else {
-        return;
-    };
-    for i in 0..NAME_SLOTS {
-        if i >= value.count as usize {
-            break;
-        }
-        let Some(slot) = value.slots.get(i) else {
-            break;
-        };
-        if slot.ops & op.bit() == 0 || slot.rank < best.rank() {
-            continue;
-        }
-        match in_scope(tables, slot.scope_id, path, start) {
-            Some(true) => best.offer(slot.rank, slot.rule_id, slot.verdict),
-            Some(false) => {}
-            // A scope missing from the tables: the rule might apply, so let userspace decide.
-            None => best.offer(slot.rank, slot.rule_id, TableVerdict::Defer as u8),
-        }
-    }
-}
-
 /// Whether `path` starts with the scope and the component at `start` lies at or below it; None
 /// if the scope is missing or malformed.
-fn in_scope<T: RuleTables>(tables: &T, scope_id: u16, path: &[u8], start: usize) -> Option<bool> {
+fn in_scope<T: RuleTables>(
+    tables: &T,
+    scope_id: u16,
+    path: &T::Path,
+    start: usize,
+) -> Option<bool> {
     if scope_id == ROOT_SCOPE {
         return Some(true);
     }
@@ -469,7 +613,7 @@ fn in_scope<T: RuleTables>(tables: &T, scope_id: u16, path: &[u8], start: usize)
         if i >= len {
             break;
         }
-        if path.get(i) != scope.path.get(i) {
+        if Some(&path.at(i)) != scope.path.get(i) {
             return Some(false);
         }
     }
@@ -487,13 +631,21 @@ mod tests {
     }
 
     impl RuleTables for Tiny {
+        type Path = [u8];
         fn header(&self) -> Option<&TableHeader> {
             self.header.as_ref()
         }
         fn longest_prefix(&self, _: &[u8]) -> Option<&PrefixValue> {
             None
         }
-        fn name(&self, kind: NameKind, name: &[u8]) -> Option<&NameValue> {
+        fn name(
+            &self,
+            kind: NameKind,
+            path: &[u8],
+            start: usize,
+            len: usize,
+        ) -> Option<&NameValue> {
+            let name = path.get(start..start + len)?;
             (kind == NameKind::Basename && name == b".env").then_some(self.name.as_ref()?)
         }
         fn scope(&self, _: u16) -> Option<&ScopeValue> {

@@ -223,6 +223,8 @@ fn empty_scope() -> ScopeValue {
 }
 
 impl RuleTables for KernelTables {
+    type Path = [u8];
+
     fn header(&self) -> Option<&TableHeader> {
         Some(&self.header)
     }
@@ -240,8 +242,8 @@ impl RuleTables for KernelTables {
         (0..reach).rev().filter(|i| path[*i] == b'/').find_map(|i| self.prefixes.get(&path[..=i]))
     }
 
-    fn name(&self, kind: NameKind, name: &[u8]) -> Option<&NameValue> {
-        self.names.get(&NameKey::new(0, kind, name)?)
+    fn name(&self, kind: NameKind, path: &[u8], start: usize, len: usize) -> Option<&NameValue> {
+        self.names.get(&NameKey::new(0, kind, path.get(start..start + len)?)?)
     }
 
     fn scope(&self, scope_id: u16) -> Option<&ScopeValue> {
