@@ -46,7 +46,7 @@ fn path() -> impl Strategy<Value = Vec<u8>> {
                 p.push('/');
                 p.push_str(&c);
             }
-            // Deep trees: past MAX_DEPTH components.
+            // Deep trees: many components.
             for _ in 0..deep * 25 {
                 p.push_str("/d");
             }

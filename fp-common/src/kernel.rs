@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 /// Longest path the programs resolve (bytes, without NUL). Longer paths are denied for session
 /// processes, never matched on a truncated string.
@@ -15,10 +15,6 @@ pub const PATH_MAX: usize = 4096;
 /// least two bytes ("/x"), so this covers any path shorter than PATH_MAX plus 64 mount crossings;
 /// a walk that has not reached the root by then is denied for sessions.
 pub const MAX_WALK: usize = PATH_MAX / 2 + 64;
-
-/// Bytes of path stored in an LPM trie key: the kernel caps LPM key data at 256 bytes, 8 of which
-/// hold the session id. Deny rules longer than this are refused when compiled.
-pub const LPM_PATH_BYTES: usize = 248;
 
 macro_rules! hooks {
     ($($variant:ident = $value:literal, $name:literal;)*) => {
@@ -129,29 +125,37 @@ impl Op {
     }
 }
 
-/// `DenyEvent::flags`: the hook had no mount (inode hooks get only a dentry), so `path` is
+/// `DecisionEvent::flags`: the hook had no mount (inode hooks get only a dentry), so `path` is
 /// relative to the root of the file's filesystem, not to the system root.
 pub const EVENT_PATH_FS_RELATIVE: u8 = 1;
+/// `DecisionEvent::flags`: the kernel refused the operation (EACCES). Without it the event reports
+/// an allowed operation (full audit) or a verdict an audit-mode session did not enforce.
+pub const EVENT_DENIED: u8 = 2;
 
-/// Why a program denied an operation.
+/// What decided an event's verdict.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DenyReason {
-    /// The resolved path matched a deny prefix.
+pub enum Reason {
+    /// A rule matched the path (an LPM or name-table entry).
     PathRule = 1,
-    /// The file or one of its ancestor directories is a denied inode (bind mounts, hardlinks).
+    /// A rule matched by inode identity (the file, or a directory above it, is a rule's target).
     InodeRule = 2,
-    /// The path could not be resolved completely (too long, disconnected, a read error, or the
-    /// decision was interleaved with another on the same CPU): fail closed.
+    /// The path could not be resolved completely: denied, never matched on a partial path.
     Unresolved = 3,
+    /// No rule matched: the session's default for the op.
+    Default = 4,
+    /// The session's tables were replaced while the decision was made: denied (fail closed).
+    Reloaded = 5,
 }
 
-impl DenyReason {
+impl Reason {
     pub fn from_u8(v: u8) -> Option<Self> {
         match v {
             1 => Some(Self::PathRule),
             2 => Some(Self::InodeRule),
             3 => Some(Self::Unresolved),
+            4 => Some(Self::Default),
+            5 => Some(Self::Reloaded),
             _ => None,
         }
     }
@@ -161,46 +165,46 @@ impl DenyReason {
             Self::PathRule => "path-rule",
             Self::InodeRule => "inode-rule",
             Self::Unresolved => "unresolved-path",
+            Self::Default => "default",
+            Self::Reloaded => "tables-reloaded",
         }
     }
 }
 
-/// Value of the `SESSIONS` map, keyed by the session's cgroup id. Counters are updated atomically
-/// by the programs.
+/// `SessionInfo::flags`: decide and report, but deny nothing (audit mode).
+pub const SESSION_AUDIT_ONLY: u64 = 1;
+/// `SessionInfo::flags`: also report allowed writes, deletes and execs (full audit).
+pub const SESSION_FULL_AUDIT: u64 = 2;
+
+/// Value of the `SESSIONS` map, keyed by the session's cgroup id; written by userspace only.
+/// Replacing it switches the session to other tables in one map update (atomic reload).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionInfo {
+    /// Id of the session's tables: the first field of every table key.
+    pub tables: u64,
+    /// `SESSION_*` flags.
     pub flags: u64,
+}
+
+/// Value of the `COUNTERS` map, keyed by the session's cgroup id; updated atomically by the
+/// programs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionCounters {
     pub denied: u64,
     /// Events that did not fit in the ring buffer (surfaced as loss records).
     pub dropped: u64,
     pub unresolved: u64,
+    /// Decisions that raced with a reload of the session's tables (denied).
+    pub raced_reload: u64,
 }
 
-/// Key of the `DENY_PATHS` LPM trie: session id, then path bytes. A rule `P` is stored twice: as
-/// `P\0` (the exact path: lookups append a NUL) and as `P/` (everything below it).
+/// A decision reported through the `EVENTS` ring buffer: every denial, and allowed writes,
+/// deletes and execs of full-audit sessions.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub struct PathKey {
-    pub session: u64,
-    pub path: [u8; LPM_PATH_BYTES],
-}
-
-/// Key of the `DENY_INODES` map: a denied file or directory by identity. `dev` is the kernel's
-/// `s_dev` encoding (`major << 20 | minor`), not userspace's `st_dev`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct InodeKey {
-    pub session: u64,
-    pub ino: u64,
-    pub dev: u32,
-    pub _pad: u32,
-}
-
-/// A denial, sent through the `EVENTS` ring buffer.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct DenyEvent {
+pub struct DecisionEvent {
     pub session: u64,
     pub ino: u64,
     pub dev: u32,
@@ -210,13 +214,18 @@ pub struct DenyEvent {
     pub gid: u32,
     /// Valid bytes of `path` (0 when the path was not resolved).
     pub path_len: u32,
+    /// The deciding rule (`policy::NO_RULE` for the default or an unresolved path).
+    pub rule_id: u32,
     pub hook: u8,
+    /// A [`Reason`] byte.
     pub reason: u8,
-    /// [`Op`] of the operation.
+    /// An [`Op`] byte.
     pub op: u8,
-    /// `EVENT_*` bits.
+    /// `EVENT_*` flags.
     pub flags: u8,
-    pub _pad: [u8; 4],
+    /// The tables' verdict, a `policy::TableVerdict` byte (Deny for an unresolved path).
+    pub verdict: u8,
+    pub _pad: [u8; 7],
     pub comm: [u8; 16],
     pub path: [u8; PATH_MAX],
 }
@@ -250,6 +259,7 @@ kernel_fields! {
     OFF_INODE_I_INO = "inode"."i_ino";
     OFF_INODE_I_SB = "inode"."i_sb";
     OFF_SUPER_BLOCK_S_DEV = "super_block"."s_dev";
+    OFF_SUPER_BLOCK_S_MAGIC = "super_block"."s_magic";
     OFF_VFSMOUNT_MNT_ROOT = "vfsmount"."mnt_root";
     OFF_MOUNT_MNT = "mount"."mnt";
     OFF_MOUNT_MNT_PARENT = "mount"."mnt_parent";
@@ -263,9 +273,8 @@ kernel_fields! {
 mod pod {
     // SAFETY: all of these are repr(C), Copy, with explicit padding and no invalid bit patterns.
     unsafe impl aya::Pod for super::SessionInfo {}
-    unsafe impl aya::Pod for super::PathKey {}
-    unsafe impl aya::Pod for super::InodeKey {}
-    unsafe impl aya::Pod for super::DenyEvent {}
+    unsafe impl aya::Pod for super::SessionCounters {}
+    unsafe impl aya::Pod for super::DecisionEvent {}
 }
 
 #[cfg(test)]
@@ -275,11 +284,9 @@ mod tests {
 
     #[test]
     fn layouts_have_no_implicit_padding() {
-        assert_eq!(size_of::<SessionInfo>(), 32);
-        assert_eq!(size_of::<PathKey>(), 8 + LPM_PATH_BYTES);
-        assert_eq!(size_of::<PathKey>(), 256, "LPM key data is capped at 256 bytes");
-        assert_eq!(size_of::<InodeKey>(), 24);
-        assert_eq!(size_of::<DenyEvent>(), 8 + 8 + 6 * 4 + 4 + 4 + 16 + PATH_MAX);
+        assert_eq!(size_of::<SessionInfo>(), 16);
+        assert_eq!(size_of::<SessionCounters>(), 32);
+        assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 7 * 4 + 5 + 7 + 16 + PATH_MAX);
     }
 
     #[test]

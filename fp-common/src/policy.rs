@@ -21,8 +21,10 @@ pub const MAX_PREFIX: usize = 248;
 pub const MAX_COMPONENT: usize = 255;
 /// Longest name, suffix or prefix stored in the name table.
 pub const MAX_NAME: usize = 64;
-/// Components the component-name lookups inspect; deeper paths defer when names are in play.
-pub const MAX_DEPTH: usize = 64;
+/// Components the component-name lookups inspect: as many as a path of [`MAX_PATH`] bytes can
+/// have, so every path the kernel resolves is evaluated in full (the bound exists for the
+/// verifier; a deeper path would defer).
+pub const MAX_DEPTH: usize = MAX_PATH / 2;
 /// Rules sharing one name-table key; more become defer entries on their scope.
 pub const NAME_SLOTS: usize = 4;
 /// `rule_id` of a decision made by the session default rather than a rule.
@@ -240,13 +242,58 @@ pub struct ScopeKey {
     pub _pad: [u8; 6],
 }
 
-/// A scope: `path[..len]` is an absolute directory path ending in `/`.
+/// A scope: `path[..len]` is an absolute directory path ending in `/`; `mask[i]` is 0xff for
+/// `i < len` and 0 after, so the comparison needs no branch on `len` (see `in_scope`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScopeValue {
     pub len: u16,
     pub _pad: [u8; 6],
     pub path: [u8; MAX_PREFIX],
+    pub mask: [u8; MAX_PREFIX],
+}
+
+impl ScopeValue {
+    /// The scope `path` (at most [`MAX_PREFIX`] bytes, ending in `/`).
+    pub fn new(path: &[u8]) -> Option<Self> {
+        if path.len() > MAX_PREFIX {
+            return None;
+        }
+        let mut scope = ScopeValue {
+            len: path.len() as u16,
+            _pad: [0; 6],
+            path: [0; MAX_PREFIX],
+            mask: [0; MAX_PREFIX],
+        };
+        for (i, b) in path.iter().enumerate() {
+            scope.path[i] = *b;
+            scope.mask[i] = 0xff;
+        }
+        Some(scope)
+    }
+}
+
+/// Inode-table key: a rule's target by identity, so that aliases (bind mounts, other mount
+/// namespaces, hardlinks made before the session, symlinked directories) match the rule too. `dev`
+/// is the kernel's `s_dev` encoding (`major << 20 | minor`), not userspace's `st_dev`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InodeKey {
+    pub session_id: u64,
+    pub ino: u64,
+    pub dev: u32,
+    pub _pad: u32,
+}
+
+/// Inode-table value: the entries of the rules whose target this inode is. Only restrictive
+/// verdicts (Prompt, Deny, Defer) are stored: an alias never gains what its path would not.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InodeValue {
+    /// For the file itself (exact rules).
+    pub this: [OpEntry; 3],
+    /// For everything below this directory (subtree rules).
+    pub below: [OpEntry; 3],
 }
 
 #[cfg(feature = "user")]
@@ -262,6 +309,8 @@ mod pod {
     unsafe impl aya::Pod for super::NameValue {}
     unsafe impl aya::Pod for super::ScopeKey {}
     unsafe impl aya::Pod for super::ScopeValue {}
+    unsafe impl aya::Pod for super::InodeKey {}
+    unsafe impl aya::Pod for super::InodeValue {}
 }
 
 // No implicit padding: each size is the sum of its fields.
@@ -276,7 +325,9 @@ const _: () = {
     assert!(size_of::<NameSlot>() == 4 + 4 + 2 + 1 + 1);
     assert!(size_of::<NameValue>() == 4 + NAME_SLOTS * 12);
     assert!(size_of::<ScopeKey>() == 8 + 2 + 6);
-    assert!(size_of::<ScopeValue>() == 2 + 6 + MAX_PREFIX);
+    assert!(size_of::<ScopeValue>() == 2 + 6 + 2 * MAX_PREFIX);
+    assert!(size_of::<InodeKey>() == 8 + 8 + 4 + 4);
+    assert!(size_of::<InodeValue>() == 6 * 12);
 };
 
 /// Random access to the bytes of the path under evaluation. Userspace evaluates slices; the BPF
@@ -284,6 +335,9 @@ const _: () = {
 /// bound.
 pub trait PathBytes {
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// The byte at `i`; only asked for `i < len()`.
     fn at(&self, i: usize) -> u8;
 }
@@ -327,27 +381,28 @@ pub struct TableDecision {
     pub rule_id: u32,
 }
 
-/// Steps [`evaluate`] needs at most: per component a scan and a directory-name lookup, then one
-/// step per lookup on the final component (basename, each suffix and prefix length) and the last.
-pub const MAX_STEPS: usize = 2 * MAX_DEPTH + 1 + 2 * MAX_NAME + 2;
+/// Steps [`evaluate`] needs at most: per component a scan and one step per name slot of its
+/// directory-name entry, then per lookup on the final component (basename, each suffix and prefix
+/// length) one step per slot, and the last.
+pub const MAX_STEPS: usize = MAX_DEPTH * (1 + NAME_SLOTS) + (1 + 2 * MAX_NAME) * NAME_SLOTS + 2;
 
 const PHASE_DONE: u32 = 0;
 /// Find the end of the component at `cursor`.
 const PHASE_SCAN: u32 = 1;
-/// Look up the component `cursor..end` as a directory name.
-const PHASE_DIRNAME: u32 = 2;
-/// Look up names in the final component `cursor..end`; `lookup` is the next one (see
-/// [`Evaluation::next_lookup`]).
-const PHASE_FINAL: u32 = 3;
+/// Pick the next lookup on the final component `cursor..end` (`lookup`, see [`next_lookup`]).
+const PHASE_FINAL: u32 = 2;
+/// Examine slot `slot` of the name entry (`name_kind`, `name_start`, `name_len`), then go on
+/// with `resume`.
+const PHASE_SLOT: u32 = 3;
 
 /// Rank of a verdict the evaluation itself imposes (unresolvable or malformed input): above every
 /// rule.
 const FORCED: u32 = u32::MAX;
 
 /// One evaluation of (path, op), advanced a bounded piece of work at a time by
-/// [`Evaluation::step`]. Plain integers only: the BPF programs keep it in map memory between the
-/// iterations of a `bpf_loop`, so that each iteration is verified once, with no loop-carried state
-/// the verifier would have to follow.
+/// [`Evaluation::step`]: a component scan, or one name-table slot. Plain integers only: the BPF
+/// programs keep it in map memory between the iterations of a `bpf_loop`, so that each iteration
+/// is verified once, with no loop-carried state the verifier would have to follow.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Evaluation {
@@ -364,6 +419,13 @@ pub struct Evaluation {
     /// Next final-component lookup: 0 basename, n in 1..=MAX_NAME suffix of length n,
     /// MAX_NAME + n prefix of length n.
     lookup: u64,
+    /// The name entry being examined: `NameKind` byte, bytes of the path, next slot.
+    name_kind: u64,
+    name_start: u64,
+    name_len: u64,
+    slot: u64,
+    /// Phase after the name entry: SCAN (of the next component) or FINAL.
+    resume: u64,
 }
 
 impl Evaluation {
@@ -384,12 +446,17 @@ impl Evaluation {
             end: 0,
             depth: 0,
             lookup: 0,
+            name_kind: 0,
+            name_start: 0,
+            name_len: 0,
+            slot: 0,
+            resume: 0,
         };
         let Some(header) = tables.header() else {
             return e;
         };
         let len = path.len();
-        if len == 0 || len > MAX_PATH || path.at(0) != b'/' {
+        if path.is_empty() || len > MAX_PATH || path.at(0) != b'/' {
             return e;
         }
         let default = header.defaults.get(op.index()).copied().unwrap_or(TableVerdict::Deny as u8);
@@ -413,13 +480,8 @@ impl Evaluation {
     pub fn step<T: RuleTables>(&mut self, tables: &T, path: &T::Path) -> bool {
         match self.phase {
             PHASE_SCAN => self.scan(tables, path),
-            PHASE_DIRNAME => {
-                let (start, end) = (self.cursor as usize, self.end as usize);
-                self.offer_name(tables, NameKind::Dirname, path, start, end.wrapping_sub(start));
-                self.cursor = self.end + 1;
-                self.phase = PHASE_SCAN;
-            }
-            PHASE_FINAL => self.final_lookup(tables, path),
+            PHASE_FINAL => self.final_lookup(tables),
+            PHASE_SLOT => self.examine_slot(tables, path),
             _ => self.phase = PHASE_DONE,
         }
         self.phase == PHASE_DONE
@@ -447,6 +509,31 @@ impl Evaluation {
         self.phase = PHASE_DONE;
     }
 
+    /// Examines the name entry of `kind` for `path[start..start + len]`, slot by slot, then
+    /// resumes with `resume`.
+    fn examine_name(&mut self, kind: NameKind, start: usize, len: usize, resume: u32) {
+        self.name_kind = kind as u64;
+        self.name_start = start as u64;
+        self.name_len = len as u64;
+        self.slot = 0;
+        self.resume = resume as u64;
+        if len > MAX_NAME {
+            self.resume_after_name();
+        } else {
+            self.phase = PHASE_SLOT;
+        }
+    }
+
+    /// Goes on after a name entry: with the next component, or the next final lookup.
+    fn resume_after_name(&mut self) {
+        if self.resume == PHASE_SCAN as u64 {
+            self.cursor = self.end + 1;
+            self.phase = PHASE_SCAN;
+        } else {
+            self.phase = PHASE_FINAL;
+        }
+    }
+
     fn scan<T: RuleTables>(&mut self, tables: &T, path: &T::Path) {
         let Some(header) = tables.header() else {
             return self.force(TableVerdict::Deny);
@@ -465,19 +552,18 @@ impl Evaluation {
             return self.force(TableVerdict::Defer);
         };
         self.end = end as u64;
-        self.phase = if end >= len {
+        if end >= len {
             self.lookup = 0;
-            PHASE_FINAL
+            self.phase = PHASE_FINAL;
         } else if header.flags & HEADER_DIRNAMES != 0 {
-            PHASE_DIRNAME
+            self.examine_name(NameKind::Dirname, start, end - start, PHASE_SCAN);
         } else {
             self.cursor = end as u64 + 1;
-            PHASE_SCAN
-        };
+        }
     }
 
-    /// Does the next name lookup the header calls for on the final component.
-    fn final_lookup<T: RuleTables>(&mut self, tables: &T, path: &T::Path) {
+    /// Picks the next name lookup the header calls for on the final component.
+    fn final_lookup<T: RuleTables>(&mut self, tables: &T) {
         let Some(header) = tables.header() else {
             return self.force(TableVerdict::Deny);
         };
@@ -486,45 +572,37 @@ impl Evaluation {
         match next_lookup(header, self.lookup, len) {
             Some((kind, at, n, next)) => {
                 self.lookup = next;
-                self.offer_name(tables, kind, path, start + at, n);
+                self.examine_name(kind, start + at, n, PHASE_FINAL);
             }
             None => self.phase = PHASE_DONE,
         }
     }
 
-    /// Offers every slot of the `kind` entry for `path[start..start + len]` that applies to the
-    /// op and whose scope contains the component at `self.cursor`.
-    fn offer_name<T: RuleTables>(
-        &mut self,
-        tables: &T,
-        kind: NameKind,
-        path: &T::Path,
-        start: usize,
-        len: usize,
-    ) {
-        if len > MAX_NAME {
-            return;
-        }
-        let Some(value) = tables.name(kind, path, start, len) else {
-            return;
+    /// Offers slot `self.slot` of the current name entry if it applies to the op and its scope
+    /// contains the component at `self.cursor`; moves on to the next slot or to `resume`.
+    fn examine_slot<T: RuleTables>(&mut self, tables: &T, path: &T::Path) {
+        let kind = match NameKind::ALL.get(self.name_kind as usize) {
+            Some(kind) => *kind,
+            None => return self.force(TableVerdict::Deny),
         };
-        let bit = 1u8 << (self.op & 7);
-        for i in 0..NAME_SLOTS {
-            if i >= value.count as usize {
-                break;
+        let (start, len) = (self.name_start as usize, self.name_len as usize);
+        let slot = self.slot as usize;
+        let value = tables.name(kind, path, start, len);
+        let count = value.map_or(0, |v| v.count as usize);
+        if let Some(slot) = value.and_then(|v| v.slots.get(slot)).filter(|_| slot < count) {
+            let bit = 1u8 << (self.op & 7);
+            if slot.ops & bit != 0 && slot.rank >= self.best.rank {
+                match in_scope(tables, slot.scope_id, path, self.cursor as usize) {
+                    Some(true) => self.offer(slot.rank, slot.rule_id, slot.verdict),
+                    Some(false) => {}
+                    // A scope missing from the tables: the rule might apply; userspace decides.
+                    None => self.offer(slot.rank, slot.rule_id, TableVerdict::Defer as u8),
+                }
             }
-            let Some(slot) = value.slots.get(i) else {
-                break;
-            };
-            if slot.ops & bit == 0 || slot.rank < self.best.rank {
-                continue;
-            }
-            match in_scope(tables, slot.scope_id, path, self.cursor as usize) {
-                Some(true) => self.offer(slot.rank, slot.rule_id, slot.verdict),
-                Some(false) => {}
-                // A scope missing from the tables: the rule might apply, so let userspace decide.
-                None => self.offer(slot.rank, slot.rule_id, TableVerdict::Defer as u8),
-            }
+        }
+        self.slot += 1;
+        if (self.slot as usize) >= count.min(NAME_SLOTS) {
+            self.resume_after_name();
         }
     }
 }
@@ -609,15 +687,14 @@ fn in_scope<T: RuleTables>(
     if start < len {
         return Some(false);
     }
+    // A fixed trip count, no early exit and no branch: the BPF verifier then walks it once with
+    // every index known (a loop bounded by `len` becomes a counter it cannot relate to the
+    // pointer it advances, and a branch per byte multiplies its states).
+    let mut differs = 0u8;
     for i in 0..MAX_PREFIX {
-        if i >= len {
-            break;
-        }
-        if Some(&path.at(i)) != scope.path.get(i) {
-            return Some(false);
-        }
+        differs |= (path.at(i) ^ scope.path[i]) & scope.mask[i];
     }
-    Some(true)
+    Some(differs == 0)
 }
 
 #[cfg(test)]
@@ -698,10 +775,10 @@ mod tests {
     }
 
     #[test]
-    fn too_deep_or_too_long_components_defer_when_names_are_in_play() {
+    fn deep_paths_evaluate_and_overlong_components_defer_when_names_are_in_play() {
         let t = Tiny { header: Some(header(HEADER_DIRNAMES)), name: None };
-        let deep = b"/d".repeat(MAX_DEPTH + 1);
-        assert_eq!(evaluate(&t, &deep, Op::Read).verdict, TableVerdict::Defer);
+        let deep = b"/d".repeat(MAX_PATH / 2);
+        assert_eq!(evaluate(&t, &deep, Op::Read).verdict, TableVerdict::Allow);
         let mut long = b"/".to_vec();
         long.extend([b'n'; MAX_COMPONENT + 1]);
         assert_eq!(evaluate(&t, &long, Op::Read).verdict, TableVerdict::Defer);

@@ -24,9 +24,16 @@ use core::{
     ffi::c_void,
     intrinsics::{AtomicOrdering, atomic_xadd},
 };
-use fp_common::kernel::{
-    DenyEvent, DenyReason, EVENT_PATH_FS_RELATIVE, Hook, InodeKey, LPM_PATH_BYTES, MAX_WALK, Op,
-    PATH_MAX, PathKey, SessionInfo,
+use fp_common::{
+    kernel::{
+        DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook, MAX_WALK, Op, PATH_MAX, Reason,
+        SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SessionCounters, SessionInfo,
+    },
+    policy::{
+        Evaluation, InodeKey, InodeValue, MAX_NAME, MAX_PREFIX, MAX_STEPS, NO_RULE, NameKey,
+        NameKind, NameValue, Op as PolicyOp, OpEntry, PathBytes, PrefixKeyData, PrefixValue,
+        RuleTables, ScopeKey, ScopeValue, TableHeader, TableVerdict,
+    },
 };
 
 const EACCES: i32 = 13;
@@ -57,6 +64,7 @@ offsets!(
     OFF_INODE_I_INO,
     OFF_INODE_I_SB,
     OFF_SUPER_BLOCK_S_DEV,
+    OFF_SUPER_BLOCK_S_MAGIC,
     OFF_VFSMOUNT_MNT_ROOT,
     OFF_MOUNT_MNT,
     OFF_MOUNT_MNT_PARENT,
@@ -75,10 +83,24 @@ static SESSION_CGROUP_LEVEL: u32 = 0;
 static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
 
 #[map]
-static DENY_PATHS: LpmTrie<PathKey, u32> = LpmTrie::with_max_entries(65536, 1); // BPF_F_NO_PREALLOC
+static COUNTERS: HashMap<u64, SessionCounters> = HashMap::with_max_entries(1024, 0);
+
+/// The compiled tables (fp_common::policy), keyed by tables id: two sets per session while a
+/// reload swaps them.
+#[map]
+static HEADERS: HashMap<u64, TableHeader> = HashMap::with_max_entries(2048, 0);
 
 #[map]
-static DENY_INODES: HashMap<InodeKey, u32> = HashMap::with_max_entries(65536, 0);
+static PREFIXES: LpmTrie<PrefixKeyData, PrefixValue> = LpmTrie::with_max_entries(65536, 1); // BPF_F_NO_PREALLOC
+
+#[map]
+static NAMES: HashMap<NameKey, NameValue> = HashMap::with_max_entries(16384, 0);
+
+#[map]
+static SCOPES: HashMap<ScopeKey, ScopeValue> = HashMap::with_max_entries(4096, 0);
+
+#[map]
+static INODES: HashMap<InodeKey, InodeValue> = HashMap::with_max_entries(65536, 0);
 
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
@@ -93,10 +115,12 @@ static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
 struct Scratch {
     generation: u64,
     walk: Walk,
+    eval: Evaluation,
     /// The resolved path is written backwards so that it ends at `PATH_MAX` (where a NUL sits);
     /// twice PATH_MAX so that bounded writes never leave the buffer.
     path: [u8; 2 * PATH_MAX],
-    key: Key<PathKey>,
+    prefix_key: Key<PrefixKeyData>,
+    name_key: NameKey,
 }
 
 #[map]
@@ -116,31 +140,55 @@ fn read<T: Copy>(base: u64, offset: usize) -> Result<T, ()> {
         .map_err(|_| ())
 }
 
+/// The session of the current task: its cgroup id (the ancestor at the session level) and its
+/// settings, copied (userspace replaces the value on reload).
 struct Session {
     id: u64,
-    info: *mut SessionInfo,
+    info: SessionInfo,
+}
+
+#[inline(always)]
+fn session_cgroup() -> u64 {
+    // SAFETY: a helper call with a plain integer argument.
+    unsafe { bpf_get_current_ancestor_cgroup_id(off(&SESSION_CGROUP_LEVEL) as i32) }
+}
+
+#[inline(always)]
+fn session_info(id: u64) -> Option<SessionInfo> {
+    // SAFETY: a copy out of the map value.
+    unsafe { SESSIONS.get(&id) }.copied()
 }
 
 #[inline(always)]
 fn current_session() -> Option<Session> {
-    // SAFETY: a helper call with a plain integer argument.
-    let id = unsafe { bpf_get_current_ancestor_cgroup_id(off(&SESSION_CGROUP_LEVEL) as i32) };
+    let id = session_cgroup();
     if id == 0 {
         return None;
     }
-    SESSIONS.get_ptr_mut(&id).map(|info| Session { id, info })
+    session_info(id).map(|info| Session { id, info })
 }
 
 #[inline(always)]
-fn count(counter: *mut u64) {
-    // SAFETY: `counter` points into a map value that lives as long as the program runs.
-    unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(counter, 1) };
+fn count(session: u64, counter: impl FnOnce(*mut SessionCounters) -> *mut u64) {
+    if let Some(c) = COUNTERS.get_ptr_mut(&session) {
+        // SAFETY: `c` points into a map value that lives as long as the program runs.
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(counter(c), 1) };
+    }
 }
 
-/// Outcome of resolving and checking one path.
-enum Verdict {
-    Allow,
-    Deny(DenyReason),
+/// The outcome of one decision, for the event.
+#[derive(Clone, Copy)]
+struct Outcome {
+    verdict: TableVerdict,
+    reason: Reason,
+    rule_id: u32,
+}
+
+impl Outcome {
+    const UNRESOLVED: Outcome =
+        Outcome { verdict: TableVerdict::Deny, reason: Reason::Unresolved, rule_id: NO_RULE };
+    const RELOADED: Outcome =
+        Outcome { verdict: TableVerdict::Deny, reason: Reason::Reloaded, rule_id: NO_RULE };
 }
 
 /// State of the dentry/mount walk. It lives in the per-CPU scratch map value, not on the stack:
@@ -149,18 +197,21 @@ enum Verdict {
 /// undefined payload of an enum, which the verifier rejects as an uninitialised read.
 #[repr(C)]
 struct Walk {
-    session: u64,
+    tables: u64,
+    /// Policy op index (fp_common::policy::Op).
+    op: u64,
     vfsmount: u64,
     mount: u64,
     dentry: u64,
+    /// Dentries visited; 0 while at the file itself.
+    depth: u64,
     /// Start of the path in `Scratch::path`; the path ends at PATH_MAX.
     pos: u64,
     /// Identity of the file itself (the first positive dentry; 0 until then).
     ino: u64,
     dev: u64,
-    /// Set when a dentry on the way is a denied inode; the walk goes on so the event carries the
-    /// full path.
-    inode_denied: u64,
+    /// The best inode-table hit on the way (rank 0: none).
+    hit: OpEntry,
     state: u64,
 }
 
@@ -187,24 +238,44 @@ extern "C" fn walk_step(_index: u64, _ctx: *mut c_void) -> i64 {
     }
 }
 
+/// Offers the inode-table entry of (`ino`, `dev`) for the walk's op: the file's own entries at
+/// depth 0, the subtree entries above it.
+#[inline(always)]
+fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
+    let key = InodeKey { session_id: w.tables, ino, dev, _pad: 0 };
+    // SAFETY: a read of the map value.
+    let Some(value) = (unsafe { INODES.get(&key) }) else {
+        return;
+    };
+    let entries = if w.depth == 0 { &value.this } else { &value.below };
+    // `>=`, not a mask: older verifiers learn no bound from the `!= 3` LLVM makes of a masked index.
+    let op = w.op as usize;
+    if op >= entries.len() {
+        return;
+    }
+    // SAFETY: op < 3.
+    let entry = unsafe { entries.get_unchecked(op) };
+    if entry.outranks(&w.hit) {
+        w.hit = *entry;
+    }
+}
+
 #[inline(always)]
 fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
     let parent: u64 = read(w.dentry, off(&OFF_DENTRY_D_PARENT))?;
-    // Identity first, also of mount roots: a bind mount of a denied directory has it as root.
+    // Identity first, also of mount roots: a bind mount of a rule's directory has it as root.
     let inode: u64 = read(w.dentry, off(&OFF_DENTRY_D_INODE))?;
-    if inode != 0 && (w.inode_denied == 0 || w.ino == 0) {
+    let mut sb = 0u64;
+    if inode != 0 {
         let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
-        let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
+        sb = read(inode, off(&OFF_INODE_I_SB))?;
         let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?;
         if w.ino == 0 {
             (w.ino, w.dev) = (ino, dev as u64);
         }
-        let key = InodeKey { session: w.session, ino, dev, _pad: 0 };
-        // SAFETY: the value is only tested for presence.
-        if unsafe { DENY_INODES.get(&key) }.is_some() {
-            w.inode_denied = 1;
-        }
+        offer_inode(w, ino, dev);
     }
+    let mut own_proc_dir = false;
     if w.vfsmount == NO_MOUNT {
         // Inode hooks: the walk ends at the root of the file's filesystem.
         if w.dentry == parent {
@@ -213,6 +284,11 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
         }
     } else {
         let mnt_root: u64 = read(w.vfsmount, off(&OFF_VFSMOUNT_MNT_ROOT))?;
+        // A directory at the root of a procfs mount: maybe the task's own /proc/<tgid>.
+        own_proc_dir = sb != 0
+            && parent == mnt_root
+            && w.dentry != mnt_root
+            && read::<u64>(sb, off(&OFF_SUPER_BLOCK_S_MAGIC))? == PROC_SUPER_MAGIC;
         if w.dentry != mnt_root && w.dentry == parent {
             // Its own parent but not its mount's root: disconnected from the mount tree (e.g.
             // reached through open_by_handle_at), so it has no path from the root.
@@ -225,6 +301,7 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
                 w.state = RESOLVED; // the root of the mount tree
                 return Ok(false);
             }
+            // The mountpoint is the same name as the mount's root: still the same depth.
             w.dentry = read(w.mount, off(&OFF_MOUNT_MNT_MOUNTPOINT))?;
             w.mount = parent_mount;
             w.vfsmount = parent_mount + off(&OFF_MOUNT_MNT) as u64;
@@ -255,6 +332,18 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
     if copied != name_len as i64 + 1 {
         return Err(());
     }
+    // The task's own /proc/<tgid> is named as the task reached it, /proc/self, so that rules
+    // on /proc/self (the runtime base) match. Other processes' directories keep their number.
+    if own_proc_dir && is_current_tgid(path, at, name_len as usize) {
+        if end < 6 {
+            return Err(());
+        }
+        w.pos = (end - 4) as u64;
+        for (i, b) in b"self".iter().enumerate() {
+            // SAFETY: in bounds by the mask.
+            unsafe { *path.get_unchecked_mut((w.pos as usize + i) & (PATH_MAX - 1)) = *b };
+        }
+    }
     let restored = if end == PATH_MAX { 0 } else { b'/' };
     // SAFETY: indices in bounds by the masks.
     unsafe {
@@ -263,86 +352,241 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
         *path.get_unchecked_mut((w.pos as usize) & (PATH_MAX - 1)) = b'/';
     }
     w.dentry = parent;
+    w.depth += 1;
     Ok(true)
 }
 
+const PROC_SUPER_MAGIC: u64 = 0x9fa0;
+
+/// Whether the `len` bytes at `at` in the path buffer are the current task's tgid in decimal.
+#[inline(always)]
+fn is_current_tgid(path: &[u8; 2 * PATH_MAX], at: usize, len: usize) -> bool {
+    let mut tgid = bpf_get_current_pid_tgid() >> 32;
+    if len == 0 || len > 10 {
+        return false;
+    }
+    for k in 0..10 {
+        if k >= len {
+            break;
+        }
+        // SAFETY: in bounds by the mask.
+        let digit = unsafe { *path.get_unchecked((at + len - 1 - k) & (2 * PATH_MAX - 1)) };
+        if digit != b'0' + (tgid % 10) as u8 {
+            return false;
+        }
+        tgid /= 10;
+    }
+    tgid == 0
+}
+
 /// `vfsmount` of hooks that get a dentry but no mount (inode_setattr, xattrs): their walk stops at
-/// the root of the file's filesystem and only checks inode identity (docs/hooks.md).
+/// the root of the file's filesystem and only inode identity decides (docs/hooks.md).
 const NO_MOUNT: u64 = 0;
 
+/// The resolved path in the scratch buffer, `path[pos..PATH_MAX]`, read with masked indexes.
+struct ScratchPath {
+    buf: *const u8,
+    start: usize,
+    len: usize,
+}
+
+impl ScratchPath {
+    #[inline(always)]
+    fn of(s: *const Scratch) -> Self {
+        // `len` unmasked from a second volatile read: were it provably at most PATH_MAX, LLVM
+        // would drop the masks in `at` as redundant after `i < len`, and older verifiers learn no
+        // bound from comparing two unknown registers. The masks alone keep every read in bounds.
+        // SAFETY: this CPU's scratch value.
+        let (start, end) = unsafe {
+            (core::ptr::read_volatile(&(*s).walk.pos), core::ptr::read_volatile(&(*s).walk.pos))
+        };
+        let start = start as usize & (PATH_MAX - 1);
+        let len = (PATH_MAX as u64).wrapping_sub(end) as usize;
+        // SAFETY: as above.
+        let buf = unsafe { (*s).path.as_ptr() };
+        ScratchPath { buf, start, len }
+    }
+}
+
+impl PathBytes for ScratchPath {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    fn at(&self, i: usize) -> u8 {
+        // SAFETY: the mask keeps the index inside the 2 * PATH_MAX buffer.
+        unsafe { *self.buf.add((self.start + i) & (2 * PATH_MAX - 1)) }
+    }
+}
+
+/// One session's tables in the maps, as the decision core reads them.
+struct MapTables {
+    id: u64,
+    s: *mut Scratch,
+}
+
+impl RuleTables for MapTables {
+    type Path = ScratchPath;
+
+    #[inline(always)]
+    fn header(&self) -> Option<&TableHeader> {
+        // SAFETY: a read of the map value.
+        unsafe { HEADERS.get(&self.id) }
+    }
+
+    #[inline(always)]
+    fn longest_prefix(&self, path: &ScratchPath) -> Option<&PrefixValue> {
+        // Exact entries are stored with their NUL, so the lookup covers the path's NUL too.
+        let bytes = core::cmp::min(path.len + 1, MAX_PREFIX);
+        // SAFETY: this CPU's scratch value; the helper checks the source range.
+        unsafe {
+            let key = &mut (*self.s).prefix_key;
+            key.prefix_len = ((8 + bytes) * 8) as u32;
+            key.data.session_id = self.id;
+            let src = path.buf.add(path.start) as *const c_void;
+            if bpf_probe_read_kernel(
+                key.data.path.as_mut_ptr() as *mut c_void,
+                MAX_PREFIX as u32,
+                src,
+            ) != 0
+            {
+                return None;
+            }
+            PREFIXES.get(&*key)
+        }
+    }
+
+    #[inline(always)]
+    fn name(
+        &self,
+        kind: NameKind,
+        path: &ScratchPath,
+        start: usize,
+        len: usize,
+    ) -> Option<&NameValue> {
+        // SAFETY: this CPU's scratch value.
+        let key = unsafe { &mut (*self.s).name_key };
+        key.session_id = self.id;
+        key.kind = kind as u8;
+        key.len = len as u8;
+        key._pad = [0; 6];
+        for i in 0..MAX_NAME {
+            // 0xff while i < len, then 0: arithmetic, not a branch per byte, which would give the
+            // verifier a state per possible `len` to follow through the rest of the step.
+            let keep = (((i as u64).wrapping_sub(len as u64) >> 63) as u8).wrapping_neg();
+            // SAFETY: i < MAX_NAME.
+            unsafe { *key.name.get_unchecked_mut(i) = path.at(start + i) & keep };
+        }
+        // SAFETY: a read of the map value.
+        unsafe { NAMES.get(&*key) }
+    }
+
+    #[inline(always)]
+    fn scope(&self, scope_id: u16) -> Option<&ScopeValue> {
+        let key = ScopeKey { session_id: self.id, scope_id, _pad: [0; 6] };
+        // SAFETY: a read of the map value.
+        unsafe { SCOPES.get(&key) }
+    }
+}
+
+/// bpf_loop callback: one step of the policy evaluation (fp_common::policy::Evaluation) on the
+/// resolved path; 1 once it is done.
+extern "C" fn eval_step(_index: u64, _ctx: *mut c_void) -> i64 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: this CPU's scratch value; the tables only write the key fields, not `eval`.
+    unsafe {
+        let tables = MapTables { id: core::ptr::read_volatile(&(*s).walk.tables), s };
+        let path = ScratchPath::of(s);
+        if (*s).eval.step(&tables, &path) { 1 } else { 0 }
+    }
+}
+
 /// Resolves (`vfsmount`, `dentry`) to its path from the root of the mount tree (not the task's
-/// root: chroot does not change it), checking every dentry's inode against DENY_INODES on the way,
-/// then looks the path up in DENY_PATHS. Leaves the walk's results in `s.walk` for the event.
-/// With [`NO_MOUNT`] only inode identity decides: a path relative to a filesystem root must never
-/// be matched against rules written from the system root.
+/// root: chroot does not change it), offering every dentry's inode-table entry on the way, then
+/// evaluates the path against the session's tables with the decision core. Leaves the walk's
+/// results in `s.walk` for the event. With [`NO_MOUNT`] only inode identity decides: a path
+/// relative to a filesystem root must never be matched against rules written from the system root.
 ///
 /// `s` is a raw pointer, not `&mut`: bpf_loop's callback writes the scratch value behind the
 /// compiler's back, so a `&mut` (noalias) would let it reuse values from before the loop.
 #[inline(always)]
-fn check(s: *mut Scratch, session: u64, vfsmount: u64, dentry: u64) -> Verdict {
+fn check(s: *mut Scratch, tables: u64, op: PolicyOp, vfsmount: u64, dentry: u64) -> Outcome {
     // SAFETY: `s` is this CPU's scratch value; every access goes through the raw pointer.
     unsafe {
         (*s).walk = Walk {
-            session,
+            tables,
+            op: op as u64,
             vfsmount,
             mount: vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64), // unused for NO_MOUNT
             dentry,
+            depth: 0,
             pos: PATH_MAX as u64,
             ino: 0,
             dev: 0,
-            inode_denied: 0,
+            hit: OpEntry::default(),
             state: WALKING,
         };
         (*s).path[PATH_MAX] = 0;
         // The callback finds its state in the scratch map itself.
         bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
         let state = core::ptr::read_volatile(&(*s).walk.state);
-        let mut pos = core::ptr::read_volatile(&(*s).walk.pos) as usize;
-        if state == RESOLVED && pos == PATH_MAX {
-            pos -= 1; // the root itself
-            (*s).path[PATH_MAX - 1] = b'/';
-            (*s).walk.pos = pos as u64;
-        }
-        if core::ptr::read_volatile(&(*s).walk.inode_denied) != 0 {
-            return Verdict::Deny(DenyReason::InodeRule);
-        }
         if state != RESOLVED {
-            return Verdict::Deny(DenyReason::Unresolved);
+            return Outcome::UNRESOLVED;
         }
+        let pos = core::ptr::read_volatile(&(*s).walk.pos) as usize;
+        if pos == PATH_MAX {
+            (*s).path[PATH_MAX - 1] = b'/'; // the root itself
+            (*s).walk.pos = (PATH_MAX - 1) as u64;
+        }
+        let hit = core::ptr::read_volatile(&(*s).walk.hit);
         if vfsmount == NO_MOUNT {
-            return Verdict::Allow;
+            return match hit.rank {
+                0 => Outcome {
+                    verdict: TableVerdict::Allow,
+                    reason: Reason::Default,
+                    rule_id: NO_RULE,
+                },
+                _ => Outcome {
+                    verdict: TableVerdict::from_u8(hit.verdict),
+                    reason: Reason::InodeRule,
+                    rule_id: hit.rule_id,
+                },
+            };
         }
-        // Exact rules are stored with their NUL, so short lookups cover the NUL too.
-        let start = pos & (PATH_MAX - 1);
-        let bytes = core::cmp::min(PATH_MAX - start + 1, LPM_PATH_BYTES);
-        (*s).key.prefix_len = ((8 + bytes) * 8) as u32;
-        (*s).key.data.session = session;
-        let rc = bpf_probe_read_kernel(
-            (*s).key.data.path.as_mut_ptr() as *mut c_void,
-            LPM_PATH_BYTES as u32,
-            ((*s).path.as_ptr() as usize + start) as *const c_void,
-        );
-        if rc != 0 {
-            return Verdict::Deny(DenyReason::Unresolved);
-        }
-        match DENY_PATHS.get(&(*s).key) {
-            Some(_) => Verdict::Deny(DenyReason::PathRule),
-            None => Verdict::Allow,
-        }
+        let map_tables = MapTables { id: tables, s };
+        (*s).eval = Evaluation::start(&map_tables, &ScratchPath::of(s), op, hit);
+        bpf_loop(MAX_STEPS as u32, eval_step as *mut c_void, core::ptr::null_mut(), 0);
+        let eval = core::ptr::read_volatile(&(*s).eval);
+        let decision = eval.decision();
+        let reason = if hit.rank != 0 && eval.best == hit {
+            Reason::InodeRule
+        } else if decision.rule_id == NO_RULE {
+            Reason::Default
+        } else {
+            Reason::PathRule
+        };
+        Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id }
     }
 }
 
-fn report(session: &Session, hook: Hook, op: Op, reason: DenyReason, s: *const Scratch) {
+fn report(session: &Session, hook: Hook, op: Op, outcome: &Outcome, denied: bool) {
+    let Some(s) = SCRATCH.get_ptr(0) else {
+        return;
+    };
     // SAFETY: this CPU's scratch value, filled by `check`.
     let (w, path) = unsafe { (&(*s).walk, &(*s).path) };
-    // SAFETY: `info` points into the SESSIONS map value found for this task.
-    let info = unsafe { &mut *session.info };
-    count(&mut info.denied);
-    if reason == DenyReason::Unresolved {
-        count(&mut info.unresolved);
+    if denied {
+        count(session.id, |c| unsafe { &raw mut (*c).denied });
     }
-    let Some(mut entry) = EVENTS.reserve::<DenyEvent>(0) else {
-        count(&mut info.dropped);
+    if outcome.reason == Reason::Unresolved {
+        count(session.id, |c| unsafe { &raw mut (*c).unresolved });
+    }
+    let Some(mut entry) = EVENTS.reserve::<DecisionEvent>(0) else {
+        count(session.id, |c| unsafe { &raw mut (*c).dropped });
         return;
     };
     let ev = entry.as_mut_ptr();
@@ -357,11 +601,14 @@ fn report(session: &Session, hook: Hook, op: Op, reason: DenyReason, s: *const S
         (*ev).tgid = (pid_tgid >> 32) as u32;
         (*ev).uid = uid_gid as u32;
         (*ev).gid = (uid_gid >> 32) as u32;
+        (*ev).rule_id = outcome.rule_id;
         (*ev).hook = hook as u8;
-        (*ev).reason = reason as u8;
+        (*ev).reason = outcome.reason as u8;
         (*ev).op = op as u8;
-        (*ev).flags = if w.vfsmount == NO_MOUNT { EVENT_PATH_FS_RELATIVE } else { 0 };
-        (*ev)._pad = [0; 4];
+        (*ev).flags = if w.vfsmount == NO_MOUNT { EVENT_PATH_FS_RELATIVE } else { 0 }
+            | if denied { EVENT_DENIED } else { 0 };
+        (*ev).verdict = outcome.verdict as u8;
+        (*ev)._pad = [0; 7];
         (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
         // An unresolved path is never reported as a (truncated) string.
         let start = w.pos as usize & (PATH_MAX - 1);
@@ -376,8 +623,8 @@ fn report(session: &Session, hook: Hook, op: Op, reason: DenyReason, s: *const S
 }
 
 /// The one decision of every hook: may the current task do `op` to (`vfsmount`, `dentry`)?
-/// Returns 0 or -EACCES. The verdict does not depend on `op` yet (a deny rule denies every op);
-/// the per-op policy tables will, so every hook already says what it does.
+/// Returns 0 or -EACCES. Prompt and Defer verdicts deny (with their verdict in the event) until
+/// a userspace broker answers them.
 #[inline(always)]
 fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
     let Some(session) = current_session() else {
@@ -392,18 +639,26 @@ fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
         core::ptr::write_volatile(&mut (*s).generation, g);
         g
     };
-    let mut verdict = check(s, session.id, vfsmount, dentry);
+    // A reload replaces the session's tables id and then deletes the old tables: a decision that
+    // ran while the id changed may have seen them half deleted, so it fails closed (redoing it
+    // would double the code the verifier walks in every program).
+    let tables = session.info.tables;
+    let mut outcome = check(s, tables, op.policy_op(), vfsmount, dentry);
+    if session_info(session.id).map_or(0, |i| i.tables) != tables {
+        count(session.id, |c| unsafe { &raw mut (*c).raced_reload });
+        outcome = Outcome::RELOADED;
+    }
     // SAFETY: as above.
     if unsafe { core::ptr::read_volatile(&(*s).generation) } != generation {
-        verdict = Verdict::Deny(DenyReason::Unresolved);
+        outcome = Outcome::UNRESOLVED;
     }
-    match verdict {
-        Verdict::Allow => 0,
-        Verdict::Deny(reason) => {
-            report(&session, hook, op, reason, s);
-            -EACCES
-        }
+    let refused = outcome.verdict != TableVerdict::Allow;
+    let enforced = refused && session.info.flags & SESSION_AUDIT_ONLY == 0;
+    let full_audit = session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(op, Op::Read);
+    if refused || full_audit {
+        report(&session, hook, op, &outcome, enforced);
     }
+    if enforced { -EACCES } else { 0 }
 }
 
 /// Keeps the denial of an earlier BPF LSM program on the same hook (`ret`), else decides: fp never
@@ -422,7 +677,10 @@ fn decide_inode(hook: Hook, dentry: u64) -> i32 {
 /// Fail closed for session tasks when a hook's own arguments cannot be read.
 #[inline(always)]
 fn unreadable() -> i32 {
-    if current_session().is_some() { -EACCES } else { 0 }
+    match current_session() {
+        Some(s) if s.info.flags & SESSION_AUDIT_ONLY == 0 => -EACCES,
+        _ => 0,
+    }
 }
 
 /// `decide` for a `struct path *`.

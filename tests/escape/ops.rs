@@ -13,6 +13,7 @@ perl -e 'my ($n, $v) = ("trusted.fp", "1"); syscall(188, $ARGV[0], $n, $v, 1, 0)
     deny: &[],
     // A file opened for writing before the session, inherited as fd 4.
     before_fp: "exec 4<>$B/secret/ftruncate_inherited_fd",
+    keep_fds: &[4],
     after: "",
 };
 

@@ -31,6 +31,7 @@ mount -t overlay overlay -o lowerdir=$B/ovl/lower,upperdir=$B/ovl/upper,workdir=
 "#,
     deny: &["parent/inner/f", "ovl/merged/f"],
     before_fp: "exec 3<$B/secret",
+    keep_fds: &[3],
     after: "umount $B/ovl/merged",
 };
 

@@ -12,6 +12,7 @@ tar -C $B/open/src -cf $B/open/t.tar secret/tar_extract_over
 "#,
     deny: &[],
     before_fp: "",
+    keep_fds: &[],
     after: "",
 };
 

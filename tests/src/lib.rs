@@ -185,8 +185,10 @@ pub struct Suite {
     /// Denied besides `$B/secret` (relative to `$B`).
     pub deny: &'static [&'static str],
     /// Shell run in the process that becomes fp, just before it starts (for fds the session
-    /// inherits, e.g. `exec 3<$B/secret`).
+    /// inherits, e.g. `exec 3<$B/secret`; fp passes them on with `--keep-fd`).
     pub before_fp: &'static str,
+    /// Fds opened by `before_fp` that cross into the session.
+    pub keep_fds: &'static [u32],
     /// Shell run outside the session after it (e.g. to unmount what the setup mounted).
     pub after: &'static str,
 }
@@ -232,6 +234,9 @@ impl Batch {
         cmd.arg("--deny").arg(&secret);
         for d in suite.deny {
             cmd.arg("--deny").arg(tree.join(d));
+        }
+        for fd in suite.keep_fds {
+            cmd.arg("--keep-fd").arg(fd.to_string());
         }
         let out =
             cmd.args(["--", "sh", "-c", &statuses(&script)]).env("B", &base).output().unwrap();

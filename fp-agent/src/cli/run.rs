@@ -1,32 +1,55 @@
-//! `fp run --deny PATH... -- CMD ARGS`: runs CMD in a new session cgroup whose file operations
-//! (open, create, delete, rename, link, truncate, attribute changes, exec) on the denied paths are
-//! refused in the kernel (EACCES).
+//! `fp run [--policy FILE | --deny PATH...] [...] -- CMD ARGS`: runs CMD in a new session: a cgroup
+//! whose every process has its file operations (open, create, delete, rename, link, truncate,
+//! attribute changes, exec) decided in the kernel by the compiled policy. Without a daemon the
+//! agent is embedded in this command for the lifetime of CMD.
 use std::{
-    ffi::OsString,
-    io::Write as _,
-    os::{fd::AsRawFd as _, unix::fs::MetadataExt as _, unix::process::CommandExt as _},
+    ffi::{CString, OsString},
+    os::{fd::AsRawFd as _, unix::process::CommandExt as _},
     path::{Path, PathBuf},
     process::ExitCode,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, AtomicI32, Ordering},
-    },
+    sync::atomic::{AtomicI32, Ordering},
 };
 
 use anyhow::{Context as _, bail};
-use fp_common::kernel::DenyEvent;
+use nix::unistd::{Gid, Uid, User};
 
-use crate::{audit, kernel, session};
+use crate::{
+    audit, kernel,
+    policy::{EffectivePolicy, LoadOptions},
+    session::{self, Mode},
+};
 
 /// Exit status when fp itself fails (as opposed to the command it runs).
 pub const EXIT_FP_ERROR: u8 = 125;
 
 #[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("rules").required(true).multiple(true).args(["deny", "policy", "config"]))]
 pub struct Args {
-    /// Deny every operation on PATH and everything below it (repeatable).
-    #[arg(long = "deny", value_name = "PATH", required = true)]
+    /// Deny every operation on PATH and everything below it, allow the rest (repeatable).
+    #[arg(long = "deny", value_name = "PATH", conflicts_with_all = ["policy", "config"])]
     deny: Vec<PathBuf>,
-    /// Record the session and every denial in the hash-chained, signed audit log FILE
+    /// The agent's policy file (repeatable: later files are layered over earlier ones).
+    #[arg(long, value_name = "FILE")]
+    policy: Vec<PathBuf>,
+    /// The operator's config.toml (its [file_policy] is the global layer).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// What <workspace> expands to [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Run the command as USER (and expand ~ to their home) [default: the user behind sudo].
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// The agent's name in records.
+    #[arg(long, value_name = "NAME", default_value = "fp-run")]
+    agent: String,
+    /// enforce: deny what the policy denies; audit: decide and record everything, deny nothing.
+    #[arg(long, value_enum, default_value = "enforce")]
+    mode: Mode,
+    /// Also record allowed writes, deletes and execs, not only denials.
+    #[arg(long)]
+    full_audit: bool,
+    /// Record the session and every decision in the hash-chained, signed audit log FILE
     /// (docs/audit-format.md) instead of printing denials to stderr.
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
@@ -34,6 +57,11 @@ pub struct Args {
     /// is made for a new log and its public half written to FILE.pub.
     #[arg(long, value_name = "KEY", requires = "audit_log")]
     audit_key: Option<PathBuf>,
+    /// Let file descriptor FD cross into the session too (repeatable); by default only stdin,
+    /// stdout and stderr do. A file opened before the session stays usable through its fd,
+    /// though every operation the kernel checks on it (truncate, reopen, ...) is still decided.
+    #[arg(long = "keep-fd", value_name = "FD")]
+    keep_fds: Vec<i32>,
     /// cgroup v2 directory under which the session cgroup is created [default: <cgroup2 mount>/fp].
     #[arg(long, value_name = "DIR")]
     cgroup_parent: Option<PathBuf>,
@@ -52,92 +80,134 @@ pub fn main(args: Args) -> ExitCode {
     }
 }
 
+/// Who the command runs as.
+struct RunAs {
+    user: User,
+    groups: Vec<Gid>,
+}
+
+impl RunAs {
+    /// `--user`, else the user behind sudo, else root (said on stderr: never silently).
+    fn resolve(name: Option<&str>) -> anyhow::Result<Self> {
+        let user = match name {
+            Some(name) => {
+                User::from_name(name)?.with_context(|| format!("no user named {name}"))?
+            }
+            None => match std::env::var("SUDO_UID").ok().and_then(|u| u.parse().ok()) {
+                Some(uid) => User::from_uid(Uid::from_raw(uid))?
+                    .with_context(|| format!("no user with uid {uid} (SUDO_UID)"))?,
+                None => {
+                    eprintln!(
+                        "fp: note: the command runs as root (pass --user to run it as another user)"
+                    );
+                    User::from_uid(Uid::from_raw(0))?.context("no passwd entry for root")?
+                }
+            },
+        };
+        let name = CString::new(user.name.as_bytes())?;
+        let groups = nix::unistd::getgrouplist(&name, user.gid)
+            .with_context(|| format!("groups of {}", user.name))?;
+        Ok(Self { user, groups })
+    }
+}
+
 fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !nix::unistd::geteuid().is_root() {
         bail!("fp run needs root: it loads BPF LSM programs and creates cgroups");
     }
-    let deny =
-        args.deny.iter().map(|p| DenyTarget::resolve(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let run_as = RunAs::resolve(args.user.as_deref())?;
+    let policy = load_policy(&args, &run_as)?;
     let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
     let name = format!("run-{}", std::process::id());
-    let cgroup = session::SessionCgroup::create(&hierarchy, &parent, &name)?;
-    let started = match &args.audit_log {
-        None => Ok((Sink::Stderr, None)),
+    let (sink, writer) = match &args.audit_log {
+        None => (session::Sink::Stderr, None),
         Some(path) => {
-            AuditLog::start(path, args.audit_key.as_deref(), &name, &cgroup, &deny, &args.command)
-                .map(|(log, writer)| (Sink::Audit(log), Some(writer)))
+            let signer = match &args.audit_key {
+                Some(key) => audit::checkpoint::SignerKey::load(key)?,
+                None => ephemeral_signer(path)?,
+            };
+            let (handle, writer) =
+                audit::start(audit::WriterConfig::new(path.to_path_buf(), signer))
+                    .with_context(|| format!("opening the audit log {}", path.display()))?;
+            (session::Sink::Audit(handle), Some(writer))
         }
     };
-    let (sink, writer) = match started {
-        Ok(started) => started,
-        Err(e) => {
-            cgroup.remove()?;
-            return Err(e);
-        }
+    let pin_dir = kernel::pin_root().join(&name);
+    let outcome = session::Manager::start(parent, pin_dir, sink).and_then(|manager| {
+        let ran = run_session(&manager, &args, &run_as, &name, policy);
+        let stopped = manager.shutdown("fp run exited");
+        let ran = ran?;
+        stopped?;
+        Ok(ran)
+    });
+    if let Some(writer) = writer {
+        writer.shutdown()?;
+    }
+    let (status, dropped) = outcome?;
+    if dropped > 0 {
+        eprintln!("fp: {dropped} decision events were lost (ring buffer full)");
+    }
+    Ok(ExitCode::from(status))
+}
+
+/// The session's policy, with fp's own files (the audit log and its key) protected from it.
+fn load_policy(args: &Args, run_as: &RunAs) -> anyhow::Result<EffectivePolicy> {
+    let mut options =
+        LoadOptions { user: Some(run_as.user.name.clone()), ..LoadOptions::default() };
+    if let Some(log) = &args.audit_log {
+        let log = std::path::absolute(log)?;
+        options.protected_paths.push(PathBuf::from(format!("{}.pub", log.display())));
+        options.protected_paths.push(log);
+    }
+    if let Some(key) = &args.audit_key {
+        options.secret_paths.push(std::path::absolute(key)?);
+    }
+    let policy = if args.deny.is_empty() {
+        options.policy_files = args.policy.clone();
+        options.config_file = args.config.clone();
+        options.workspace = Some(match &args.workspace {
+            Some(ws) => std::path::absolute(ws)?,
+            None => std::env::current_dir().context("the current directory")?,
+        });
+        EffectivePolicy::load(&options)
+    } else {
+        let deny = args.deny.iter().map(|p| resolve_deny(p)).collect::<anyhow::Result<Vec<_>>>()?;
+        EffectivePolicy::from_deny_paths(&deny, &options)
     };
-    let pin_dir = kernel::pin_root().join(format!("run-{}", cgroup.id));
-    let confined = kernel::Enforcer::load(cgroup.level, pin_dir)
-        .and_then(|enforcer| confine_and_wait(&args.command, &deny, &cgroup, enforcer, &sink));
-    let removed = cgroup.remove();
-    if let (Sink::Audit(log), Some(writer)) = (sink, writer) {
-        log.end(writer, confined.as_ref().ok())?;
-    }
-    removed?;
-    let outcome = confined?;
-    Ok(ExitCode::from(outcome.status))
+    policy.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// A denied path: the path the kernel will see (symlinks resolved when it exists) and the
-/// identities that must be denied with it: the target itself and, below a directory, every file
-/// with more than one link (a hardlink made before the session is another name for it, outside
-/// the path rule; directories cannot be hardlinked, and bind mounts are caught by the directory's
-/// own identity).
-struct DenyTarget {
-    path: Vec<u8>,
-    inodes: Vec<(u64, u64)>,
+/// A `--deny` path as the kernel will see it: symlinks resolved when it exists (the inode table
+/// also covers the target by identity).
+fn resolve_deny(p: &Path) -> anyhow::Result<PathBuf> {
+    let abs = std::path::absolute(p).with_context(|| format!("resolving {}", p.display()))?;
+    Ok(std::fs::canonicalize(&abs).unwrap_or(abs))
 }
 
-impl DenyTarget {
-    fn resolve(p: &Path) -> anyhow::Result<Self> {
-        use std::os::unix::ffi::OsStrExt as _;
-        let abs = std::path::absolute(p).with_context(|| format!("resolving {}", p.display()))?;
-        let (path, inodes) = match std::fs::canonicalize(&abs) {
-            Ok(real) => {
-                let md = std::fs::metadata(&real)?;
-                let mut inodes = vec![(md.dev(), md.ino())];
-                if md.is_dir() {
-                    hardlinked_files_below(&real, &mut inodes)?;
-                }
-                (real, inodes)
-            }
-            // Not there yet: the path rule still covers it once created.
-            Err(_) => (abs, Vec::new()),
-        };
-        let path = crate::policy::normalize_path(path.as_os_str().as_bytes())
-            .ok_or_else(|| anyhow::anyhow!("{} is not an absolute path", p.display()))?;
-        Ok(Self { path, inodes })
-    }
-}
-
-/// Adds the identity of every non-directory below `dir` that has more than one link. Symlinks are
-/// not followed. An unreadable directory stops fp: its files would be left unprotected.
-fn hardlinked_files_below(dir: &Path, inodes: &mut Vec<(u64, u64)>) -> anyhow::Result<()> {
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let entries =
-            std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?;
-        for entry in entries {
-            let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
-            let md = entry.metadata().with_context(|| format!("{}", entry.path().display()))?;
-            if md.is_dir() {
-                pending.push(entry.path());
-            } else if md.nlink() > 1 {
-                inodes.push((md.dev(), md.ino()));
-            }
-        }
-    }
-    Ok(())
+/// Creates the session, runs the command in it and ends it: (fp's exit status, events lost).
+fn run_session(
+    manager: &session::Manager,
+    args: &Args,
+    run_as: &RunAs,
+    name: &str,
+    policy: EffectivePolicy,
+) -> anyhow::Result<(u8, u64)> {
+    let (_, cgroup, id) = manager.create(session::SessionSpec {
+        name: name.to_owned(),
+        agent: args.agent.clone(),
+        policy,
+        mode: args.mode,
+        full_audit: args.full_audit,
+        uid: run_as.user.uid.as_raw(),
+        pid: std::process::id(),
+        command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+    })?;
+    let status = spawn_in_cgroup_and_wait(&args.command, &cgroup, run_as, &args.keep_fds);
+    let reason = if status.is_ok() { "command exited" } else { "fp failed" };
+    let ended = manager.end(id, status.as_ref().ok().map(|s| i32::from(*s)), reason);
+    let status = status?;
+    Ok((status, ended?.dropped))
 }
 
 static CHILD: AtomicI32 = AtomicI32::new(0);
@@ -150,94 +220,57 @@ extern "C" fn forward_signal(sig: libc::c_int) {
     }
 }
 
-/// How the confined command ended.
-struct Outcome {
-    /// fp's exit status: the command's, 128 + signal, or 127 when it could not be started.
-    status: u8,
-    /// Denial events the kernel could not queue (ring buffer full).
-    dropped: u64,
-}
-
-/// Fills the session's kernel tables, runs the command in the session cgroup, reports denials as
-/// they arrive, and unloads the programs when the command has exited.
-fn confine_and_wait(
-    command: &[OsString],
-    deny: &[DenyTarget],
-    cgroup: &session::SessionCgroup,
-    mut enforcer: kernel::Enforcer,
-    sink: &Sink,
-) -> anyhow::Result<Outcome> {
-    let waited = fill_and_run(command, deny, cgroup, &mut enforcer, sink);
-    let unloaded = enforcer.unload();
-    let outcome = waited?;
-    unloaded?;
-    if outcome.dropped > 0 {
-        eprintln!("fp: {} denial events were lost (ring buffer full)", outcome.dropped);
-    }
-    Ok(outcome)
-}
-
-fn fill_and_run(
-    command: &[OsString],
-    deny: &[DenyTarget],
-    cgroup: &session::SessionCgroup,
-    enforcer: &mut kernel::Enforcer,
-    sink: &Sink,
-) -> anyhow::Result<Outcome> {
-    enforcer.add_session(cgroup.id)?;
-    for target in deny {
-        enforcer.deny_path(cgroup.id, &target.path)?;
-        for &(dev, ino) in &target.inodes {
-            enforcer.deny_inode(cgroup.id, dev, ino)?;
-        }
-    }
-    let mut ring = enforcer.take_events()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    // Denials are reported as they arrive; after the command exits the buffer is drained.
-    let reader = {
-        let (stop, sink) = (stop.clone(), sink.clone());
-        std::thread::spawn(move || -> anyhow::Result<()> {
-            loop {
-                let done = stop.load(Ordering::Acquire);
-                while let Some(item) = ring.next() {
-                    if item.len() >= size_of::<DenyEvent>() {
-                        // SAFETY: the programs write whole DenyEvents; read_unaligned copies it out.
-                        let ev =
-                            unsafe { std::ptr::read_unaligned(item.as_ptr() as *const DenyEvent) };
-                        sink.deny(&ev)?;
-                    }
-                }
-                if done {
-                    return Ok(());
-                }
-                let fd = ring.as_raw_fd();
-                let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut pfd, 1, 100) };
-            }
-        })
-    };
-    let status = spawn_in_cgroup_and_wait(command, cgroup);
-    stop.store(true, Ordering::Release);
-    reader.join().expect("event reader thread panicked")?;
-    let dropped = enforcer.session_counters(cgroup.id)?.dropped;
-    Ok(Outcome { status: status?, dropped })
-}
-
-/// Runs the command with the session cgroup joined before exec; forwards fp's termination
-/// signals to it while it runs.
+/// Runs the command in the session cgroup (joined before exec), as `run_as`, with only stdio
+/// inherited; forwards fp's termination signals to it while it runs. Returns fp's exit status:
+/// the command's, 128 + signal, or 127 when it could not be started.
 fn spawn_in_cgroup_and_wait(
     command: &[OsString],
-    cgroup: &session::SessionCgroup,
+    cgroup: &Path,
+    run_as: &RunAs,
+    keep_fds: &[i32],
 ) -> anyhow::Result<u8> {
-    let procs = cgroup.procs_file()?;
+    let procs_path = cgroup.join("cgroup.procs");
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&procs_path)
+        .with_context(|| format!("opening {}", procs_path.display()))?;
     let procs_fd = procs.as_raw_fd();
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
-    // SAFETY: the closure only calls write(2) on an fd opened before fork (async-signal-safe).
+    let user = &run_as.user;
+    if !user.uid.is_root() || nix::unistd::getuid() != user.uid {
+        cmd.env("HOME", &user.dir).env("USER", &user.name).env("LOGNAME", &user.name);
+    }
+    let (uid, gid) = (user.uid.as_raw(), user.gid.as_raw());
+    let groups: Vec<libc::gid_t> = run_as.groups.iter().map(|g| g.as_raw()).collect();
+    for &fd in keep_fds {
+        // SAFETY: F_GETFD only reads the fd's flags.
+        if fd < 3 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            bail!("--keep-fd {fd}: not an open file descriptor above stderr");
+        }
+    }
+    let keep_fds = keep_fds.to_vec();
+    // SAFETY: the closure only makes async-signal-safe system calls on values prepared before fork.
     unsafe {
         cmd.pre_exec(move || {
             if libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Only stdio (and --keep-fd) cross into the session: every other fd closes at exec.
+            const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+            if libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            for &fd in &keep_fds {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -267,89 +300,6 @@ fn spawn_in_cgroup_and_wait(
     })
 }
 
-/// Where denials go: a line on stderr, or a record in the audit log.
-#[derive(Clone)]
-enum Sink {
-    Stderr,
-    Audit(AuditLog),
-}
-
-impl Sink {
-    fn deny(&self, ev: &DenyEvent) -> anyhow::Result<()> {
-        match self {
-            // One write(2) per line, so it does not interleave with the command's own stderr.
-            Self::Stderr => std::io::stderr().write_all(kernel::event::line(ev).as_bytes())?,
-            Self::Audit(log) => {
-                log.handle
-                    .record(audit::Event::Decision(kernel::event::audit_record(ev, &log.context)));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The audit log of one `fp run` session, as producers see it: a start record, every denial,
-/// losses, an end record. The writer (owned by `run`) closes it with a signed checkpoint.
-#[derive(Clone)]
-struct AuditLog {
-    handle: audit::AuditHandle,
-    context: kernel::event::SessionContext,
-}
-
-impl AuditLog {
-    fn start(
-        path: &Path,
-        key: Option<&Path>,
-        session: &str,
-        cgroup: &session::SessionCgroup,
-        deny: &[DenyTarget],
-        command: &[OsString],
-    ) -> anyhow::Result<(Self, audit::AuditWriter)> {
-        let signer = match key {
-            Some(key) => audit::checkpoint::SignerKey::load(key)?,
-            None => ephemeral_signer(path)?,
-        };
-        let (handle, writer) =
-            audit::start(audit::WriterConfig::new(path.to_path_buf(), signer))
-                .with_context(|| format!("opening the audit log {}", path.display()))?;
-        let context = kernel::event::SessionContext {
-            session: session.to_owned(),
-            agent: "fp-run".to_owned(),
-            rule: "--deny".to_owned(),
-            rule_source: "command line".to_owned(),
-            policy_hash: deny_list_hash(deny),
-        };
-        handle.record(audit::Event::SessionStart(audit::SessionStart {
-            session: context.session.clone(),
-            agent: context.agent.clone(),
-            cgroup: cgroup.id,
-            pid: std::process::id(),
-            uid: nix::unistd::getuid().as_raw(),
-            policy_hash: context.policy_hash.clone(),
-            floor_exceptions: Vec::new(),
-            command: command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-        }));
-        Ok((Self { handle, context }, writer))
-    }
-
-    /// Records what was lost and how the session ended, then closes the log with a checkpoint.
-    fn end(self, writer: audit::AuditWriter, outcome: Option<&Outcome>) -> anyhow::Result<()> {
-        if let Some(o) = outcome.filter(|o| o.dropped > 0) {
-            self.handle.record(audit::Event::Loss(audit::Loss {
-                count: o.dropped,
-                at: "kernel-ringbuf".to_owned(),
-            }));
-        }
-        self.handle.record(audit::Event::SessionEnd(audit::SessionEnd {
-            session: self.context.session.clone(),
-            agent: self.context.agent.clone(),
-            exit_code: outcome.map(|o| i32::from(o.status)),
-            reason: if outcome.is_some() { "command exited" } else { "fp failed" }.to_owned(),
-        }));
-        writer.shutdown()
-    }
-}
-
 /// A new key for a new log, its public half written next to the log; an existing log needs the
 /// key that signed it.
 fn ephemeral_signer(log: &Path) -> anyhow::Result<audit::checkpoint::SignerKey> {
@@ -369,16 +319,4 @@ fn ephemeral_signer(log: &Path) -> anyhow::Result<audit::checkpoint::SignerKey> 
         public.display()
     );
     Ok(signer)
-}
-
-/// What this session enforces, hashed: the resolved deny paths.
-fn deny_list_hash(deny: &[DenyTarget]) -> String {
-    use sha2::Digest as _;
-    let mut h = sha2::Sha256::new();
-    h.update(b"fp run --deny v1\n");
-    for target in deny {
-        h.update(&target.path);
-        h.update(b"\n");
-    }
-    format!("sha256:{}", hex::encode(h.finalize()))
 }

@@ -1,42 +1,66 @@
-//! Kernel denial events as fp prints them and as audit records.
-use fp_common::kernel::{DenyEvent, DenyReason, EVENT_PATH_FS_RELATIVE, Hook, Op, PATH_MAX};
+//! Kernel decision events as fp prints them and as audit records.
+use std::sync::Arc;
 
-use crate::audit;
+use fp_common::{
+    kernel::{DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook, Op, PATH_MAX, Reason},
+    policy::{NO_RULE, TableVerdict},
+};
+
+use crate::{
+    audit,
+    policy::{EffectivePolicy, Rule, RuleRef},
+};
 
 /// The path bytes of an event (empty when the kernel could not resolve it).
-pub fn path(ev: &DenyEvent) -> &[u8] {
+pub fn path(ev: &DecisionEvent) -> &[u8] {
     &ev.path[..(ev.path_len as usize).min(PATH_MAX)]
 }
 
-fn comm(ev: &DenyEvent) -> String {
+fn comm(ev: &DecisionEvent) -> String {
     String::from_utf8_lossy(ev.comm.split(|&b| b == 0).next().unwrap_or_default()).into_owned()
 }
 
-fn names(ev: &DenyEvent) -> (&'static str, &'static str, &'static str) {
+fn names(ev: &DecisionEvent) -> (&'static str, &'static str) {
     (
         Hook::from_u8(ev.hook).map_or("unknown", Hook::name),
         Op::from_u8(ev.op).map_or("unknown", Op::name),
-        DenyReason::from_u8(ev.reason).map_or("unknown", DenyReason::name),
     )
 }
 
-/// Inode hooks see no mount: their path starts at the root of the file's filesystem.
-fn within_filesystem(ev: &DenyEvent) -> Option<String> {
-    (ev.flags & EVENT_PATH_FS_RELATIVE != 0)
-        .then(|| format!("within filesystem {}:{}", ev.dev >> 20, ev.dev & 0xfffff))
+/// Why the kernel decided as it did, in words: the match, and what became of a verdict the
+/// kernel cannot answer by itself.
+fn reason(ev: &DecisionEvent) -> String {
+    let mut reason = Reason::from_u8(ev.reason).map_or("unknown", Reason::name).to_owned();
+    match TableVerdict::from_u8(ev.verdict) {
+        TableVerdict::Prompt => reason.push_str("; prompt tier: no broker answered, denied"),
+        TableVerdict::Defer => {
+            reason.push_str("; deferred to userspace: no userspace path answered, denied")
+        }
+        _ => {}
+    }
+    if ev.flags & EVENT_DENIED == 0 && TableVerdict::from_u8(ev.verdict) != TableVerdict::Allow {
+        reason.push_str("; audit mode: not enforced");
+    }
+    if ev.flags & EVENT_PATH_FS_RELATIVE != 0 {
+        reason.push_str(&format!("; path within filesystem {}:{}", ev.dev >> 20, ev.dev & 0xfffff));
+    }
+    reason
 }
 
 /// One line for a terminal: control characters and bytes that are not UTF-8 escaped, so a
-/// denial is one line and no name is lost.
-pub fn line(ev: &DenyEvent) -> String {
-    let (hook, op, reason) = names(ev);
-    let within = within_filesystem(ev).map(|w| format!(" ({w})")).unwrap_or_default();
+/// decision is one line and no name is lost.
+pub fn line(ev: &DecisionEvent, ctx: &SessionContext) -> String {
+    let (hook, op) = names(ev);
+    let action = if ev.flags & EVENT_DENIED != 0 { "denied" } else { "allowed" };
+    let rule =
+        ctx.rule(ev).map(|r| format!(" by rule \"{}\" ({})", r.text, r.source)).unwrap_or_default();
     format!(
-        "fp: denied {hook} {}{within} by {} ({op}, pid {}, uid {}): {reason}\n",
+        "fp: {action} {hook} {} by {} ({op}, pid {}, uid {}): {}{rule}\n",
         audit::RawPath(path(ev).to_vec()).display(),
         comm(ev),
         ev.tgid,
-        ev.uid
+        ev.uid,
+        reason(ev),
     )
 }
 
@@ -62,23 +86,32 @@ fn audit_op(hook: Option<Hook>, op: Option<Op>) -> audit::Op {
     }
 }
 
-/// Who decided and under which policy, for the audit records of one session.
+/// Who decided and under which policy, for the records of one session.
 #[derive(Clone)]
 pub struct SessionContext {
     pub session: String,
     pub agent: String,
-    pub rule: String,
-    pub rule_source: String,
+    pub policy: Arc<EffectivePolicy>,
     pub policy_hash: String,
 }
 
-/// The audit record of a denial.
-pub fn audit_record(ev: &DenyEvent, ctx: &SessionContext) -> audit::FileDecision {
-    let (hook, _, reason) = names(ev);
-    let reason = match within_filesystem(ev) {
-        Some(w) => format!("{reason}; path {w}"),
-        None => reason.to_owned(),
+impl SessionContext {
+    fn rule(&self, ev: &DecisionEvent) -> Option<&Rule> {
+        (ev.rule_id != NO_RULE).then(|| self.policy.rule(RuleRef(ev.rule_id))).flatten()
+    }
+}
+
+/// The audit record of a decision event.
+pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDecision {
+    let (hook, _) = names(ev);
+    let (rule, rule_source) = match ctx.rule(ev) {
+        Some(r) => (r.text.clone(), r.source.to_string()),
+        None if ev.reason == Reason::Unresolved as u8 => {
+            ("(unresolved path)".into(), "kernel".into())
+        }
+        None => ("(default)".into(), "default".into()),
     };
+    let allowed = TableVerdict::from_u8(ev.verdict) == TableVerdict::Allow;
     audit::FileDecision {
         session: ctx.session.clone(),
         agent: ctx.agent.clone(),
@@ -94,12 +127,12 @@ pub fn audit_record(ev: &DenyEvent, ctx: &SessionContext) -> audit::FileDecision
         path: audit::RawPath(path(ev).to_vec()),
         dev: u64::from(ev.dev),
         ino: ev.ino,
-        decision: audit::Verdict::Deny,
-        rule: ctx.rule.clone(),
-        rule_source: ctx.rule_source.clone(),
+        decision: if allowed { audit::Verdict::Allow } else { audit::Verdict::Deny },
+        rule,
+        rule_source,
         policy_hash: ctx.policy_hash.clone(),
         approver: None,
-        reason: Some(reason),
+        reason: Some(reason(ev)),
     }
 }
 
@@ -107,12 +140,15 @@ pub fn audit_record(ev: &DenyEvent, ctx: &SessionContext) -> audit::FileDecision
 mod tests {
     use super::*;
 
-    fn event(hook: Hook, op: Op, path: &[u8]) -> DenyEvent {
-        // SAFETY: DenyEvent is plain old data; all-zero is a valid value.
-        let mut ev: DenyEvent = unsafe { std::mem::zeroed() };
+    fn event(hook: Hook, op: Op, path: &[u8]) -> DecisionEvent {
+        // SAFETY: DecisionEvent is plain old data; all-zero is a valid value.
+        let mut ev: DecisionEvent = unsafe { std::mem::zeroed() };
         ev.hook = hook as u8;
         ev.op = op as u8;
-        ev.reason = DenyReason::PathRule as u8;
+        ev.reason = Reason::PathRule as u8;
+        ev.verdict = TableVerdict::Deny as u8;
+        ev.flags = EVENT_DENIED;
+        ev.rule_id = ctx().policy.rules().iter().find(|r| r.text == "/srv/x").unwrap().id;
         ev.path[..path.len()].copy_from_slice(path);
         ev.path_len = path.len() as u32;
         ev.comm[..3].copy_from_slice(b"cat");
@@ -121,11 +157,26 @@ mod tests {
 
     #[test]
     fn lines_escape_what_a_terminal_would_split() {
-        let l = line(&event(Hook::FileOpen, Op::Read, b"/a/new\nline\xff"));
+        let l = line(&event(Hook::FileOpen, Op::Read, b"/a/new\nline\xff"), &ctx());
         assert_eq!(
             l,
-            "fp: denied file_open /a/new\\nline\\xff by cat (read, pid 0, uid 0): path-rule\n"
+            "fp: denied file_open /a/new\\nline\\xff by cat (read, pid 0, uid 0): path-rule \
+             by rule \"/srv/x\" (<builtin --deny>)\n"
         );
+    }
+
+    #[test]
+    fn unanswerable_verdicts_and_audit_mode_say_so() {
+        let mut ev = event(Hook::FileOpen, Op::Read, b"/x");
+        ev.verdict = TableVerdict::Prompt as u8;
+        assert!(reason(&ev).contains("prompt tier: no broker answered, denied"));
+        ev.verdict = TableVerdict::Defer as u8;
+        assert!(reason(&ev).contains("deferred to userspace"));
+        ev.flags = 0;
+        assert!(reason(&ev).ends_with("audit mode: not enforced"));
+        ev.verdict = TableVerdict::Allow as u8;
+        let record = audit_record(&ev, &ctx());
+        assert_eq!(record.decision, audit::Verdict::Allow);
     }
 
     #[test]
@@ -141,11 +192,15 @@ mod tests {
     }
 
     fn ctx() -> SessionContext {
+        let policy = EffectivePolicy::from_deny_paths(
+            &[std::path::PathBuf::from("/srv/x")],
+            &crate::policy::LoadOptions::default(),
+        )
+        .unwrap();
         SessionContext {
             session: "run-1".into(),
             agent: "fp-run".into(),
-            rule: "--deny".into(),
-            rule_source: "command line".into(),
+            policy: Arc::new(policy),
             policy_hash: "sha256:00".into(),
         }
     }

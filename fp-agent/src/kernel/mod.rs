@@ -2,6 +2,7 @@
 //! loading and attaching the LSM programs, pinning, and the maps the programs consult.
 pub mod btf;
 pub mod event;
+pub mod tables;
 
 use std::path::{Path, PathBuf};
 
@@ -11,9 +12,15 @@ use aya::{
     maps::{HashMap, LpmTrie, MapData, RingBuf, lpm_trie::Key},
     programs::{Lsm, links::FdLink, links::PinnedLink},
 };
-use fp_common::kernel::{
-    ABI_VERSION, Hook, InodeKey, KERNEL_FIELDS, LPM_PATH_BYTES, PathKey, SessionInfo,
+use fp_common::{
+    kernel::{ABI_VERSION, Hook, KERNEL_FIELDS, SessionCounters, SessionInfo},
+    policy::{
+        InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
+        TableHeader,
+    },
 };
+
+use crate::policy::KernelTables;
 
 /// The BPF object built from fp-ebpf by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fp"));
@@ -138,7 +145,8 @@ pub struct Enforcer {
     map_pins: Vec<PathBuf>,
 }
 
-const PINNED_MAPS: [&str; 4] = ["SESSIONS", "DENY_PATHS", "DENY_INODES", "EVENTS"];
+const PINNED_MAPS: [&str; 8] =
+    ["SESSIONS", "COUNTERS", "HEADERS", "PREFIXES", "NAMES", "SCOPES", "INODES", "EVENTS"];
 
 impl Enforcer {
     /// Loads and attaches the programs for sessions whose cgroups sit at `session_cgroup_level`.
@@ -180,49 +188,132 @@ impl Enforcer {
         self.ebpf.map_mut(name).ok_or_else(|| anyhow!("map {name} missing from the BPF object"))
     }
 
-    pub fn add_session(&mut self, session: u64) -> anyhow::Result<()> {
-        let mut map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
-        map.insert(session, SessionInfo::default(), 0)?;
+    /// Installs `tables` under the new id `id`, the header last (evaluations of an id without a
+    /// header deny). On error nothing of them stays behind.
+    pub fn install_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &tables::InodeTable,
+    ) -> anyhow::Result<()> {
+        let written = self.write_tables(id, tables, inodes);
+        if written.is_err() {
+            let _ = self.remove_tables(id, tables, inodes);
+        }
+        written.context("writing the session's tables into the kernel maps (full?)")
+    }
+
+    fn write_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &tables::InodeTable,
+    ) -> anyhow::Result<()> {
+        let mut prefixes: LpmTrie<_, PrefixKeyData, PrefixValue> =
+            LpmTrie::try_from(self.map_mut("PREFIXES")?)?;
+        for (bytes, value) in tables.prefixes() {
+            let (bits, key) = PrefixKeyData::new(id, bytes)
+                .ok_or_else(|| anyhow!("compiled prefix longer than an LPM key"))?;
+            prefixes.insert(&Key::new(bits, key), value, 0)?;
+        }
+        let mut names: HashMap<_, NameKey, NameValue> = HashMap::try_from(self.map_mut("NAMES")?)?;
+        for (key, value) in tables.names() {
+            names.insert(NameKey { session_id: id, ..*key }, value, 0)?;
+        }
+        let mut scopes: HashMap<_, ScopeKey, ScopeValue> =
+            HashMap::try_from(self.map_mut("SCOPES")?)?;
+        for (scope_id, value) in tables.scopes().iter().enumerate().skip(1) {
+            scopes.insert(
+                ScopeKey { session_id: id, scope_id: scope_id as u16, _pad: [0; 6] },
+                value,
+                0,
+            )?;
+        }
+        let mut map: HashMap<_, InodeKey, InodeValue> = HashMap::try_from(self.map_mut("INODES")?)?;
+        for (key, value) in inodes.keyed(id) {
+            map.insert(key, value, 0)?;
+        }
+        let mut headers: HashMap<_, u64, TableHeader> =
+            HashMap::try_from(self.map_mut("HEADERS")?)?;
+        headers.insert(id, tables.header(), 0)?;
         Ok(())
     }
 
-    pub fn session_counters(&mut self, session: u64) -> anyhow::Result<SessionInfo> {
-        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
-        Ok(map.get(&session, 0)?)
-    }
-
-    /// Denies `path` (an absolute, normalized path) and everything below it for `session`.
-    pub fn deny_path(&mut self, session: u64, path: &[u8]) -> anyhow::Result<()> {
-        let mut trie: LpmTrie<_, PathKey, u32> = LpmTrie::try_from(self.map_mut("DENY_PATHS")?)?;
-        let trimmed =
-            if path.len() > 1 && path.ends_with(b"/") { &path[..path.len() - 1] } else { path };
-        let exact = [trimmed, b"\0"].concat();
-        let subtree = if trimmed == b"/" { b"/".to_vec() } else { [trimmed, b"/"].concat() };
-        for entry in [exact, subtree] {
-            if entry.len() > LPM_PATH_BYTES {
-                bail!(
-                    "deny path {} is longer than the kernel table allows ({} bytes)",
-                    String::from_utf8_lossy(path),
-                    LPM_PATH_BYTES - 1
-                );
+    /// Removes tables `id`, the header first. Entries already gone are not an error.
+    pub fn remove_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &tables::InodeTable,
+    ) -> anyhow::Result<()> {
+        let gone = |r: Result<(), aya::maps::MapError>| match r {
+            Err(aya::maps::MapError::KeyNotFound) | Ok(()) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let mut headers: HashMap<_, u64, TableHeader> =
+            HashMap::try_from(self.map_mut("HEADERS")?)?;
+        gone(headers.remove(&id))?;
+        let mut prefixes: LpmTrie<_, PrefixKeyData, PrefixValue> =
+            LpmTrie::try_from(self.map_mut("PREFIXES")?)?;
+        for (bytes, _) in tables.prefixes() {
+            if let Some((bits, key)) = PrefixKeyData::new(id, bytes) {
+                gone(prefixes.remove(&Key::new(bits, key)))?;
             }
-            let mut key = PathKey { session, path: [0; LPM_PATH_BYTES] };
-            key.path[..entry.len()].copy_from_slice(&entry);
-            trie.insert(&Key::new(((8 + entry.len()) * 8) as u32, key), 1, 0)?;
+        }
+        let mut names: HashMap<_, NameKey, NameValue> = HashMap::try_from(self.map_mut("NAMES")?)?;
+        for (key, _) in tables.names() {
+            gone(names.remove(&NameKey { session_id: id, ..*key }))?;
+        }
+        let mut scopes: HashMap<_, ScopeKey, ScopeValue> =
+            HashMap::try_from(self.map_mut("SCOPES")?)?;
+        for scope_id in 1..tables.scopes().len() {
+            gone(scopes.remove(&ScopeKey {
+                session_id: id,
+                scope_id: scope_id as u16,
+                _pad: [0; 6],
+            }))?;
+        }
+        let mut map: HashMap<_, InodeKey, InodeValue> = HashMap::try_from(self.map_mut("INODES")?)?;
+        for (key, _) in inodes.keyed(id) {
+            gone(map.remove(&key))?;
         }
         Ok(())
     }
 
-    /// Denies a file or directory by identity (`st_dev`/`st_ino` of a stat), so aliases through
-    /// bind mounts, other mount namespaces or hardlinks are denied too.
-    pub fn deny_inode(&mut self, session: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
-        let mut map: HashMap<_, InodeKey, u32> = HashMap::try_from(self.map_mut("DENY_INODES")?)?;
-        let dev = kernel_dev(st_dev);
-        map.insert(InodeKey { session, ino: st_ino, dev, _pad: 0 }, 1, 0)?;
+    /// Points the session of cgroup `cgroup` at its tables and flags: confines it from now on, or
+    /// (for a running session) swaps its tables in one map update.
+    pub fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
+        let mut counters: HashMap<_, u64, SessionCounters> =
+            HashMap::try_from(self.map_mut("COUNTERS")?)?;
+        if counters.get(&cgroup, 0).is_err() {
+            counters.insert(cgroup, SessionCounters::default(), 0)?;
+        }
+        let mut map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        map.insert(cgroup, info, 0)?;
         Ok(())
     }
 
-    /// Takes the ring buffer of denial events (once).
+    pub fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo> {
+        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        Ok(map.get(&cgroup, 0)?)
+    }
+
+    /// Forgets the session of cgroup `cgroup` (its tables are removed separately).
+    pub fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        let mut map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        map.remove(&cgroup)?;
+        let mut counters: HashMap<_, u64, SessionCounters> =
+            HashMap::try_from(self.map_mut("COUNTERS")?)?;
+        counters.remove(&cgroup)?;
+        Ok(())
+    }
+
+    pub fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters> {
+        let map: HashMap<_, u64, SessionCounters> = HashMap::try_from(self.map_mut("COUNTERS")?)?;
+        Ok(map.get(&cgroup, 0)?)
+    }
+
+    /// Takes the ring buffer of decision events (once).
     pub fn take_events(&mut self) -> anyhow::Result<RingBuf<MapData>> {
         let map = self.ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS already taken"))?;
         Ok(RingBuf::try_from(map)?)

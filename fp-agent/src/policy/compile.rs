@@ -26,6 +26,21 @@ pub struct KernelTables {
     names: HashMap<NameKey, NameValue>,
     /// By scope id; id 0 is the root and never looked up.
     scopes: Vec<ScopeValue>,
+    /// Targets of exact and subtree rules with restrictive verdicts, for the inode table.
+    anchors: BTreeMap<Anchor, [OpEntry; 3]>,
+}
+
+/// A rule target the kernel also matches by inode identity: a path, and whether the rule covers
+/// the file itself (`P`) or everything below it (`P/**`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Anchor {
+    pub path: Vec<u8>,
+    pub subtree: bool,
+    /// A policy's own subtree (not a built-in list): files hardlinked below it before the session
+    /// are looked for and entered too. Built-in trees (/root, cgroupfs, ...) are too large to
+    /// scan at every session start; their files are protected by path and by the identity of the
+    /// tree (docs/threat-model.md).
+    pub scan_hardlinks: bool,
 }
 
 pub fn compile(rules: &[Rule], defaults: [Verdict; 3]) -> Result<KernelTables, PolicyError> {
@@ -44,6 +59,7 @@ struct Compiler {
     /// Slots by (kind, name), each with its scope directory (for deferring an overflow).
     names: BTreeMap<(NameKind, Vec<u8>), Vec<ScopedSlot>>,
     scope_ids: BTreeMap<Vec<u8>, u16>,
+    anchors: BTreeMap<Anchor, [OpEntry; 3]>,
 }
 
 impl Compiler {
@@ -53,11 +69,14 @@ impl Compiler {
                 let mut key = path.clone();
                 key.push(0);
                 self.prefix_or_defer(rule, key, &path);
+                self.anchor(rule, Anchor { path, subtree: false, scan_hardlinks: false });
             }
             Shape::Subtree(dir) => {
                 let mut key = dir.clone();
                 key.push(b'/');
                 self.prefix_or_defer(rule, key, &dir);
+                let scan_hardlinks = rule.layer == super::Layer::Policy;
+                self.anchor(rule, Anchor { path: dir, subtree: true, scan_hardlinks });
             }
             Shape::Name { scope, kind, name, exact } => {
                 let mut scope_key = scope.clone();
@@ -86,6 +105,27 @@ impl Compiler {
         for op in Op::ALL {
             if let Some(v) = rule.verdicts[op.index()] {
                 self.offer(key.clone(), op, rule.ranks[op.index()], rule.id, v.table());
+            }
+        }
+    }
+
+    /// Records the rule's restrictive verdicts on its target for the inode table. Allow verdicts
+    /// are left out: an alias must never gain an access its own path would not have.
+    fn anchor(&mut self, rule: &Rule, anchor: Anchor) {
+        for op in Op::ALL {
+            let Some(v) = rule.verdicts[op.index()] else { continue };
+            if v.table() == TableVerdict::Allow {
+                continue;
+            }
+            let entry = OpEntry {
+                rank: rule.ranks[op.index()],
+                rule_id: rule.id,
+                verdict: v.table() as u8,
+                _pad: [0; 3],
+            };
+            let slot = &mut self.anchors.entry(anchor.clone()).or_default()[op.index()];
+            if entry.outranks(slot) {
+                *slot = entry;
             }
         }
     }
@@ -163,13 +203,11 @@ impl Compiler {
         }
         let mut scopes = vec![empty_scope(); self.scope_ids.len() + 1];
         for (key, id) in &self.scope_ids {
-            let mut scope = empty_scope();
-            scope.len = key.len() as u16;
-            scope.path[..key.len()].copy_from_slice(key);
-            scopes[*id as usize] = scope;
+            // Keys longer than MAX_PREFIX never get a scope id (they defer).
+            scopes[*id as usize] = ScopeValue::new(key).unwrap_or_else(empty_scope);
         }
         let prefixes = self.fold();
-        Ok(KernelTables { header, prefixes, names, scopes })
+        Ok(KernelTables { header, prefixes, names, scopes, anchors: self.anchors })
     }
 
     fn defer_slot(&mut self, slot: &NameSlot, scope: &[u8]) {
@@ -219,7 +257,7 @@ fn op_groups(rule: &Rule, exact: bool) -> Vec<(u8, u8, u32)> {
 }
 
 fn empty_scope() -> ScopeValue {
-    ScopeValue { len: 0, _pad: [0; 6], path: [0; MAX_PREFIX] }
+    ScopeValue { len: 0, _pad: [0; 6], path: [0; MAX_PREFIX], mask: [0; MAX_PREFIX] }
 }
 
 impl RuleTables for KernelTables {
@@ -269,6 +307,11 @@ impl KernelTables {
     /// Scopes by id (index 0, the root, is never looked up).
     pub fn scopes(&self) -> &[ScopeValue] {
         &self.scopes
+    }
+
+    /// Targets to enter into the inode table once resolved, with their restrictive entries.
+    pub fn anchors(&self) -> impl Iterator<Item = (&Anchor, &[OpEntry; 3])> {
+        self.anchors.iter()
     }
 
     /// The tables as JSON (`fp policy compile --json`), rules named by id.

@@ -165,6 +165,8 @@ pub const RUNTIME_READ: &[&str] = &[
     "/etc/profile.d/**",
     "/etc/environment",
     "/etc/gitconfig",
+    "~/.gitconfig",
+    "~/.config/git/**",
     "/etc/mime.types",
     "/etc/os-release",
     "/proc/self/**",

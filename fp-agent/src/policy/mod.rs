@@ -351,6 +351,12 @@ impl EffectivePolicy {
                 let verdicts = [Some(Verdict::Allow), Some(Verdict::Allow), None];
                 b.builtin(g, "runtime base", Layer::RuntimeBase, verdicts)?;
             }
+            // The workspace directory itself (`<workspace>/**` is what is below it): tools list
+            // and open their working directory.
+            if workspace.is_some() {
+                let read = [Some(Verdict::Allow), None, None];
+                b.builtin("<workspace>", "runtime base", Layer::RuntimeBase, read)?;
+            }
         }
         if b.rules.len() > MAX_RULES {
             return Err(PolicyError::new(

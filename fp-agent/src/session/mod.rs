@@ -1,5 +1,9 @@
 //! Sessions as cgroup v2 directories: every process of a session (and everything it spawns) lives
 //! in the session's cgroup, whose id keys the kernel tables.
+pub mod manager;
+
+pub use manager::{Manager, Mode, SessionSpec, Sink, Summary};
+
 use std::{
     io::Write as _,
     os::unix::fs::MetadataExt as _,

@@ -1,0 +1,144 @@
+//! A session's compiled tables as map entries: the policy compiler's output plus the inode table,
+//! which needs the filesystem (the identity of each rule's target, and of files hardlinked below
+//! it before the session started).
+use std::{
+    collections::BTreeMap,
+    os::unix::{ffi::OsStrExt as _, fs::MetadataExt as _},
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context as _;
+use fp_common::policy::{InodeKey, InodeValue, OpEntry};
+
+use crate::policy::KernelTables;
+
+/// Entries a hardlink scan below one subtree target visits at most: the scan is there for files
+/// linked out of a protected tree before the session, and must not turn a rule on a large tree
+/// into minutes of start-up.
+const HARDLINK_SCAN_BUDGET: usize = 200_000;
+
+/// The inode table of one session's tables (keys carry tables id 0), and what could not be
+/// resolved completely.
+#[derive(Debug, Default)]
+pub struct InodeTable {
+    pub entries: BTreeMap<(u32, u64), InodeValue>,
+    /// Subtrees whose hardlink scan hit its budget or an unreadable directory: files hardlinked
+    /// out of them before the session are protected by path only.
+    pub incomplete: Vec<(PathBuf, String)>,
+}
+
+impl InodeTable {
+    /// Resolves every anchor of `tables` that exists now. Targets that do not exist are covered
+    /// by their path rules once created.
+    pub fn resolve(tables: &KernelTables) -> Self {
+        let mut table = InodeTable::default();
+        for (anchor, entries) in tables.anchors() {
+            let path = if anchor.path.is_empty() { b"/".as_slice() } else { &anchor.path };
+            let path = Path::new(std::ffi::OsStr::from_bytes(path));
+            // Follows symlinks: a rule on a symlinked directory protects what it points to.
+            let Ok(md) = std::fs::metadata(path) else { continue };
+            let dev = super::kernel_dev(md.dev());
+            if anchor.subtree {
+                table.offer(dev, md.ino(), |v| &mut v.below, entries);
+                if md.is_dir()
+                    && anchor.scan_hardlinks
+                    && let Err(e) = table.hardlinks_below(path, md.dev(), entries)
+                {
+                    table.incomplete.push((path.to_path_buf(), format!("{e:#}")));
+                }
+            } else {
+                table.offer(dev, md.ino(), |v| &mut v.this, entries);
+            }
+        }
+        table
+    }
+
+    fn offer(
+        &mut self,
+        dev: u32,
+        ino: u64,
+        side: impl Fn(&mut InodeValue) -> &mut [OpEntry; 3],
+        entries: &[OpEntry; 3],
+    ) {
+        let value = self.entries.entry((dev, ino)).or_default();
+        for (dst, src) in side(value).iter_mut().zip(entries) {
+            if src.outranks(dst) {
+                *dst = *src;
+            }
+        }
+    }
+
+    /// Enters every non-directory below `dir` with more than one link as the file itself under
+    /// the subtree's entries: a hardlink made before the session is another name for it, outside
+    /// the path rule. Stays on `dir`'s filesystem (hardlinks cannot cross it) and does not follow
+    /// symlinks.
+    fn hardlinks_below(
+        &mut self,
+        dir: &Path,
+        st_dev: u64,
+        entries: &[OpEntry; 3],
+    ) -> anyhow::Result<()> {
+        let mut pending = vec![dir.to_path_buf()];
+        let mut visited = 0usize;
+        while let Some(dir) = pending.pop() {
+            let listing =
+                std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?;
+            for entry in listing {
+                visited += 1;
+                if visited > HARDLINK_SCAN_BUDGET {
+                    anyhow::bail!("more than {HARDLINK_SCAN_BUDGET} entries");
+                }
+                let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+                let md = entry.metadata().with_context(|| entry.path().display().to_string())?;
+                if md.dev() != st_dev {
+                    continue;
+                }
+                if md.is_dir() {
+                    pending.push(entry.path());
+                } else if md.nlink() > 1 {
+                    self.offer(super::kernel_dev(md.dev()), md.ino(), |v| &mut v.this, entries);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Keys and values for tables `id`.
+    pub fn keyed(&self, id: u64) -> impl Iterator<Item = (InodeKey, &InodeValue)> {
+        self.entries
+            .iter()
+            .map(move |(&(dev, ino), v)| (InodeKey { session_id: id, ino, dev, _pad: 0 }, v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{EffectivePolicy, LoadOptions};
+
+    #[test]
+    fn targets_and_prior_hardlinks_enter_the_inode_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(secret.join("key"), b"k").unwrap();
+        std::fs::write(secret.join("plain"), b"p").unwrap();
+        std::fs::hard_link(secret.join("key"), dir.path().join("alias")).unwrap();
+        let policy = EffectivePolicy::from_deny_paths(
+            std::slice::from_ref(&secret),
+            &LoadOptions { workspace: Some(dir.path().into()), ..LoadOptions::default() },
+        )
+        .unwrap();
+        let table = InodeTable::resolve(policy.tables());
+        let id = |p: &Path| {
+            let md = std::fs::metadata(p).unwrap();
+            (super::super::kernel_dev(md.dev()), md.ino())
+        };
+        let dir_entry = table.entries[&id(&secret)];
+        assert_ne!(dir_entry.this[0].rank, 0, "the directory itself");
+        assert_ne!(dir_entry.below[0].rank, 0, "everything below it");
+        assert_ne!(table.entries[&id(&dir.path().join("alias"))].this[0].rank, 0, "the hardlink");
+        assert!(!table.entries.contains_key(&id(&secret.join("plain"))), "single-link files");
+        assert!(table.incomplete.is_empty(), "{:?}", table.incomplete);
+    }
+}
