@@ -40,6 +40,15 @@ pub enum Mode {
     Audit,
 }
 
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Audit => "audit",
+        }
+    }
+}
+
 /// Where a session's policy comes from: a per-agent policy file, inline policy text, or neither
 /// (the daemon's default policy), layered over an operator config.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

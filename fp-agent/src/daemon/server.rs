@@ -235,7 +235,7 @@ impl Shared {
                 .map(Reply::SessionCreated),
             Request::ListSessions => Ok(Reply::Sessions { sessions: host.list() }),
             Request::EndSession { id } => host.end(&id).map(|()| Reply::SessionEnded { id }),
-            Request::ReloadSession(mut req) => req.source.validate().and_then(|()| {
+            Request::ReloadSession(mut req) => check_source(&peer, &req.source).and_then(|()| {
                 req.source.config = req.source.config.take().or_else(|| self.default_config());
                 host.reload(req).map(Reply::Reloaded)
             }),
@@ -254,7 +254,7 @@ impl Shared {
         peer: &Peer,
         mut req: api::CreateSession,
     ) -> Result<api::CreateSession, ApiError> {
-        req.source.validate()?;
+        check_source(peer, &req.source)?;
         if peer.uid != 0 && req.uid != peer.uid {
             return Err(ApiError::new(
                 ErrorCode::PermissionDenied,
@@ -306,6 +306,19 @@ impl Shared {
                 .unwrap_or_default(),
         }
     }
+}
+
+/// A policy source is well-formed, and only root names files for the daemon (root) to read: a
+/// group member sends the text of its policy, so it cannot probe files through error messages.
+fn check_source(peer: &Peer, source: &api::PolicySource) -> Result<(), ApiError> {
+    source.validate()?;
+    if peer.uid != 0 && (source.policy.is_some() || source.config.is_some()) {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            "only root may name policy or config files; send the policy as `policy_text`",
+        ));
+    }
+    Ok(())
 }
 
 impl Access {
@@ -389,5 +402,16 @@ mod tests {
         assert!(e.message.starts_with("uid 4242 may not"), "{e}");
         let member = Access { group: Some(4242), sessions_cgroup: "/fp-sessions-elsewhere".into() };
         assert!(member.admit(&stranger).is_ok());
+    }
+
+    #[test]
+    fn only_root_names_files_for_the_daemon_to_read() {
+        let member = Peer { pid: 1, uid: 1000, gid: 1000 };
+        let file = api::PolicySource { policy: Some("/etc/shadow".into()), ..Default::default() };
+        assert_eq!(check_source(&member, &file).unwrap_err().code, ErrorCode::PermissionDenied);
+        assert!(check_source(&Peer { uid: 0, ..member }, &file).is_ok());
+        let text =
+            api::PolicySource { policy_text: Some("[file_policy]\n".into()), ..Default::default() };
+        assert!(check_source(&member, &text).is_ok());
     }
 }
