@@ -461,6 +461,40 @@ mod tests {
         }
     }
 
+    /// Every `>` line of docs/api.md is a request this parser reads as documented, and every `<`
+    /// line a reply; where the parser itself refuses the request, its reply is the documented one.
+    #[test]
+    fn the_documented_examples_are_what_the_code_does() {
+        let doc = include_str!("../../../docs/api.md");
+        let mut request: Option<Result<Request, ApiError>> = None;
+        let mut checked = 0;
+        for line in doc.lines() {
+            if let Some(line) = line.strip_prefix("> ") {
+                request = Some(parse_request(line.as_bytes()));
+            } else if let Some(reply) = line.strip_prefix("< ") {
+                let message: Message = serde_json::from_str(reply).expect(reply);
+                assert_eq!(message.v, VERSION);
+                match &request {
+                    Some(Err(error)) => {
+                        assert_eq!(
+                            Message::line(error.clone().into()),
+                            format!("{reply}\n").into_bytes()
+                        );
+                    }
+                    Some(Ok(_)) => {}
+                    None => panic!("a reply before any request: {reply}"),
+                }
+                // What is serialized again is what the doc shows.
+                assert_eq!(
+                    serde_json::to_value(&message).unwrap(),
+                    serde_json::from_str::<serde_json::Value>(reply).unwrap()
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 15, "{checked} examples");
+    }
+
     proptest::proptest! {
         #[test]
         fn the_parser_never_panics(line in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
