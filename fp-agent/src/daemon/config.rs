@@ -256,46 +256,27 @@ mod tests {
         assert!(config.socket_group.is_none(), "groups differ per host: the default is commented");
     }
 
+    /// The complete example of docs/configuration.md sets every key.
     #[test]
     fn every_key_is_read() {
-        let text = r#"
-[daemon]
-socket = "/tmp/fp.sock"
-socket_group = "root"
-pin_dir = "/sys/fs/bpf/fp-test"
-cgroup_parent = "/sys/fs/cgroup/agents"
-
-[sessions]
-default_policy = "/etc/fp/default.toml"
-policy_config = "/etc/fp/global.toml"
-default_mode = "audit"
-full_audit = true
-
-[audit]
-log = "/var/log/fp/a.log"
-key = "/etc/fp/k"
-rotate_bytes = 1024
-rotate_age_secs = 5
-checkpoint_every_records = 7
-checkpoint_every_secs = 9
-
-[approval]
-timeout_secs = 3
-command = ["/usr/bin/approve", "--tty"]
-
-[file_policy]
-deny_paths = ["/secrets/**"]
-"#;
+        let doc = include_str!("../../../docs/configuration.md");
+        let (_, example) = doc.split_once("## A complete example\n\n```toml\n").unwrap();
+        let (text, _) = example.split_once("```").unwrap();
         let c = parse(text).unwrap();
         assert_eq!(c.socket_group, Some(Group { name: "root".into(), gid: 0 }));
-        assert_eq!(c.cgroup_parent.as_deref(), Some(Path::new("/sys/fs/cgroup/agents")));
+        assert_eq!(c.cgroup_parent.as_deref(), Some(Path::new("/sys/fs/cgroup/fp")));
+        assert_eq!(
+            c.sessions.default_policy.as_deref(),
+            Some(Path::new("/etc/fp/policies/default.toml"))
+        );
+        assert_eq!(c.sessions.policy_config.as_deref(), Some(Path::new("/etc/fp/global.toml")));
         assert_eq!(c.sessions.default_mode, Mode::Audit);
         assert!(c.sessions.full_audit);
-        assert_eq!(c.audit.rotate_bytes, 1024);
-        assert_eq!(c.audit.checkpoint_every_secs, 9);
-        assert_eq!(c.approval.timeout_secs, 3);
-        assert_eq!(c.approval.command.as_deref().unwrap()[1], "--tty");
-        assert_eq!(c.lock_path(), Path::new("/tmp/fp.sock.lock"));
+        let audit = &c.audit;
+        assert_eq!((audit.rotate_bytes, audit.rotate_age_secs), (1 << 20, 3600));
+        assert_eq!((audit.checkpoint_every_records, audit.checkpoint_every_secs), (1000, 30));
+        assert_eq!(c.approval.timeout_secs, 30);
+        assert_eq!(c.approval.command.as_deref().unwrap()[1], "--notify");
     }
 
     #[test]
