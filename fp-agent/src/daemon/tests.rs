@@ -498,3 +498,15 @@ impl Drop for TempCgroup {
         }
     }
 }
+
+#[test]
+fn a_second_daemon_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { socket: dir.path().join("fp.sock"), ..Config::default() };
+    let _first = super::InstanceLock::acquire(&config.lock_path()).unwrap();
+    let host = FakeHost::new();
+    let e = super::serve(&config, host.clone()).unwrap_err().to_string();
+    assert!(e.starts_with("another fp daemon is running"), "{e}");
+    assert!(!config.socket.exists(), "the running daemon's socket is left alone");
+    assert!(!host.shut_down.load(Ordering::SeqCst));
+}
