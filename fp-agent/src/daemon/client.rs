@@ -78,8 +78,14 @@ impl Client {
 
     /// Sends one request and reads its reply; an error reply is [`ClientError::Refused`].
     pub fn call(&mut self, request: &Request) -> Result<Reply, ClientError> {
-        self.writer.write_all(&api::request_line(request))?;
-        match self.read_reply()? {
+        // A daemon that refuses the connection replies and closes, maybe before the request is
+        // written: its reply says why, better than the failed write.
+        let written = self.writer.write_all(&api::request_line(request));
+        let reply = self.read_reply();
+        if let (Err(e), Err(_) | Ok(None)) = (&written, &reply) {
+            return Err(ClientError::Io(std::io::Error::new(e.kind(), e.to_string())));
+        }
+        match reply? {
             Some(Reply::Error { error }) => Err(ClientError::Refused(error)),
             Some(reply) => Ok(reply),
             None => Err(ClientError::Protocol("the daemon closed the connection".into())),

@@ -134,8 +134,7 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
         Ok(peer) => peer,
         Err(error) => {
             tracing::warn!("refused a connection: {}", error.message);
-            let _ = write.write_all(&Message::line(error.into())).await;
-            return;
+            return refuse(read, write, error).await;
         }
     };
     let mut reader = BufReader::new(read);
@@ -144,10 +143,7 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
         match read_line(&mut reader, &mut line).await {
             Ok(true) => {}
             Ok(false) => return,
-            Err(error) => {
-                let _ = write.write_all(&Message::line(error.into())).await;
-                return;
-            }
+            Err(error) => return refuse(reader, write, error).await,
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -162,6 +158,24 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
         }
     }
 }
+
+/// Replies with `error` and closes the connection, first discarding for a moment what the client
+/// still sends: closing with its request unread would fail the client's write before it could
+/// read why it was refused.
+async fn refuse(
+    mut reader: impl AsyncRead + Unpin,
+    mut write: impl AsyncWrite + Unpin,
+    error: ApiError,
+) {
+    let _ = write.write_all(&Message::line(error.into())).await;
+    let _ = write.shutdown().await;
+    let mut scratch = [0u8; 4096];
+    let drain = async { while matches!(reader.read(&mut scratch).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(REFUSAL_LINGER, drain).await;
+}
+
+/// How long a refused connection is drained before it is closed.
+const REFUSAL_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads one line (without its newline) into `line`; `Ok(false)` at the end of the stream. A line
 /// longer than [`api::MAX_REQUEST_BYTES`] is an error: the connection cannot be resynchronized.
