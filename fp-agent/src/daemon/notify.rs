@@ -69,4 +69,15 @@ mod tests {
             .collect();
         assert_eq!(states, ["READY=1", "WATCHDOG=1", "STOPPING=1"]);
     }
+
+    #[test]
+    fn abstract_notify_sockets_are_reached() {
+        let name = format!("fp-notify-test-{}", std::process::id());
+        let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let listener = UnixDatagram::bind_addr(&address).unwrap();
+        send_to(std::ffi::OsStr::new(&format!("@{name}")), "READY=1");
+        let mut buf = [0u8; 16];
+        let n = listener.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"READY=1");
+    }
 }
