@@ -58,10 +58,12 @@ pub fn serve(config: &Config, host: Arc<dyn SessionHost>) -> anyhow::Result<()> 
         .context("starting the tokio runtime")?;
     let served = runtime.block_on(async {
         let server = Server::bind(config, host.clone())?;
+        // Handlers first: a SIGTERM right after READY=1 must stop the daemon cleanly.
+        let stop = stop_signal().context("installing the SIGTERM/SIGINT handlers")?;
         tracing::info!("listening on {}", config.socket.display());
         notify::ready();
         let watchdog = notify::watchdog_interval().map(|every| tokio::spawn(ping(every)));
-        server.run(stop_signal()).await;
+        server.run(stop).await;
         notify::stopping();
         if let Some(watchdog) = watchdog {
             watchdog.abort();
@@ -81,16 +83,15 @@ async fn ping(every: Duration) {
     }
 }
 
-async fn stop_signal() {
+/// Resolves at the first SIGTERM or SIGINT; the handlers are installed when this is called.
+fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
-    match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-            }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
         }
-        // Without signal handlers the default action (exit) still stops the daemon.
-        _ => std::future::pending().await,
-    }
+    })
 }

@@ -181,7 +181,7 @@ fn refused(result: Result<impl std::fmt::Debug, ClientError>) -> ApiError {
     }
 }
 
-/// A child of this process that waits to be placed in a session, as `fp run`'s would.
+/// A child process, killed and reaped on drop.
 struct Child(std::process::Child);
 
 impl Child {
@@ -511,4 +511,55 @@ fn a_second_daemon_refuses_to_start() {
     assert!(e.starts_with("another fp daemon is running"), "{e}");
     assert!(!config.socket.exists(), "the running daemon's socket is left alone");
     assert!(!host.shut_down.load(Ordering::SeqCst));
+}
+
+/// `serve` in a child process, as systemd runs it: READY=1 once the socket answers, watchdog
+/// pings, and SIGTERM stops it cleanly (STOPPING=1, the host shut down, the socket removed). The
+/// child is this test binary running [`serve_as_a_child`], not a fork: tokio's signal pipe is
+/// process-global, and a forked child would share this process's.
+#[test]
+fn serve_notifies_systemd_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let notify_path = dir.path().join("notify");
+    let notifications = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notifications.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let socket = dir.path().join("fp.sock");
+    // Killed on drop, should an assertion fail while it runs.
+    let mut child = Child(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "daemon::tests::serve_as_a_child", "--test-threads=1"])
+            .env(SERVE_SOCKET, &socket)
+            .env("NOTIFY_SOCKET", &notify_path)
+            .env("WATCHDOG_USEC", "100000")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut next = || {
+        let mut buf = [0u8; 64];
+        let n = notifications.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    assert_eq!(next(), "READY=1");
+    let status = Client::connect(&socket).unwrap().status().unwrap();
+    assert_eq!(status.daemon.pid, child.0.id());
+    assert_eq!(next(), "WATCHDOG=1");
+    let pid = nix::unistd::Pid::from_raw(child.pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::SIGTERM).unwrap();
+    let stopping = (0..100).map(|_| next()).find(|state| state != "WATCHDOG=1");
+    assert_eq!(stopping.as_deref(), Some("STOPPING=1"));
+    assert!(child.0.wait().unwrap().success(), "serve returned an error or skipped shutdown");
+    assert!(!socket.exists());
+}
+
+const SERVE_SOCKET: &str = "FP_TEST_SERVE_SOCKET";
+
+#[test]
+#[ignore = "the child half of serve_notifies_systemd_and_stops_cleanly_on_sigterm"]
+fn serve_as_a_child() {
+    let socket = std::env::var_os(SERVE_SOCKET).expect("run by its parent test");
+    let config = Config { socket: socket.into(), ..Config::default() };
+    let host = FakeHost::new();
+    super::serve(&config, host.clone()).unwrap();
+    assert!(host.shut_down.load(Ordering::SeqCst));
 }
