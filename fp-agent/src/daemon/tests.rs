@@ -535,7 +535,7 @@ fn serve_notifies_systemd_and_stops_cleanly_on_sigterm() {
             .spawn()
             .unwrap(),
     );
-    let mut next = || {
+    let next = || {
         let mut buf = [0u8; 64];
         let n = notifications.recv(&mut buf).expect("a notification");
         String::from_utf8_lossy(&buf[..n]).into_owned()
