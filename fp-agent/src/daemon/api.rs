@@ -270,6 +270,13 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// A policy or config that does not load, with its file:line:col.
+impl From<crate::policy::PolicyError> for ApiError {
+    fn from(e: crate::policy::PolicyError) -> Self {
+        ApiError::new(ErrorCode::InvalidPolicy, e.to_string())
+    }
+}
+
 /// Stable error codes; never renamed, only added to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -431,6 +438,16 @@ mod tests {
             code(r#"{"v":1,"op":"create_session","agent":"a","uid":-1,"pid":1}"#),
             ErrorCode::BadRequest
         );
+    }
+
+    #[test]
+    fn policy_errors_are_invalid_policy_with_their_position() {
+        let text = "[file_policy]\ndefault = \"sometimes\"\n";
+        let file = std::path::Path::new("/etc/fp/a.toml");
+        let e = crate::policy::parse_str(file, text, crate::policy::FileKind::Policy).unwrap_err();
+        let e = ApiError::from(e);
+        assert_eq!(e.code, ErrorCode::InvalidPolicy);
+        assert!(e.message.starts_with("/etc/fp/a.toml:2:11: error: invalid value"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use toml::Spanned;
 
 use super::api::Mode;
 use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
+use crate::session::Cgroup2;
 
 pub const DEFAULT_PATH: &str = "/etc/fp/config.toml";
 
@@ -223,6 +224,11 @@ impl Config {
         })
     }
 
+    /// The directory session cgroups are created in: `cgroup_parent`, else `<cgroup2 mount>/fp`.
+    pub fn sessions_parent(&self, hierarchy: &Cgroup2) -> PathBuf {
+        self.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"))
+    }
+
     /// The single-instance lock file, next to the socket.
     pub fn lock_path(&self) -> PathBuf {
         let mut name = self.socket.as_os_str().to_owned();
@@ -246,6 +252,9 @@ mod tests {
         assert_eq!(Config { file: None, ..config }, Config::default());
         assert_eq!(Config::default().socket, Path::new("/run/fp/fp.sock"));
         assert_eq!(Config::default().lock_path(), Path::new("/run/fp/fp.sock.lock"));
+        let hybrid = Cgroup2 { mount: "/sys/fs/cgroup/unified".into(), root: "/".into() };
+        let parent = Config::default().sessions_parent(&hybrid);
+        assert_eq!(parent, Path::new("/sys/fs/cgroup/unified/fp"));
     }
 
     #[test]

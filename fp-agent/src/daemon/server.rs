@@ -52,7 +52,7 @@ impl Server {
     /// writable by root and the socket group only.
     pub fn bind(config: &Config, host: Arc<dyn SessionHost>) -> anyhow::Result<Server> {
         let hierarchy = Cgroup2::find()?;
-        let parent = config.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
+        let parent = config.sessions_parent(&hierarchy);
         let inside = parent.strip_prefix(&hierarchy.mount).with_context(|| {
             format!(
                 "cgroup_parent {} is not inside the cgroup2 hierarchy at {}",
