@@ -18,6 +18,10 @@ use super::api::{self, ApiError, ErrorCode, Event, Message, Reply, Request};
 use super::config::{Config, Sessions};
 use crate::session::Cgroup2;
 
+/// Open connections beyond this are refused, so that clients can never take the file
+/// descriptors the daemon needs for sessions and the audit log.
+pub const MAX_CONNECTIONS: usize = 512;
+
 /// The connecting process, as the kernel reports it (SO_PEERCRED) when it connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Peer {
@@ -105,6 +109,14 @@ impl Server {
             tokio::select! {
                 () = &mut stop => break,
                 accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) if connections.len() >= MAX_CONNECTIONS => {
+                        let (read, write) = stream.into_split();
+                        let error = ApiError::new(
+                            ErrorCode::Unavailable,
+                            format!("the daemon serves at most {MAX_CONNECTIONS} connections at once"),
+                        );
+                        connections.spawn(refuse(read, write, error));
+                    }
                     Ok((stream, _)) => {
                         connections.spawn(serve_connection(self.shared.clone(), stream));
                     }

@@ -377,6 +377,35 @@ fn stalled_clients_do_not_stall_others() {
 }
 
 #[test]
+fn connections_beyond_the_limit_are_refused_until_one_closes() {
+    let daemon = TestDaemon::start();
+    let mut open: Vec<_> = (0..super::server::MAX_CONNECTIONS).map(|_| daemon.raw()).collect();
+    // The server has accepted them all once each has been answered.
+    for (stream, reader) in &mut open {
+        stream.write_all(b"{\"v\":1,\"op\":\"list_sessions\"}\n").unwrap();
+        assert_eq!(reply_of(reader)["type"], "sessions");
+    }
+    let e = refused(daemon.client().list());
+    assert_eq!(e.code, ErrorCode::Unavailable);
+    drop(open.pop());
+    // The refused connection lingers up to REFUSAL_LINGER; retry until a slot is free.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match daemon.client().list() {
+            Ok(sessions) => break assert!(sessions.is_empty()),
+            Err(e) if std::time::Instant::now() < deadline => {
+                assert!(
+                    matches!(&e, ClientError::Refused(a) if a.code == ErrorCode::Unavailable),
+                    "{e}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
 fn shutdown_reaches_the_host_and_no_daemon_is_exit_3() {
     let daemon = TestDaemon::start();
     let host = daemon.host.clone();
