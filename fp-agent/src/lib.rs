@@ -4,6 +4,7 @@
 //! offsets, maps), `session` (cgroups), `audit` (the hash-chained log), `cli` (the `fp` command).
 pub mod audit;
 pub mod cli;
+pub mod daemon;
 pub mod kernel;
 pub mod policy;
 pub mod session;

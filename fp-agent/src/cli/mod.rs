@@ -4,9 +4,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod audit;
+mod daemon;
 mod kernel;
 mod policy;
 mod run;
+mod sessions;
+mod status;
 
 #[derive(Parser)]
 #[command(name = "fp", version, about = "Per-agent file policies enforced in the kernel")]
@@ -28,6 +31,12 @@ enum Command {
     /// Keys, verification, replay and tailing of the audit log.
     #[command(subcommand)]
     Audit(audit::Command),
+    /// The host agent: serves the control socket (docs/operations.md).
+    Daemon(daemon::Args),
+    /// List, end and reload the daemon's sessions.
+    Sessions(sessions::Args),
+    /// The daemon's health, kernel support, hooks, map usage and counters.
+    Status(status::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -44,5 +53,8 @@ pub fn main() -> ExitCode {
         Command::Policy(cmd) => policy::main(cmd),
         Command::Audit(cmd) => audit::main(cmd),
         Command::Kernel(cmd) => kernel::main(cmd),
+        Command::Daemon(args) => daemon::main(args),
+        Command::Sessions(args) => sessions::main(args),
+        Command::Status(args) => status::main(args),
     }
 }

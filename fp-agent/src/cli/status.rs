@@ -1,0 +1,90 @@
+//! `fp status`: the daemon's health, kernel support, attached hooks, map usage and counters.
+//!
+//! Exit codes: 0 ok, 1 the daemon said no, 3 no daemon running, 125 fp error.
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use super::sessions::{Socket, report};
+use crate::daemon::api::Status;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    socket: Socket,
+    /// Report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(args: Args) -> ExitCode {
+    let status = args.socket.connect().and_then(|mut c| c.status());
+    report(status, args.json, text)
+}
+
+fn text(status: &Status) -> String {
+    let (daemon, host) = (&status.daemon, &status.host);
+    let mut out = String::new();
+    let up = daemon.uptime_secs;
+    let uptime = format!("{}h {:02}m {:02}s", up / 3600, up / 60 % 60, up % 60);
+    let _ = writeln!(
+        out,
+        "daemon    pid {}, fp {} (protocol v{}), up {uptime}",
+        daemon.pid, daemon.version, daemon.protocol
+    );
+    let lsm = if host.bpf_lsm {
+        "BPF LSM active"
+    } else {
+        "BPF LSM NOT active: add \"bpf\" to lsm= on the kernel command line"
+    };
+    let _ = writeln!(out, "kernel    {}, {lsm}", daemon.kernel_release);
+    let hooks = if host.attached_hooks.is_empty() {
+        "none".to_owned()
+    } else {
+        host.attached_hooks.join(", ")
+    };
+    let _ = writeln!(out, "hooks     {hooks}");
+    let _ = writeln!(out, "sessions  {}", host.sessions);
+    for map in &host.maps {
+        let percent = (map.used * 100).checked_div(map.capacity).unwrap_or(0);
+        let _ =
+            writeln!(out, "map       {:<20} {}/{} ({percent}%)", map.name, map.used, map.capacity);
+    }
+    let counters = &host.counters;
+    let _ = writeln!(out, "events    {} read, {} lost", counters.events, counters.losses);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::api::{Counters, DaemonInfo, HostStatus, MapUsage};
+
+    #[test]
+    fn status_prints_one_fact_per_line() {
+        let status = Status {
+            daemon: DaemonInfo {
+                pid: 321,
+                version: "0.1.0".into(),
+                protocol: 1,
+                uptime_secs: 3725,
+                kernel_release: "6.12.0".into(),
+            },
+            host: HostStatus {
+                bpf_lsm: false,
+                attached_hooks: vec![],
+                maps: vec![MapUsage { name: "SESSIONS".into(), used: 3, capacity: 1024 }],
+                sessions: 3,
+                counters: Counters { events: 10, losses: 1 },
+            },
+        };
+        assert_eq!(
+            text(&status),
+            "daemon    pid 321, fp 0.1.0 (protocol v1), up 1h 02m 05s\n\
+             kernel    6.12.0, BPF LSM NOT active: add \"bpf\" to lsm= on the kernel command line\n\
+             hooks     none\n\
+             sessions  3\n\
+             map       SESSIONS             3/1024 (0%)\n\
+             events    10 read, 1 lost\n"
+        );
+    }
+}

@@ -1,0 +1,531 @@
+//! The control socket protocol (docs/api.md): JSON lines, one request per line, one reply per
+//! request, every message carrying the protocol version `"v"`.
+//!
+//! A request is `{"v":1,"op":"<op>",...}`; a reply is `{"v":1,"type":"<type>",...}`, and an error
+//! reply is `{"v":1,"type":"error","error":{"code":"<code>","message":"..."}}` whose `code` is
+//! stable (clients match on it; humans read the message).
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks.
+pub const VERSION: u32 = 1;
+
+/// The longest request line accepted, newline excluded (an inline policy fits many times over).
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// A request, as the `op` field names it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    CreateSession(CreateSession),
+    ListSessions,
+    EndSession {
+        id: String,
+    },
+    ReloadSession(Reload),
+    Status,
+    /// Turns the connection into an event stream: after the `subscribed` reply every line is an
+    /// `event` until the client disconnects.
+    Subscribe,
+}
+
+/// Whether a session's denials are enforced or only recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Enforce,
+    /// Decide and record everything, deny nothing.
+    Audit,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Audit => "audit",
+        }
+    }
+}
+
+/// Where a session's policy comes from: a per-agent policy file, inline policy text, or neither
+/// (the daemon's default policy), layered over an operator config.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicySource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PathBuf>,
+    /// The text of a policy file, for clients whose policy is not on the daemon's filesystem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_text: Option<String>,
+    /// The operator config layered under the policy [default: the daemon's session config].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<PathBuf>,
+}
+
+impl PolicySource {
+    pub fn validate(&self) -> Result<(), ApiError> {
+        if self.policy.is_some() && self.policy_text.is_some() {
+            return Err(ApiError::new(
+                ErrorCode::BadRequest,
+                "`policy` and `policy_text` are exclusive: send one of them",
+            ));
+        }
+        let relative = [&self.policy, &self.config].into_iter().flatten().find(|p| p.is_relative());
+        match relative {
+            Some(p) => Err(ApiError::new(
+                ErrorCode::BadRequest,
+                format!("{} is relative: the daemon needs absolute paths", p.display()),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateSession {
+    /// The agent's name, as audit records and `fp sessions` show it.
+    pub agent: String,
+    #[serde(flatten)]
+    pub source: PolicySource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<PathBuf>,
+    /// The user the session runs as (what `~` expands to).
+    pub uid: u32,
+    /// Absent: `[sessions] default_mode`. The server fills it in before the host sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    /// Record allowed decisions too, not only denials and prompts. Absent: `[sessions]
+    /// full_audit`. The server fills it in before the host sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_audit: Option<bool>,
+    /// The process to move into the session cgroup: a child of the connecting process, waiting
+    /// to exec the session's command.
+    pub pid: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reload {
+    pub id: String,
+    #[serde(flatten)]
+    pub source: PolicySource,
+}
+
+/// A reply, as the `type` field names it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    SessionCreated(SessionCreated),
+    Sessions { sessions: Vec<SessionSummary> },
+    SessionEnded { id: String },
+    Reloaded(Reloaded),
+    Status(Status),
+    Subscribed,
+    Event { event: Event },
+    Error { error: ApiError },
+}
+
+impl From<ApiError> for Reply {
+    fn from(error: ApiError) -> Self {
+        Reply::Error { error }
+    }
+}
+
+/// One line on the wire: a reply with the protocol version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub v: u32,
+    #[serde(flatten)]
+    pub reply: Reply,
+}
+
+impl Message {
+    /// The reply as a line, newline included.
+    pub fn line(reply: Reply) -> Vec<u8> {
+        let mut line = serde_json::to_vec(&Message { v: VERSION, reply })
+            .unwrap_or_else(|e| internal_error_line(&e.to_string()));
+        line.push(b'\n');
+        line
+    }
+}
+
+/// Serializing our own types cannot fail short of a bug; still, reply rather than panic.
+fn internal_error_line(why: &str) -> Vec<u8> {
+    let error = ApiError::new(ErrorCode::Internal, format!("cannot encode the reply: {why}"));
+    serde_json::to_vec(&serde_json::json!({"v": VERSION, "type": "error", "error": error}))
+        .unwrap_or_default()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionCreated {
+    pub id: String,
+    pub cgroup_id: u64,
+    /// sha256 of the effective policy, as the session-start audit record carries it.
+    pub policy_hash: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reloaded {
+    pub id: String,
+    pub previous_policy_hash: String,
+    pub policy_hash: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub id: String,
+    pub agent: String,
+    pub cgroup_id: u64,
+    pub pids: u32,
+    pub mode: Mode,
+    pub denials: u64,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub policy_hash: String,
+}
+
+/// `fp status`: the daemon's own figures and what the session host reports of the kernel side.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub daemon: DaemonInfo,
+    #[serde(flatten)]
+    pub host: HostStatus,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonInfo {
+    pub pid: u32,
+    pub version: String,
+    pub protocol: u32,
+    pub uptime_secs: u64,
+    pub kernel_release: String,
+}
+
+/// The kernel side, as the [`SessionHost`](super::SessionHost) sees it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostStatus {
+    /// Whether "bpf" is among the kernel's active LSMs.
+    pub bpf_lsm: bool,
+    pub attached_hooks: Vec<String>,
+    pub maps: Vec<MapUsage>,
+    pub sessions: u32,
+    pub counters: Counters,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapUsage {
+    pub name: String,
+    pub used: u64,
+    pub capacity: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Decision events read from the kernel.
+    pub events: u64,
+    /// Events the kernel could not deliver (counted by loss records in the audit log).
+    pub losses: u64,
+}
+
+/// What subscribers receive.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A decision, as its audit record (docs/audit-format.md).
+    Decision {
+        record: serde_json::Value,
+    },
+    SessionStarted {
+        session: SessionSummary,
+    },
+    SessionEnded {
+        id: String,
+        reason: String,
+    },
+    PolicyReloaded(Reloaded),
+    /// This subscriber fell behind and missed `count` events (they are in the audit log).
+    Missed {
+        count: u64,
+    },
+}
+
+/// A refused request: a stable code and a message for humans.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code.as_str())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// A policy or config that does not load, with its file:line:col.
+impl From<crate::policy::PolicyError> for ApiError {
+    fn from(e: crate::policy::PolicyError) -> Self {
+        ApiError::new(ErrorCode::InvalidPolicy, e.to_string())
+    }
+}
+
+/// Stable error codes; never renamed, only added to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The line is not JSON.
+    InvalidJson,
+    /// The line exceeds [`MAX_REQUEST_BYTES`]; the daemon closes the connection after replying.
+    LineTooLong,
+    /// `v` is missing or a version this daemon does not speak.
+    UnsupportedVersion,
+    /// Valid JSON but not a valid request (unknown op, missing or unexpected field).
+    BadRequest,
+    /// The peer may not use the socket, or may not do this.
+    PermissionDenied,
+    /// No session with that id.
+    NotFound,
+    /// The policy or config does not load (the message carries file:line:col).
+    InvalidPolicy,
+    /// The daemon cannot serve this now (shutting down, audit log unavailable, kernel refused).
+    Unavailable,
+    /// A bug in fp.
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidJson => "invalid_json",
+            ErrorCode::LineTooLong => "line_too_long",
+            ErrorCode::UnsupportedVersion => "unsupported_version",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::InvalidPolicy => "invalid_policy",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// Parses one request line (newline excluded). The version is checked before the request so a
+/// client of another version learns that first.
+pub fn parse_request(line: &[u8]) -> Result<Request, ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(line)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidJson, format!("invalid JSON: {e}")))?;
+    let serde_json::Value::Object(mut object) = value else {
+        return Err(ApiError::new(ErrorCode::BadRequest, "a request is a JSON object"));
+    };
+    match object.remove("v") {
+        Some(v) if v == VERSION => {}
+        Some(v) => {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedVersion,
+                format!("protocol version {v} is not supported; this daemon speaks v{VERSION}"),
+            ));
+        }
+        None => {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedVersion,
+                format!("missing \"v\": every request carries the protocol version ({VERSION})"),
+            ));
+        }
+    }
+    let request: Request = serde_json::from_value(serde_json::Value::Object(object.clone()))
+        .map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("invalid request: {e}")))?;
+    reject_unknown_fields(&request, &object)?;
+    Ok(request)
+}
+
+/// serde's `deny_unknown_fields` does not work with the flattened [`PolicySource`]: a field is
+/// known when the parsed request serializes it back (unset optional fields may be sent as null).
+fn reject_unknown_fields(
+    request: &Request,
+    sent: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), ApiError> {
+    let serde_json::Value::Object(known) = serde_json::to_value(request).unwrap_or_default() else {
+        return Ok(());
+    };
+    match sent.iter().find(|(key, value)| !known.contains_key(*key) && !value.is_null()) {
+        Some((key, _)) => Err(ApiError::new(
+            ErrorCode::BadRequest,
+            format!(
+                "unknown field `{key}` in a {} request",
+                known.get("op").and_then(|op| op.as_str()).unwrap_or("")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A request as a line, version and newline included.
+pub fn request_line(request: &Request) -> Vec<u8> {
+    let mut value = serde_json::to_value(request).unwrap_or_default();
+    if let serde_json::Value::Object(object) = &mut value {
+        object.insert("v".to_owned(), VERSION.into());
+    }
+    let mut line = serde_json::to_vec(&value).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(line: &str) -> ErrorCode {
+        parse_request(line.as_bytes()).unwrap_err().code
+    }
+
+    #[test]
+    fn requests_round_trip_through_their_lines() {
+        let create = Request::CreateSession(CreateSession {
+            agent: "claude".into(),
+            source: PolicySource { policy: Some("/etc/fp/a.toml".into()), ..Default::default() },
+            workspace: Some("/home/u/ws".into()),
+            uid: 1000,
+            mode: Some(Mode::Audit),
+            full_audit: Some(true),
+            pid: 42,
+        });
+        let requests = [
+            create,
+            Request::ListSessions,
+            Request::EndSession { id: "s1".into() },
+            Request::ReloadSession(Reload { id: "s1".into(), source: PolicySource::default() }),
+            Request::Status,
+            Request::Subscribe,
+        ];
+        for request in requests {
+            let line = request_line(&request);
+            assert_eq!(line.last(), Some(&b'\n'));
+            assert_eq!(parse_request(&line[..line.len() - 1]).unwrap(), request);
+        }
+    }
+
+    #[test]
+    fn documented_examples_parse() {
+        let line = r#"{"v":1,"op":"create_session","agent":"claude","policy":"/etc/fp/agents/claude.toml","workspace":"/home/alice/project","uid":1000,"mode":"enforce","pid":4242}"#;
+        let Request::CreateSession(c) = parse_request(line.as_bytes()).unwrap() else { panic!() };
+        assert_eq!((c.agent.as_str(), c.mode, c.full_audit), ("claude", Some(Mode::Enforce), None));
+        assert_eq!(parse_request(br#"{"op":"status","v":1}"#).unwrap(), Request::Status);
+    }
+
+    #[test]
+    fn bad_lines_get_typed_errors() {
+        assert_eq!(code("{"), ErrorCode::InvalidJson);
+        assert_eq!(code("[1]"), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"op":"status"}"#), ErrorCode::UnsupportedVersion);
+        assert_eq!(code(r#"{"v":2,"op":"status"}"#), ErrorCode::UnsupportedVersion);
+        assert_eq!(code(r#"{"v":"1","op":"status"}"#), ErrorCode::UnsupportedVersion);
+        assert_eq!(code(r#"{"v":1,"op":"launch"}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"v":1,"op":"end_session"}"#), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"v":1,"op":"status","x":1}"#), ErrorCode::BadRequest);
+        let typo = r#"{"v":1,"op":"create_session","agent":"a","uid":0,"pid":1,"worksapce":"/w"}"#;
+        assert_eq!(code(typo), ErrorCode::BadRequest);
+        let nulls = r#"{"v":1,"op":"reload_session","id":"s1","policy":null,"config":null}"#;
+        assert!(parse_request(nulls.as_bytes()).is_ok());
+        assert_eq!(
+            code(r#"{"v":1,"op":"create_session","agent":"a","uid":-1,"pid":1}"#),
+            ErrorCode::BadRequest
+        );
+    }
+
+    #[test]
+    fn policy_errors_are_invalid_policy_with_their_position() {
+        let text = "[file_policy]\ndefault = \"sometimes\"\n";
+        let file = std::path::Path::new("/etc/fp/a.toml");
+        let e = crate::policy::parse_str(file, text, crate::policy::FileKind::Policy).unwrap_err();
+        let e = ApiError::from(e);
+        assert_eq!(e.code, ErrorCode::InvalidPolicy);
+        assert!(e.message.starts_with("/etc/fp/a.toml:2:11: error: invalid value"), "{e}");
+    }
+
+    #[test]
+    fn policy_sources_are_checked() {
+        let both = PolicySource {
+            policy: Some("/a".into()),
+            policy_text: Some(String::new()),
+            config: None,
+        };
+        assert_eq!(both.validate().unwrap_err().code, ErrorCode::BadRequest);
+        let relative = PolicySource { config: Some("c.toml".into()), ..Default::default() };
+        assert_eq!(relative.validate().unwrap_err().code, ErrorCode::BadRequest);
+        assert!(PolicySource::default().validate().is_ok());
+    }
+
+    #[test]
+    fn replies_carry_the_version_and_a_stable_code() {
+        let line = Message::line(ApiError::new(ErrorCode::NotFound, "no session s9").into());
+        let text = std::str::from_utf8(&line).unwrap();
+        assert_eq!(
+            text,
+            "{\"v\":1,\"type\":\"error\",\"error\":{\"code\":\"not_found\",\"message\":\"no session s9\"}}\n"
+        );
+        let back: Message = serde_json::from_slice(&line).unwrap();
+        assert!(matches!(back.reply, Reply::Error { error } if error.code == ErrorCode::NotFound));
+        for code in [ErrorCode::InvalidJson, ErrorCode::LineTooLong, ErrorCode::Internal] {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        }
+    }
+
+    /// Every `>` line of docs/api.md is a request this parser reads as documented, and every `<`
+    /// line a reply; where the parser itself refuses the request, its reply is the documented one.
+    #[test]
+    fn the_documented_examples_are_what_the_code_does() {
+        let doc = include_str!("../../../docs/api.md");
+        let mut request: Option<Result<Request, ApiError>> = None;
+        let mut checked = 0;
+        for line in doc.lines() {
+            if let Some(line) = line.strip_prefix("> ") {
+                request = Some(parse_request(line.as_bytes()));
+            } else if let Some(reply) = line.strip_prefix("< ") {
+                let message: Message = serde_json::from_str(reply).expect(reply);
+                assert_eq!(message.v, VERSION);
+                match &request {
+                    Some(Err(error)) => {
+                        assert_eq!(
+                            Message::line(error.clone().into()),
+                            format!("{reply}\n").into_bytes()
+                        );
+                    }
+                    Some(Ok(_)) => {}
+                    None => panic!("a reply before any request: {reply}"),
+                }
+                // What is serialized again is what the doc shows.
+                assert_eq!(
+                    serde_json::to_value(&message).unwrap(),
+                    serde_json::from_str::<serde_json::Value>(reply).unwrap()
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 15, "{checked} examples");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_parser_never_panics(line in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let _ = parse_request(&line);
+        }
+
+        #[test]
+        fn the_parser_never_panics_on_near_requests(
+            op in "(create_session|list_sessions|end_session|reload_session|status|subscribe|x)",
+            fields in proptest::collection::vec(("[a-z_]{1,12}", "(1|-1|\"[a-z/]{0,8}\"|null|true|\\[\\]|\\{\\})"), 0..6),
+        ) {
+            let body: Vec<String> = fields.iter().map(|(k, v)| format!(",\"{k}\":{v}")).collect();
+            let line = format!("{{\"v\":1,\"op\":\"{op}\"{}}}", body.concat());
+            let _ = parse_request(line.as_bytes());
+        }
+    }
+}

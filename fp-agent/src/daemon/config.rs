@@ -1,0 +1,328 @@
+//! The daemon's config file (docs/configuration.md): `[daemon]`, `[sessions]`, `[audit]` and
+//! `[approval]`, next to the `[file_policy]` global policy layer the policy loader reads from the
+//! same file. Mistakes are reported as file:line:col like policy errors.
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::api::Mode;
+use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
+use crate::session::Cgroup2;
+
+pub const DEFAULT_PATH: &str = "/etc/fp/config.toml";
+
+/// The parsed config, with defaults filled in and names (group) resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The file read, or `None` for the built-in defaults.
+    pub file: Option<PathBuf>,
+    pub socket: PathBuf,
+    /// Besides root, members of this group may use the socket.
+    pub socket_group: Option<Group>,
+    /// The bpffs directory holding fp's pinned programs, maps and links.
+    pub pin_dir: PathBuf,
+    /// The cgroup v2 directory sessions are created in; `None`: `<cgroup2 mount>/fp`.
+    pub cgroup_parent: Option<PathBuf>,
+    pub sessions: Sessions,
+    pub audit: Audit,
+    pub approval: Approval,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    pub name: String,
+    pub gid: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Sessions {
+    /// The policy of a session whose request names none.
+    pub default_policy: Option<PathBuf>,
+    /// The operator config layered under every session's policy; `None`: the daemon's config file.
+    pub policy_config: Option<PathBuf>,
+    pub default_mode: Mode,
+    pub full_audit: bool,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            default_policy: None,
+            policy_config: None,
+            default_mode: Mode::Enforce,
+            full_audit: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Audit {
+    pub log: PathBuf,
+    /// The ed25519 private key signing checkpoints (`fp audit keygen`).
+    pub key: PathBuf,
+    pub rotate_bytes: u64,
+    pub rotate_age_secs: u64,
+    pub checkpoint_every_records: u64,
+    pub checkpoint_every_secs: u64,
+}
+
+impl Default for Audit {
+    fn default() -> Self {
+        Audit {
+            log: "/var/log/fp/audit.log".into(),
+            key: "/etc/fp/audit.key".into(),
+            rotate_bytes: 256 << 20,
+            rotate_age_secs: 24 * 3600,
+            checkpoint_every_records: 10_000,
+            checkpoint_every_secs: 60,
+        }
+    }
+}
+
+/// The prompt tier: who is asked, and for how long, before a prompt decision falls back to deny.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Approval {
+    pub timeout_secs: u64,
+    /// argv of the program asked to approve; `None`: prompts are denied at once.
+    pub command: Option<Vec<String>>,
+}
+
+impl Default for Approval {
+    fn default() -> Self {
+        Approval { timeout_secs: 60, command: None }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let file = FileSections::default();
+        Config {
+            file: None,
+            socket: file.daemon.socket.into_inner(),
+            socket_group: None,
+            pin_dir: file.daemon.pin_dir.into_inner(),
+            cgroup_parent: None,
+            sessions: Sessions::default(),
+            audit: Audit::default(),
+            approval: Approval::default(),
+        }
+    }
+}
+
+/// The file as written; positions are kept where a value is checked after parsing.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct FileSections {
+    daemon: DaemonSection,
+    sessions: Sessions,
+    audit: Audit,
+    approval: Approval,
+    /// Read by the policy loader (docs/policy.md); checked by `parse_str` here.
+    #[serde(rename = "file_policy")]
+    _file_policy: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct DaemonSection {
+    socket: Spanned<PathBuf>,
+    socket_group: Option<Spanned<String>>,
+    pin_dir: Spanned<PathBuf>,
+    cgroup_parent: Option<Spanned<PathBuf>>,
+}
+
+impl Default for DaemonSection {
+    fn default() -> Self {
+        DaemonSection {
+            socket: Spanned::new(0..0, "/run/fp/fp.sock".into()),
+            socket_group: None,
+            pin_dir: Spanned::new(0..0, "/sys/fs/bpf/fp".into()),
+            cgroup_parent: None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path`; every error names the file, line and column.
+    pub fn load(path: &Path) -> Result<Config, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            PolicyError::new(ErrorKind::Io, None, format!("cannot read {}: {e}", path.display()))
+        })?;
+        Config::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Config, PolicyError> {
+        // The policy parser reports TOML syntax and [file_policy] mistakes; a bad global layer
+        // must stop the daemon at start, not fail every session later.
+        parse_str(path, text, FileKind::Config)?;
+        let file: FileSections = toml::from_str(text).map_err(|e| {
+            let source = e.span().map(|s| Source::at(path, text, s.start));
+            let message = e.message().trim_end();
+            let kind = if message.starts_with("unknown field") {
+                ErrorKind::UnknownKey
+            } else if message.starts_with("invalid type") {
+                ErrorKind::WrongType
+            } else {
+                ErrorKind::BadValue
+            };
+            PolicyError::new(kind, source, message.to_owned())
+        })?;
+        let at = |span: std::ops::Range<usize>| Some(Source::at(path, text, span.start));
+        let absolute = |value: &Spanned<PathBuf>, key: &str| {
+            if value.get_ref().is_absolute() {
+                Ok(value.get_ref().clone())
+            } else {
+                Err(PolicyError::new(
+                    ErrorKind::RelativePath,
+                    at(value.span()),
+                    format!("`{key}` must be an absolute path"),
+                ))
+            }
+        };
+        let daemon = &file.daemon;
+        let socket = absolute(&daemon.socket, "socket")?;
+        let pin_dir = absolute(&daemon.pin_dir, "pin_dir")?;
+        let cgroup_parent =
+            daemon.cgroup_parent.as_ref().map(|p| absolute(p, "cgroup_parent")).transpose()?;
+        let socket_group = daemon
+            .socket_group
+            .as_ref()
+            .map(|name| {
+                let group = nix::unistd::Group::from_name(name.get_ref()).ok().flatten();
+                let gid = group.map(|g| g.gid.as_raw()).ok_or_else(|| {
+                    PolicyError::new(
+                        ErrorKind::BadValue,
+                        at(name.span()),
+                        format!("no group named \"{}\" on this host", name.get_ref()),
+                    )
+                    .with_help("create it (groupadd --system fp) or remove `socket_group`")
+                })?;
+                Ok(Group { name: name.get_ref().clone(), gid })
+            })
+            .transpose()?;
+        if file.approval.command.as_ref().is_some_and(Vec::is_empty) {
+            return Err(PolicyError::new(
+                ErrorKind::BadValue,
+                None,
+                format!("{}: [approval] `command` is empty", path.display()),
+            )
+            .with_help("give the program and its arguments, or remove `command`"));
+        }
+        Ok(Config {
+            file: Some(path.to_path_buf()),
+            socket,
+            socket_group,
+            pin_dir,
+            cgroup_parent,
+            sessions: file.sessions,
+            audit: file.audit,
+            approval: file.approval,
+        })
+    }
+
+    /// The directory session cgroups are created in: `cgroup_parent`, else `<cgroup2 mount>/fp`.
+    pub fn sessions_parent(&self, hierarchy: &Cgroup2) -> PathBuf {
+        self.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"))
+    }
+
+    /// The single-instance lock file, next to the socket.
+    pub fn lock_path(&self) -> PathBuf {
+        let mut name = self.socket.as_os_str().to_owned();
+        name.push(".lock");
+        name.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, PolicyError> {
+        Config::parse(Path::new("/etc/fp/config.toml"), text)
+    }
+
+    #[test]
+    fn an_empty_file_is_the_defaults() {
+        let config = parse("").unwrap();
+        assert_eq!(config.file.as_deref(), Some(Path::new("/etc/fp/config.toml")));
+        assert_eq!(Config { file: None, ..config }, Config::default());
+        assert_eq!(Config::default().socket, Path::new("/run/fp/fp.sock"));
+        assert_eq!(Config::default().lock_path(), Path::new("/run/fp/fp.sock.lock"));
+        let hybrid = Cgroup2 { mount: "/sys/fs/cgroup/unified".into(), root: "/".into() };
+        let parent = Config::default().sessions_parent(&hybrid);
+        assert_eq!(parent, Path::new("/sys/fs/cgroup/unified/fp"));
+    }
+
+    #[test]
+    fn the_shipped_config_parses() {
+        let text = include_str!("../../../packaging/config.toml");
+        let config = parse(text).unwrap();
+        assert_eq!(config.sessions.default_mode, Mode::Enforce);
+        assert!(config.socket_group.is_none(), "groups differ per host: the default is commented");
+    }
+
+    /// The complete example of docs/configuration.md sets every key.
+    #[test]
+    fn every_key_is_read() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let (_, example) = doc.split_once("## A complete example\n\n```toml\n").unwrap();
+        let (text, _) = example.split_once("```").unwrap();
+        let c = parse(text).unwrap();
+        assert_eq!(c.socket_group, Some(Group { name: "root".into(), gid: 0 }));
+        assert_eq!(c.cgroup_parent.as_deref(), Some(Path::new("/sys/fs/cgroup/fp")));
+        assert_eq!(
+            c.sessions.default_policy.as_deref(),
+            Some(Path::new("/etc/fp/policies/default.toml"))
+        );
+        assert_eq!(c.sessions.policy_config.as_deref(), Some(Path::new("/etc/fp/global.toml")));
+        assert_eq!(c.sessions.default_mode, Mode::Audit);
+        assert!(c.sessions.full_audit);
+        let audit = &c.audit;
+        assert_eq!((audit.rotate_bytes, audit.rotate_age_secs), (1 << 20, 3600));
+        assert_eq!((audit.checkpoint_every_records, audit.checkpoint_every_secs), (1000, 30));
+        assert_eq!(c.approval.timeout_secs, 30);
+        assert_eq!(c.approval.command.as_deref().unwrap()[1], "--notify");
+    }
+
+    #[test]
+    fn mistakes_are_reported_at_their_position() {
+        let e = parse("[daemon]\nsockt = \"/x\"\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UnknownKey);
+        assert!(
+            e.to_string().starts_with("/etc/fp/config.toml:2:1: error: unknown field `sockt`"),
+            "{e}"
+        );
+
+        let e = parse("[audit]\nrotate_bytes = \"big\"\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::WrongType);
+        assert!(e.to_string().starts_with("/etc/fp/config.toml:2:16:"), "{e}");
+
+        let e = parse("[sessions]\ndefault_mode = \"block\"\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::BadValue);
+        assert!(e.to_string().contains(":2:16:"), "{e}");
+
+        let e = parse("[daemon]\nsocket = \"fp.sock\"\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::RelativePath);
+        assert!(e.to_string().starts_with("/etc/fp/config.toml:2:10:"), "{e}");
+
+        let e = parse("[daemon]\nsocket_group = \"no-such-group-fp\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("/etc/fp/config.toml:2:16: error: no group"), "{e}");
+
+        let e = parse("[daemon\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Syntax);
+
+        let e = parse("[file_policy]\ndefault = \"maybe\"\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::BadValue);
+
+        let e = parse("[approval]\ncommand = []\n").unwrap_err();
+        assert!(e.to_string().contains("`command` is empty"), "{e}");
+
+        let e = parse("[telemetry]\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UnknownKey);
+        assert!(e.to_string().contains("expected one of"), "{e}");
+    }
+}

@@ -1,0 +1,97 @@
+//! `fp daemon`: the host agent's control socket. The server authenticates peers, parses the
+//! versioned JSON-lines protocol ([`api`], docs/api.md) and dispatches to a [`SessionHost`], which
+//! owns the kernel side (BPF objects, session cgroups, the audit writer).
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+pub mod api;
+pub mod client;
+pub mod config;
+mod lock;
+mod notify;
+pub mod server;
+#[cfg(test)]
+mod tests;
+
+pub use client::{Client, ClientError};
+pub use config::Config;
+pub use lock::InstanceLock;
+pub use server::{Peer, Server};
+
+/// What the server dispatches to. Methods may block (they run on tokio's blocking pool); errors
+/// are replied to the client as they are, so their `code` and message are what it sees.
+pub trait SessionHost: Send + Sync + 'static {
+    /// Creates a session and moves `req.pid` into its cgroup before returning. The server has
+    /// checked that `req.pid` is a child of `peer.pid`, that a non-root peer asks only for its
+    /// own uid, and has filled in the defaults of `[sessions]` (mode, full_audit, policy, config).
+    fn create(
+        &self,
+        peer: &Peer,
+        req: api::CreateSession,
+    ) -> Result<api::SessionCreated, api::ApiError>;
+    fn list(&self) -> Vec<api::SessionSummary>;
+    /// Ends a session: kills its processes, removes its kernel entries and cgroup.
+    fn end(&self, id: &str) -> Result<(), api::ApiError>;
+    /// Swaps a session's policy atomically (the config default is filled in as for `create`).
+    fn reload(&self, req: api::Reload) -> Result<api::Reloaded, api::ApiError>;
+    fn status(&self) -> api::HostStatus;
+    /// Decision and session events for subscribers. A subscriber that falls behind is told how
+    /// many it missed; it never slows the host or other subscribers.
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<api::Event>;
+    /// Called once when the daemon stops (SIGTERM/SIGINT): flush and checkpoint the audit log.
+    /// Sessions keep being enforced by the pinned programs until a daemon runs again.
+    fn shutdown(&self);
+}
+
+/// Runs the daemon until SIGTERM or SIGINT: takes the single-instance lock, listens on the
+/// socket, tells systemd it is ready and pings its watchdog, then shuts the host down.
+pub fn serve(config: &Config, host: Arc<dyn SessionHost>) -> anyhow::Result<()> {
+    let socket_dir = config.socket.parent().context("the socket path has no directory")?;
+    std::fs::create_dir_all(socket_dir)
+        .with_context(|| format!("creating {}", socket_dir.display()))?;
+    let _lock = InstanceLock::acquire(&config.lock_path())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let served = runtime.block_on(async {
+        let server = Server::bind(config, host.clone())?;
+        // Handlers first: a SIGTERM right after READY=1 must stop the daemon cleanly.
+        let stop = stop_signal().context("installing the SIGTERM/SIGINT handlers")?;
+        tracing::info!("listening on {}", config.socket.display());
+        notify::ready();
+        let watchdog = notify::watchdog_interval().map(|every| tokio::spawn(ping(every)));
+        server.run(stop).await;
+        notify::stopping();
+        if let Some(watchdog) = watchdog {
+            watchdog.abort();
+        }
+        anyhow::Ok(())
+    });
+    host.shutdown();
+    let _ = std::fs::remove_file(&config.socket);
+    served
+}
+
+async fn ping(every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        ticks.tick().await;
+        notify::watchdog();
+    }
+}
+
+/// Resolves at the first SIGTERM or SIGINT; the handlers are installed when this is called.
+fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    })
+}
