@@ -6,4 +6,5 @@ pub mod audit;
 pub mod cli;
 pub mod kernel;
 pub mod policy;
+pub mod prompt;
 pub mod session;
