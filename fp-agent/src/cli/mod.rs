@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod approvals;
 mod audit;
 mod kernel;
 mod policy;
@@ -28,6 +29,12 @@ enum Command {
     /// Keys, verification, replay and tailing of the audit log.
     #[command(subcommand)]
     Audit(audit::Command),
+    /// Pending approvals of the prompt tier (`--watch` follows them).
+    Approvals(approvals::ListArgs),
+    /// Approve a pending approval; `--remember` keeps allowing what it covers.
+    Approve(approvals::ApproveArgs),
+    /// Deny a pending approval.
+    Deny(approvals::DenyArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -44,5 +51,8 @@ pub fn main() -> ExitCode {
         Command::Policy(cmd) => policy::main(cmd),
         Command::Audit(cmd) => audit::main(cmd),
         Command::Kernel(cmd) => kernel::main(cmd),
+        Command::Approvals(args) => approvals::list(args),
+        Command::Approve(args) => approvals::approve(args),
+        Command::Deny(args) => approvals::deny(args),
     }
 }

@@ -12,6 +12,7 @@ mod approvals;
 mod broker;
 mod command;
 
+pub(crate) use approvals::serde_plain;
 pub use approvals::{
     Access, Answer, Approval, ApprovalEvent, ApprovalId, Approvals, DecideError, Decider, Decision,
     Grant, OpenRequest, OutcomeKind, PromptOutcome, Remember, Surface,
