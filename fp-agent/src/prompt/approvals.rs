@@ -141,6 +141,8 @@ pub enum OutcomeKind {
     FailedClosed,
     /// A remembered grant allowed the open without asking.
     Granted,
+    /// Not a prompt: the kernel tables deferred the open and the exact evaluator denied it.
+    DeferDenied,
 }
 
 /// One prompt outcome, for the host's audit log.
@@ -463,6 +465,11 @@ impl Approvals {
         self.emit(outcome);
     }
 
+    /// Records an open the kernel deferred and the broker denied by policy.
+    pub fn defer_denied(&self, request: OpenRequest) {
+        self.emit(request.outcome(OutcomeKind::DeferDenied, Duration::ZERO));
+    }
+
     fn emit(&self, outcome: PromptOutcome) {
         let _ = self.events.send(ApprovalEvent::Decided { outcome: outcome.clone() });
         // The host drains this into the audit log; if it is gone, so is the log.
@@ -601,4 +608,104 @@ fn rfc3339(t: SystemTime) -> String {
     let t: time::OffsetDateTime = t.into();
     let t = t.replace_nanosecond(t.millisecond() as u32 * 1_000_000).unwrap_or(t);
     t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLI: Decider = Decider { uid: 0, surface: Surface::Cli };
+
+    fn request(session: &str, path: &str) -> OpenRequest {
+        OpenRequest {
+            session: session.into(),
+            agent: "a".into(),
+            pid: 1,
+            comm: "cat".into(),
+            access: Access::Read,
+            path: path.as_bytes().to_vec(),
+            rule: None,
+        }
+    }
+
+    /// An answer that records itself in `log`.
+    fn answer(log: &Arc<Mutex<Vec<bool>>>) -> Answer {
+        let log = Arc::clone(log);
+        Box::new(move |allow| log.lock().unwrap().push(allow))
+    }
+
+    #[test]
+    fn grants_cover_their_scope_only() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let r = request("s1", "/ws/secrets/key");
+        let dir = new_grant(&mut state, &r, Remember::Dir, None, CLI, now);
+        assert!(dir.covers("s1", b"/ws/secrets/other"));
+        assert!(dir.covers("s1", b"/ws/secrets/sub/deeper"));
+        assert!(!dir.covers("s1", b"/ws/secrets-not"));
+        assert!(!dir.covers("s2", b"/ws/secrets/other"));
+        let path = new_grant(&mut state, &r, Remember::Path, None, CLI, now);
+        assert!(path.covers("s1", b"/ws/secrets/key"));
+        assert!(!path.covers("s1", b"/ws/secrets/key2"));
+        let session = new_grant(&mut state, &r, Remember::Session, None, CLI, now);
+        assert!(session.covers("s1", b"/anything"));
+        let root = new_grant(&mut state, &request("s1", "/top"), Remember::Dir, None, CLI, now);
+        assert!(root.covers("s1", b"/etc/x"));
+        let brief = new_grant(&mut state, &r, Remember::Path, Some(Duration::ZERO), CLI, now);
+        assert!(brief.expired(now));
+    }
+
+    #[test]
+    fn one_approval_per_session_and_path_and_the_first_decision_wins() {
+        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        store.hold(request("s1", "/f"), answer(&log));
+        store.hold(request("s1", "/f"), answer(&log));
+        store.hold(request("s2", "/f"), answer(&log));
+        let list = store.list();
+        assert_eq!(list.iter().map(|a| a.opens).collect::<Vec<_>>(), [2, 1]);
+        let approved = store.decide(list[0].id, Decision::Approve, None, None, CLI).unwrap();
+        assert_eq!((approved.outcome, approved.opens), (OutcomeKind::Approved, 2));
+        assert_eq!(*log.lock().unwrap(), [true, true]);
+        let again = store.decide(list[0].id, Decision::Deny, None, None, CLI);
+        assert!(matches!(again, Err(DecideError::AlreadyDecided(_))));
+        assert_eq!(
+            store.decide(list[1].id, Decision::Deny, Some(Remember::Dir), None, CLI),
+            Err(DecideError::RememberOnDeny)
+        );
+        assert_eq!(
+            store.decide(99, Decision::Deny, None, None, CLI),
+            Err(DecideError::UnknownId(99))
+        );
+        assert_eq!(outcomes.try_recv().map(|o| o.outcome), Ok(OutcomeKind::Approved));
+    }
+
+    #[test]
+    fn timeouts_deny_and_close_fails_closed() {
+        let (timed, mut outcomes) = Approvals::new(Duration::from_millis(20), None);
+        let reaper = {
+            let timed = Arc::clone(&timed);
+            std::thread::spawn(move || timed.run_timeouts())
+        };
+        let log = Arc::new(Mutex::new(Vec::new()));
+        timed.hold(request("s1", "/f"), answer(&log));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while log.lock().unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "the approval never timed out");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(*log.lock().unwrap(), [false]);
+        assert_eq!(outcomes.try_recv().map(|o| o.outcome), Ok(OutcomeKind::TimedOut));
+        timed.close("done");
+        reaper.join().unwrap();
+
+        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None);
+        store.hold(request("s1", "/g"), answer(&log));
+        store.close("stopping");
+        store.hold(request("s1", "/h"), answer(&log));
+        assert_eq!(*log.lock().unwrap(), [false, false, false]);
+        let kinds: Vec<_> =
+            std::iter::from_fn(|| outcomes.try_recv().ok()).map(|o| o.outcome).collect();
+        assert_eq!(kinds, [OutcomeKind::FailedClosed, OutcomeKind::FailedClosed]);
+    }
 }

@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::approvals::{Access, Approvals, OpenRequest, PromptOutcome};
 use super::command::ApprovalCommand;
-use crate::policy::{EffectivePolicy, Op, Verdict};
+use crate::policy::{EffectivePolicy, KernelDisposition, Op, Verdict};
 use crate::session::Cgroup2;
 
 /// The permission events the broker answers.
@@ -364,37 +364,49 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
             return;
         }
     };
-    let (verdict, rule) = decide(&session.policy, &request.path, access);
+    let (verdict, rule, deferred) = decide(&session.policy, &request.path, access);
+    request.rule = rule;
     match verdict {
         Verdict::Allow => {
             shared.answer(&event, true);
             shared.cache_if_never_prompted(fd, &request.path);
         }
-        Verdict::Deny => shared.answer(&event, false),
+        Verdict::Deny => {
+            shared.answer(&event, false);
+            // The kernel denies and records what it decides itself; a deferred denial is ours.
+            if deferred {
+                approvals.defer_denied(request);
+            }
+        }
         Verdict::Prompt => {
-            request.rule = rule;
             let shared = Arc::clone(shared);
             approvals.hold(request, Box::new(move |allow| shared.answer(&event, allow)));
         }
     }
 }
 
-/// The strictest verdict over the ops of `access`, with its deciding rule's text.
-fn decide(policy: &EffectivePolicy, path: &[u8], access: Access) -> (Verdict, Option<String>) {
-    let mut strictest: Option<(Verdict, Option<String>)> = None;
+/// The strictest verdict over the ops of `access`: its deciding rule's text, and whether the
+/// kernel tables deferred it to userspace.
+fn decide(
+    policy: &EffectivePolicy,
+    path: &[u8],
+    access: Access,
+) -> (Verdict, Option<String>, bool) {
+    let rank = |v: Verdict| match v {
+        Verdict::Allow => 0,
+        Verdict::Prompt => 1,
+        Verdict::Deny => 2,
+    };
+    let mut strictest: Option<(Verdict, Option<String>, bool)> = None;
     for op in access.policy_ops() {
         let decision = policy.decide(path, *op);
-        let rank = |v: Verdict| match v {
-            Verdict::Allow => 0,
-            Verdict::Prompt => 1,
-            Verdict::Deny => 2,
-        };
-        if strictest.as_ref().is_none_or(|(v, _)| rank(decision.verdict) > rank(*v)) {
+        if strictest.as_ref().is_none_or(|(v, ..)| rank(decision.verdict) > rank(*v)) {
             let rule = decision.rule.and_then(|r| policy.rule(r)).map(|r| r.text.clone());
-            strictest = Some((decision.verdict, rule));
+            let deferred = decision.kernel == KernelDisposition::Defer;
+            strictest = Some((decision.verdict, rule, deferred));
         }
     }
-    strictest.unwrap_or((Verdict::Deny, None))
+    strictest.unwrap_or((Verdict::Deny, None, false))
 }
 
 /// The path of an event's file, from the fd the kernel opened for us (never by reopening it).
