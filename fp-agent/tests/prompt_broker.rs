@@ -52,7 +52,7 @@ impl Drop for Fixture {
 
 /// A broker whose one session prompts for `<dir>/secrets/**` and `<dir>/bin/**`; None (test
 /// skipped) when not root.
-fn fixture(timeout: Duration, command: Option<ApprovalCommand>) -> Option<Fixture> {
+fn fixture(configure: impl FnOnce(&mut BrokerConfig)) -> Option<Fixture> {
     if !nix::unistd::geteuid().is_root() {
         eprintln!("SKIPPED: the prompt broker tests need root (fanotify permission events)");
         return None;
@@ -80,8 +80,7 @@ fn fixture(timeout: Duration, command: Option<ApprovalCommand>) -> Option<Fixtur
         SessionInfo { id: name.clone(), agent: "tester".into(), policy: Arc::new(policy) };
     let lookup = Arc::new(Lookup { cgroup: cgroup.path.clone(), session });
     let mut config = BrokerConfig::new(hierarchy, vec![dir.path().to_path_buf()]);
-    config.approval_timeout = timeout;
-    config.approval_command = command;
+    configure(&mut config);
     let (broker, outcomes) = PromptBroker::start(config, lookup).unwrap();
     Some(Fixture { dir, cgroup: Some(cgroup), broker: Some(broker), outcomes })
 }
@@ -159,7 +158,7 @@ fn still_running(child: &mut Child) -> bool {
 
 #[test]
 fn approve_lets_the_held_read_through() {
-    let Some(mut f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, None) else { return };
+    let Some(mut f) = fixture(|_| {}) else { return };
     let mut child = f.in_session(&format!("exec cat {}", f.path("secrets/a").display()));
     let approval = f.pending();
     assert!(still_running(&mut child), "the open is held");
@@ -182,7 +181,7 @@ fn approve_lets_the_held_read_through() {
 
 #[test]
 fn deny_and_timeout_refuse_the_open() {
-    let Some(mut f) = fixture(Duration::from_millis(300), None) else { return };
+    let Some(mut f) = fixture(|c| c.approval_timeout = Duration::from_millis(300)) else { return };
     let child = f.in_session(&format!("exec cat {}", f.path("secrets/a").display()));
     let approval = f.pending();
     f.broker().approvals().decide(approval.id, Decision::Deny, None, None, CLI).unwrap();
@@ -201,7 +200,7 @@ fn deny_and_timeout_refuse_the_open() {
 
 #[test]
 fn remember_dir_allows_the_next_open_until_it_expires() {
-    let Some(mut f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, None) else { return };
+    let Some(mut f) = fixture(|_| {}) else { return };
     let child = f.in_session(&format!("exec cat {}", f.path("secrets/a").display()));
     let approval = f.pending();
     f.approve(approval.id, Some(Remember::Dir), Some(Duration::from_secs(1)));
@@ -226,7 +225,7 @@ fn remember_dir_allows_the_next_open_until_it_expires() {
 
 #[test]
 fn concurrent_opens_of_one_file_make_one_approval() {
-    let Some(mut f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, None) else { return };
+    let Some(mut f) = fixture(|_| {}) else { return };
     let file = f.path("secrets/a");
     let first = f.in_session(&format!("exec cat {}", file.display()));
     let second = f.in_session(&format!("exec cat {}", file.display()));
@@ -248,7 +247,7 @@ fn concurrent_opens_of_one_file_make_one_approval() {
 
 #[test]
 fn processes_outside_the_session_are_never_held() {
-    let Some(f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, None) else { return };
+    let Some(f) = fixture(|_| {}) else { return };
     let files: Vec<String> = ["secrets/a", "secrets/b", "open/x"]
         .iter()
         .map(|p| f.path(p).display().to_string())
@@ -265,7 +264,7 @@ fn processes_outside_the_session_are_never_held() {
 
 #[test]
 fn exec_of_a_prompt_tier_binary_is_held_once() {
-    let Some(mut f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, None) else { return };
+    let Some(mut f) = fixture(|_| {}) else { return };
     let binary = f.path("bin/true");
     std::fs::copy("/bin/true", &binary).unwrap();
     let mut child = f.in_session(&format!("exec {}", binary.display()));
@@ -281,7 +280,7 @@ fn exec_of_a_prompt_tier_binary_is_held_once() {
 
 #[test]
 fn a_write_open_is_put_to_the_approver_as_a_write() {
-    let Some(mut f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, None) else { return };
+    let Some(mut f) = fixture(|_| {}) else { return };
     let file = f.path("secrets/a");
     let child = f.in_session(&format!("echo changed > {}", file.display()));
     let approval = f.pending();
@@ -303,7 +302,7 @@ fn command(script: &str) -> ApprovalCommand {
 #[test]
 fn approval_command_approves_with_a_grant() {
     let cmd = command(r#"grep -q '"comm":"cat"' && echo '{"remember": "path"}'"#);
-    let Some(mut f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, Some(cmd)) else { return };
+    let Some(mut f) = fixture(|c| c.approval_command = Some(cmd)) else { return };
     let out = finish(f.in_session(&format!("exec cat {}", f.path("secrets/a").display())));
     assert_eq!(out.stdout, b"secret a", "{out:?}");
     let outcome = f.outcome();
@@ -314,7 +313,7 @@ fn approval_command_approves_with_a_grant() {
 
 #[test]
 fn approval_command_denies() {
-    let Some(mut f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, Some(command("exit 1"))) else {
+    let Some(mut f) = fixture(|c| c.approval_command = Some(command("exit 1"))) else {
         return;
     };
     let out = finish(f.in_session(&format!("exec cat {}", f.path("secrets/a").display())));
@@ -324,7 +323,7 @@ fn approval_command_denies() {
 
 #[test]
 fn shutdown_denies_pending_opens() {
-    let Some(mut f) = fixture(BrokerConfig::DEFAULT_TIMEOUT, None) else { return };
+    let Some(mut f) = fixture(|_| {}) else { return };
     let child = f.in_session(&format!("exec cat {}", f.path("secrets/a").display()));
     f.pending();
     f.broker.take().unwrap().shutdown();
@@ -333,4 +332,21 @@ fn shutdown_denies_pending_opens() {
     let outcome = f.outcome();
     assert_eq!(outcome.outcome, OutcomeKind::FailedClosed);
     assert!(outcome.reason.is_some());
+}
+
+#[test]
+fn the_broker_thread_beats_while_it_serves() {
+    let beats = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&beats);
+    let Some(f) = fixture(|c| {
+        c.heartbeat = Some(Arc::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+        c.heartbeat_interval = Duration::from_millis(20);
+    }) else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(beats.load(Ordering::SeqCst) >= 3, "{} beats", beats.load(Ordering::SeqCst));
+    drop(f);
 }

@@ -48,7 +48,7 @@ pub trait SessionLookup: Send + Sync {
     fn policies(&self) -> Vec<Arc<EffectivePolicy>>;
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct BrokerConfig {
     /// A path on each filesystem session processes can reach; each filesystem is marked whole.
     pub filesystems: Vec<PathBuf>,
@@ -58,11 +58,18 @@ pub struct BrokerConfig {
     pub cgroup2: Cgroup2,
     /// Most files cached as never prompted (one ignore mark each); the cache is flushed when full.
     pub ignore_cache_limit: usize,
+    /// Called from the broker thread at least every `heartbeat_interval` while it serves events
+    /// (the kernel half refreshes its heartbeat map here). It must not block or open files.
+    pub heartbeat: Option<Heartbeat>,
+    pub heartbeat_interval: Duration,
 }
+
+pub type Heartbeat = Arc<dyn Fn() + Send + Sync>;
 
 impl BrokerConfig {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
     pub const DEFAULT_IGNORE_CACHE_LIMIT: usize = 65_536;
+    pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 
     pub fn new(cgroup2: Cgroup2, filesystems: Vec<PathBuf>) -> Self {
         BrokerConfig {
@@ -71,6 +78,8 @@ impl BrokerConfig {
             approval_command: None,
             cgroup2,
             ignore_cache_limit: Self::DEFAULT_IGNORE_CACHE_LIMIT,
+            heartbeat: None,
+            heartbeat_interval: Self::DEFAULT_HEARTBEAT_INTERVAL,
         }
     }
 }
@@ -131,10 +140,11 @@ impl PromptBroker {
             nix::unistd::pipe2(OFlag::O_CLOEXEC).context("creating the broker's stop pipe")?;
         let mut threads = Vec::new();
         let (a, s) = (Arc::clone(&approvals), Arc::clone(&shared));
+        let heartbeat = (config.heartbeat.clone(), config.heartbeat_interval);
         threads.push(
             std::thread::Builder::new()
                 .name("fp-prompt-broker".into())
-                .spawn(move || broker_loop(&s, &a, &stop_read))?,
+                .spawn(move || broker_loop(&s, &a, &stop_read, heartbeat))?,
         );
         let a = Arc::clone(&approvals);
         threads.push(
@@ -154,6 +164,15 @@ impl PromptBroker {
     /// Marks one more filesystem (one mounted after the broker started).
     pub fn mark_filesystem(&self, path: &Path) -> anyhow::Result<()> {
         self.shared.mark_filesystem(path)
+    }
+
+    /// Stops watching a filesystem (before unmounting it). Its cached files stay cached.
+    pub fn unmark_filesystem(&self, path: &Path) -> anyhow::Result<()> {
+        let flags = MarkFlags::FAN_MARK_REMOVE | MarkFlags::FAN_MARK_FILESYSTEM;
+        self.shared
+            .group
+            .mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path))
+            .with_context(|| format!("removing the fanotify mark of {}", path.display()))
     }
 
     /// Call after a session starts or its policy changes, before its processes run: files cached
@@ -269,13 +288,29 @@ impl Shared {
     }
 }
 
-fn broker_loop(shared: &Arc<Shared>, approvals: &Arc<Approvals>, stop: &OwnedFd) {
+fn broker_loop(
+    shared: &Arc<Shared>,
+    approvals: &Arc<Approvals>,
+    stop: &OwnedFd,
+    (heartbeat, interval): (Option<Heartbeat>, Duration),
+) {
+    let timeout = match heartbeat {
+        Some(_) => PollTimeout::try_from(interval).unwrap_or(PollTimeout::MAX),
+        None => PollTimeout::NONE,
+    };
+    let mut last_beat: Option<std::time::Instant> = None;
     loop {
+        if let Some(beat) = &heartbeat
+            && last_beat.is_none_or(|t| t.elapsed() >= interval)
+        {
+            beat();
+            last_beat = Some(std::time::Instant::now());
+        }
         let mut fds = [
             PollFd::new(shared.group.as_fd(), PollFlags::POLLIN),
             PollFd::new(stop.as_fd(), PollFlags::POLLIN),
         ];
-        match poll(&mut fds, PollTimeout::NONE) {
+        match poll(&mut fds, timeout) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => tracing::error!("poll on the fanotify group: {e}"),
         }

@@ -17,5 +17,5 @@ pub use approvals::{
     Access, Answer, Approval, ApprovalEvent, ApprovalId, Approvals, DecideError, Decider, Decision,
     Grant, OpenRequest, OutcomeKind, PromptOutcome, Remember, Surface,
 };
-pub use broker::{BrokerConfig, PromptBroker, SessionInfo, SessionLookup};
+pub use broker::{BrokerConfig, Heartbeat, PromptBroker, SessionInfo, SessionLookup};
 pub use command::{ApprovalCommand, CommandVerdict, parse_duration};
