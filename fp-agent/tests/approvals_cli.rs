@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fp_agent::prompt::api::{self, ApprovalRequest};
-use fp_agent::prompt::{Access, Approvals, OpenRequest, Remember};
+use fp_agent::prompt::{Access, Approvals, Open, OpenRequest, Remember};
 use serde_json::Value;
 
 fn fp(socket: &Path, args: &[&str]) -> (i32, String, String) {
@@ -50,15 +50,16 @@ fn store_with_one_open() -> (Arc<Approvals>, Arc<Mutex<Option<bool>>>) {
     let (approvals, _outcomes) = Approvals::new(Duration::from_secs(60), None);
     let answer = Arc::new(Mutex::new(None));
     let cell = Arc::clone(&answer);
-    let request = OpenRequest {
+    let open = Open {
         session: "s1".into(),
         agent: "coder".into(),
         pid: 42,
         comm: "cat".into(),
         access: Access::Read,
-        path: b"/ws/secrets/key".to_vec(),
+        path: String::new(),
         rule: Some("<workspace>/secrets/**".into()),
     };
+    let request = OpenRequest::new(open, b"/ws/secrets/key".to_vec());
     approvals.hold(request, Box::new(move |allow| *cell.lock().unwrap() = Some(allow)));
     (approvals, answer)
 }

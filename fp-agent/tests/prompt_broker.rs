@@ -162,11 +162,11 @@ fn approve_lets_the_held_read_through() {
     let mut child = f.in_session(&format!("exec cat {}", f.path("secrets/a").display()));
     let approval = f.pending();
     assert!(still_running(&mut child), "the open is held");
-    assert_eq!(approval.comm, "cat");
-    assert_eq!(approval.agent, "tester");
-    assert_eq!(approval.access, Access::Read);
-    assert_eq!(Path::new(&approval.path), f.path("secrets/a"));
-    assert!(approval.rule.as_deref().is_some_and(|r| r.ends_with("/secrets/**")));
+    assert_eq!(approval.open.comm, "cat");
+    assert_eq!(approval.open.agent, "tester");
+    assert_eq!(approval.open.access, Access::Read);
+    assert_eq!(Path::new(&approval.open.path), f.path("secrets/a"));
+    assert!(approval.open.rule.as_deref().is_some_and(|r| r.ends_with("/secrets/**")));
     f.approve(approval.id, None, None);
     let out = finish(child);
     assert!(out.status.success(), "{out:?}");
@@ -269,7 +269,7 @@ fn exec_of_a_prompt_tier_binary_is_held_once() {
     std::fs::copy("/bin/true", &binary).unwrap();
     let mut child = f.in_session(&format!("exec {}", binary.display()));
     let approval = f.pending();
-    assert_eq!(approval.access, Access::Exec);
+    assert_eq!(approval.open.access, Access::Exec);
     assert!(still_running(&mut child));
     f.approve(approval.id, None, None);
     let out = finish(child);
@@ -284,7 +284,7 @@ fn a_write_open_is_put_to_the_approver_as_a_write() {
     let file = f.path("secrets/a");
     let child = f.in_session(&format!("echo changed > {}", file.display()));
     let approval = f.pending();
-    assert_eq!(approval.access, Access::Write);
+    assert_eq!(approval.open.access, Access::Write);
     f.broker().approvals().decide(approval.id, Decision::Deny, None, None, CLI).unwrap();
     assert!(!finish(child).status.success());
     assert_eq!(f.outcome().outcome, OutcomeKind::Denied);

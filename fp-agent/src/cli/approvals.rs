@@ -192,19 +192,20 @@ fn decide_approval(decide: DecideRequest, socket: &Socket) -> Result<(), Failure
     Ok(())
 }
 
-fn describe_approval(a: &Approval) -> String {
+fn describe_approval(approval: &Approval) -> String {
+    let a = &approval.open;
     let rule = a.rule.as_deref().unwrap_or("default");
     format!(
         "#{} {} {} ({} pid {} {}): {} — rule {rule}, {} open(s), waiting {}s",
-        a.id,
+        approval.id,
         crate::prompt::serde_plain(&a.access),
         a.path,
         a.agent,
         a.pid,
         a.comm,
         a.session,
-        a.opens,
-        a.age_ms / 1000
+        approval.opens,
+        approval.age_ms / 1000
     )
 }
 
@@ -220,8 +221,8 @@ fn describe_outcome(o: &PromptOutcome) -> String {
     format!(
         "{id} {}{by}: {} {} ({} open(s), {} ms){grant}",
         crate::prompt::serde_plain(&o.outcome),
-        crate::prompt::serde_plain(&o.access),
-        o.path,
+        crate::prompt::serde_plain(&o.open.access),
+        o.open.path,
         o.opens,
         o.latency_us / 1000
     )

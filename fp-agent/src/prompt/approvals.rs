@@ -77,19 +77,27 @@ pub struct Decider {
     pub surface: Surface,
 }
 
+/// Who opens what, and the rule that prompts: what approvals and outcomes describe.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Open {
+    pub session: String,
+    pub agent: String,
+    /// The opening thread (of an approval: the first one).
+    pub pid: i32,
+    pub comm: String,
+    pub access: Access,
+    /// As text; bytes that are not UTF-8 show as U+FFFD.
+    pub path: String,
+    /// The deciding rule as written; None when the default decided.
+    pub rule: Option<String>,
+}
+
 /// A pending approval, as lists, subscribers and `approval_command` see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
     pub id: ApprovalId,
-    pub session: String,
-    pub agent: String,
-    /// The thread that opened first.
-    pub pid: i32,
-    pub comm: String,
-    pub access: Access,
-    pub path: String,
-    /// The deciding rule as written; None when the default decided.
-    pub rule: Option<String>,
+    #[serde(flatten)]
+    pub open: Open,
     /// RFC 3339, UTC.
     pub opened_at: String,
     pub age_ms: u64,
@@ -150,13 +158,8 @@ pub enum OutcomeKind {
 pub struct PromptOutcome {
     /// None when no approval was opened (granted, or failed closed before one).
     pub approval: Option<ApprovalId>,
-    pub session: String,
-    pub agent: String,
-    pub pid: i32,
-    pub comm: String,
-    pub access: Access,
-    pub path: String,
-    pub rule: Option<String>,
+    #[serde(flatten)]
+    pub open: Open,
     pub outcome: OutcomeKind,
     pub decided_by: Option<Decider>,
     /// From the first held open to the answer.
@@ -228,26 +231,22 @@ pub type Answer = Box<dyn FnOnce(bool) + Send>;
 /// An open the broker wants decided.
 #[derive(Clone, Debug)]
 pub struct OpenRequest {
-    pub session: String,
-    pub agent: String,
-    pub pid: i32,
-    pub comm: String,
-    pub access: Access,
+    pub open: Open,
+    /// The path's bytes: what batching and grants match.
     pub path: Vec<u8>,
-    pub rule: Option<String>,
 }
 
 impl OpenRequest {
+    /// `open` with `path` as its path.
+    pub fn new(mut open: Open, path: Vec<u8>) -> Self {
+        open.path = String::from_utf8_lossy(&path).into_owned();
+        OpenRequest { open, path }
+    }
+
     fn outcome(&self, kind: OutcomeKind, latency: Duration) -> PromptOutcome {
         PromptOutcome {
             approval: None,
-            session: self.session.clone(),
-            agent: self.agent.clone(),
-            pid: self.pid,
-            comm: self.comm.clone(),
-            access: self.access,
-            path: String::from_utf8_lossy(&self.path).into_owned(),
-            rule: self.rule.clone(),
+            open: self.open.clone(),
             outcome: kind,
             decided_by: None,
             latency_us: latency.as_micros() as u64,
@@ -268,16 +267,14 @@ struct Pending {
 }
 
 impl Pending {
+    fn key(&self) -> (String, Vec<u8>) {
+        (self.request.open.session.clone(), self.request.path.clone())
+    }
+
     fn view(&self, now: Instant) -> Approval {
         Approval {
             id: self.id,
-            session: self.request.session.clone(),
-            agent: self.request.agent.clone(),
-            pid: self.request.pid,
-            comm: self.request.comm.clone(),
-            access: self.request.access,
-            path: String::from_utf8_lossy(&self.request.path).into_owned(),
-            rule: self.request.rule.clone(),
+            open: self.request.open.clone(),
             opened_at: rfc3339(self.opened_at),
             age_ms: now.saturating_duration_since(self.opened).as_millis() as u64,
             opens: self.held.len() as u32,
@@ -372,7 +369,7 @@ impl Approvals {
         if let Some(grant) = state
             .grants
             .iter()
-            .find(|g| !g.expired(now) && g.covers(&request.session, &request.path))
+            .find(|g| !g.expired(now) && g.covers(&request.open.session, &request.path))
         {
             let grant = grant.clone();
             drop(state);
@@ -382,7 +379,7 @@ impl Approvals {
             self.emit(outcome);
             return;
         }
-        let key = (request.session.clone(), request.path.clone());
+        let key = (request.open.session.clone(), request.path.clone());
         if let Some(id) = state.by_key.get(&key).copied()
             && let Some(pending) = state.pending.get_mut(&id)
         {
@@ -430,7 +427,7 @@ impl Approvals {
                 None => DecideError::UnknownId(id),
             });
         };
-        state.by_key.remove(&(pending.request.session.clone(), pending.request.path.clone()));
+        state.by_key.remove(&pending.key());
         let grant = match (decision, remember) {
             (Decision::Approve, Some(scope)) => {
                 let grant = new_grant(&mut state, &pending.request, scope, duration, decider, now);
@@ -489,8 +486,7 @@ impl Approvals {
                 state.pending.values().filter(|p| p.deadline <= now).map(|p| p.id).collect();
             for id in expired {
                 if let Some(pending) = state.pending.remove(&id) {
-                    let key = (pending.request.session.clone(), pending.request.path.clone());
-                    state.by_key.remove(&key);
+                    state.by_key.remove(&pending.key());
                     let ending = Ending {
                         kind: OutcomeKind::TimedOut,
                         decider: None,
@@ -556,7 +552,7 @@ fn new_grant(
     state.next_grant += 1;
     Grant {
         id,
-        session: request.session.clone(),
+        session: request.open.session.clone(),
         scope,
         path: String::from_utf8_lossy(&key).into_owned(),
         expires_at: duration.map(|d| rfc3339(SystemTime::now() + d)),
@@ -617,15 +613,16 @@ mod tests {
     const CLI: Decider = Decider { uid: 0, surface: Surface::Cli };
 
     fn request(session: &str, path: &str) -> OpenRequest {
-        OpenRequest {
+        let open = Open {
             session: session.into(),
             agent: "a".into(),
             pid: 1,
             comm: "cat".into(),
             access: Access::Read,
-            path: path.as_bytes().to_vec(),
+            path: String::new(),
             rule: None,
-        }
+        };
+        OpenRequest::new(open, path.as_bytes().to_vec())
     }
 
     /// An answer that records itself in `log`.

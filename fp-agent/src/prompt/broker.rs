@@ -22,7 +22,7 @@ use nix::sys::fanotify::{
 };
 use tokio::sync::mpsc;
 
-use super::approvals::{Access, Approvals, OpenRequest, PromptOutcome};
+use super::approvals::{Access, Approvals, Open, OpenRequest, PromptOutcome};
 use super::command::ApprovalCommand;
 use crate::policy::{EffectivePolicy, KernelDisposition, Op, Verdict};
 use crate::session::Cgroup2;
@@ -382,25 +382,26 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
             Opening::Access(access) => access,
         }
     };
-    let mut request = OpenRequest {
+    let open = Open {
         session: session.id,
         agent: session.agent,
         pid: tid,
         comm: comm(tid),
         access,
-        path: Vec::new(),
+        path: String::new(),
         rule: None,
     };
-    request.path = match event_path(fd) {
+    let path = match event_path(fd) {
         Ok(path) => path,
         Err(e) => {
             shared.answer(&event, false);
-            approvals.failed_closed(request, format!("the opened file has no path: {e}"));
+            let reason = format!("the opened file has no path: {e:#}");
+            approvals.failed_closed(OpenRequest::new(open, Vec::new()), reason);
             return;
         }
     };
-    let (verdict, rule, deferred) = decide(&session.policy, &request.path, access);
-    request.rule = rule;
+    let (verdict, rule, deferred) = decide(&session.policy, &path, access);
+    let request = OpenRequest::new(Open { rule, ..open }, path);
     match verdict {
         Verdict::Allow => {
             shared.answer(&event, true);
