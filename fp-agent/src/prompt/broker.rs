@@ -39,6 +39,11 @@ pub struct SessionInfo {
 }
 
 /// The host's sessions, as the broker asks about them.
+///
+/// Called on the broker thread for every event it sees: an implementation must never wait for a
+/// lock that another thread may hold while it opens a file (loading a policy, writing the audit
+/// log), or that open and the broker wait for each other. Hold a snapshot (`Arc` swapped under a
+/// lock held only to clone or replace it).
 pub trait SessionLookup: Send + Sync {
     /// The session whose cgroup directory is `cgroup` (an absolute path under the cgroup2
     /// mount). The broker asks for the opener's cgroup, then each ancestor.
