@@ -350,3 +350,21 @@ fn the_broker_thread_beats_while_it_serves() {
     assert!(beats.load(Ordering::SeqCst) >= 3, "{} beats", beats.load(Ordering::SeqCst));
     drop(f);
 }
+
+#[test]
+fn a_cached_file_renamed_into_a_prompt_tier_path_is_held_again() {
+    let Some(f) = fixture(|_| {}) else { return };
+    let (before, after) = (f.path("open/moved"), f.path("secrets/moved"));
+    std::fs::write(&before, "moved").unwrap();
+    // Read outside the session: no session is prompted for it, so it is cached.
+    let out = finish(outside(&format!("cat {}", before.display())));
+    assert_eq!(out.stdout, b"moved");
+    std::fs::rename(&before, &after).unwrap();
+    // The rename report arrives after the fact; give the broker a moment to flush.
+    std::thread::sleep(Duration::from_millis(200));
+    let child = f.in_session(&format!("exec cat {}", after.display()));
+    let approval = f.pending();
+    assert_eq!(Path::new(&approval.open.path), after);
+    f.approve(approval.id, None, None);
+    assert_eq!(finish(child).stdout, b"moved");
+}

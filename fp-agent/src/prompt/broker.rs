@@ -29,6 +29,8 @@ use crate::session::Cgroup2;
 
 /// The permission events the broker answers.
 const PERMISSION_EVENTS: MaskFlags = MaskFlags::FAN_OPEN_PERM.union(MaskFlags::FAN_OPEN_EXEC_PERM);
+/// Every rename of a file or directory (reported once, from its old directory).
+const RENAME_EVENTS: MaskFlags = MaskFlags::FAN_MOVED_FROM.union(MaskFlags::FAN_ONDIR);
 
 /// A live session, as the host knows it.
 #[derive(Clone, Debug)]
@@ -92,6 +94,9 @@ impl BrokerConfig {
 /// What the broker thread and the answers of held opens share.
 struct Shared {
     group: Fanotify,
+    /// Reports renames on the marked filesystems (after the fact): a renamed file or directory
+    /// may have moved cached files to prompt-tier paths, so each one flushes the cache.
+    renames: Fanotify,
     sessions: Arc<dyn SessionLookup>,
     cgroup2: Cgroup2,
     /// Bumped by [`PromptBroker::sessions_changed`]: a cache entry computed under an older
@@ -128,10 +133,20 @@ impl PromptBroker {
             EventFFlags::O_RDONLY | EventFFlags::O_LARGEFILE | EventFFlags::O_CLOEXEC,
         )
         .context("fanotify_init (FAN_CLASS_CONTENT needs CAP_SYS_ADMIN)")?;
+        // Renames are directory-entry events: only a group reporting file ids receives them.
+        let renames = Fanotify::init(
+            InitFlags::FAN_CLASS_NOTIF
+                | InitFlags::FAN_CLOEXEC
+                | InitFlags::FAN_NONBLOCK
+                | InitFlags::from_bits_retain(libc::FAN_REPORT_FID),
+            EventFFlags::O_RDONLY,
+        )
+        .context("fanotify_init of the rename watch")?;
         let (approvals, outcomes) =
             Approvals::new(config.approval_timeout, config.approval_command.clone());
         let shared = Arc::new(Shared {
             group,
+            renames,
             sessions,
             cgroup2: config.cgroup2.clone(),
             generation: AtomicU64::new(0),
@@ -174,17 +189,18 @@ impl PromptBroker {
     /// Stops watching a filesystem (before unmounting it). Its cached files stay cached.
     pub fn unmark_filesystem(&self, path: &Path) -> anyhow::Result<()> {
         let flags = MarkFlags::FAN_MARK_REMOVE | MarkFlags::FAN_MARK_FILESYSTEM;
+        let context = || format!("removing the fanotify marks of {}", path.display());
         self.shared
             .group
             .mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path))
-            .with_context(|| format!("removing the fanotify mark of {}", path.display()))
+            .with_context(context)?;
+        self.shared.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)).with_context(context)
     }
 
     /// Call after a session starts or its policy changes, before its processes run: files cached
     /// as never prompted may be prompt-tier under the new policy.
     pub fn sessions_changed(&self) -> anyhow::Result<()> {
-        self.shared.generation.fetch_add(1, Ordering::SeqCst);
-        self.shared.flush_ignore_cache()
+        self.shared.invalidate_cache()
     }
 
     /// Stops the broker: pending approvals are denied (failed closed), then the group closes.
@@ -210,14 +226,36 @@ impl Drop for PromptBroker {
 
 impl Shared {
     fn mark_filesystem(&self, path: &Path) -> anyhow::Result<()> {
-        self.group
-            .mark(
-                MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_FILESYSTEM,
-                PERMISSION_EVENTS,
-                AT_FDCWD,
-                Some(path),
-            )
-            .with_context(|| format!("fanotify_mark of the filesystem of {}", path.display()))
+        let flags = MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_FILESYSTEM;
+        let context = || format!("fanotify_mark of the filesystem of {}", path.display());
+        self.group.mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path)).with_context(context)?;
+        self.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)).with_context(context)
+    }
+
+    /// Cached files may be prompt-tier now: drop them, and any being cached right now.
+    fn invalidate_cache(&self) -> anyhow::Result<()> {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.flush_ignore_cache()
+    }
+
+    /// Reads every queued rename report; any (or a lost one) invalidates the cache.
+    fn drain_renames(&self) {
+        let mut renamed = false;
+        loop {
+            match self.renames.read_events() {
+                Ok(events) if !events.is_empty() => renamed = true,
+                Err(Errno::EINTR) => {}
+                Ok(_) | Err(Errno::EAGAIN) => break,
+                Err(e) => {
+                    tracing::warn!("reading rename reports: {e}");
+                    renamed = true;
+                    break;
+                }
+            }
+        }
+        if renamed && let Err(e) = self.invalidate_cache() {
+            tracing::warn!("{e:#}");
+        }
     }
 
     fn flush_ignore_cache(&self) -> anyhow::Result<()> {
@@ -313,13 +351,18 @@ fn broker_loop(
         }
         let mut fds = [
             PollFd::new(shared.group.as_fd(), PollFlags::POLLIN),
+            PollFd::new(shared.renames.as_fd(), PollFlags::POLLIN),
             PollFd::new(stop.as_fd(), PollFlags::POLLIN),
         ];
         match poll(&mut fds, timeout) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => tracing::error!("poll on the fanotify group: {e}"),
         }
-        let stopping = fds[1].revents().is_some_and(|r| !r.is_empty());
+        let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
+        if ready(&fds[1]) {
+            shared.drain_renames();
+        }
+        let stopping = ready(&fds[2]);
         if stopping {
             // Deny what waits and what is still queued, then let the group close.
             approvals.close("the broker stopped");
