@@ -36,13 +36,72 @@ fn serve(approvals: Arc<Approvals>, dir: &Path) -> PathBuf {
             assert_eq!(value["v"], 1);
             value.as_object_mut().unwrap().remove("v");
             let request: ApprovalRequest = serde_json::from_value(value).unwrap();
-            let reply = api::handle(&approvals, request, 0);
-            let mut reply = serde_json::to_value(reply).unwrap();
-            reply["v"] = 1.into();
-            writeln!(stream, "{reply}").unwrap();
+            let watch = (request == ApprovalRequest::WatchApprovals).then(|| approvals.subscribe());
+            reply(&mut stream, api::handle(&approvals, request, 0));
+            if let Some(mut events) = watch {
+                let approvals = Arc::clone(&approvals);
+                std::thread::spawn(move || {
+                    while let Some(line) = api::watch_reply(events.blocking_recv()) {
+                        reply(&mut stream, line);
+                    }
+                    drop(approvals);
+                });
+            }
         }
     });
     socket
+}
+
+fn reply(stream: &mut std::os::unix::net::UnixStream, reply: api::ApprovalReply) {
+    let mut reply = serde_json::to_value(reply).unwrap();
+    reply["v"] = 1.into();
+    // A watcher that went away ends its stream.
+    let _ = writeln!(stream, "{reply}");
+}
+
+#[test]
+fn watch_streams_pending_opened_and_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let (approvals, _) = store_with_one_open();
+    let socket = serve(Arc::clone(&approvals), dir.path());
+    let mut watcher = Watcher(
+        Command::new(env!("CARGO_BIN_EXE_fp"))
+            .args(["approvals", "--watch", "--json", "--socket"])
+            .arg(&socket)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(watcher.0.stdout.take().unwrap()).lines();
+    let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    let pending = next();
+    assert_eq!(
+        (pending["kind"].as_str(), pending["approval"]["id"].as_u64()),
+        (Some("pending"), Some(1))
+    );
+    // The watch subscribed before listing: what opens now is streamed.
+    let open = approvals.list()[0].open.clone();
+    approvals.hold(OpenRequest::new(open, b"/ws/secrets/other".to_vec()), Box::new(|_| {}));
+    let opened = next();
+    assert_eq!(opened["kind"], "opened");
+    assert_eq!(opened["approval"]["path"], "/ws/secrets/other");
+    let decider = fp_agent::prompt::Decider { uid: 0, surface: fp_agent::prompt::Surface::Socket };
+    approvals.decide(2, fp_agent::prompt::Decision::Deny, None, None, decider).unwrap();
+    let decided = next();
+    assert_eq!(
+        (decided["kind"].as_str(), decided["outcome"]["outcome"].as_str()),
+        (Some("decided"), Some("denied"))
+    );
+}
+
+/// `fp approvals --watch` runs until killed: kill it however the test ends.
+struct Watcher(std::process::Child);
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A store holding one open of `/ws/secrets/key`; the returned cell gets its answer.

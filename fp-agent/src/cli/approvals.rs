@@ -128,15 +128,15 @@ pub fn deny(args: DenyArgs) -> ExitCode {
 
 fn list_approvals(args: &ListArgs) -> Result<(), Failure> {
     let socket = &args.socket;
+    // Subscribed before listing: an approval opened in between is streamed, not lost.
+    let watch = if args.watch { Some(subscribe(&socket.socket)?) } else { None };
     let reply = request(&socket.socket, &ApprovalRequest::ListApprovals)?;
     let ApprovalReply::Approvals { approvals } = reply else {
         return Err(unexpected(&reply));
     };
     if socket.json && !args.watch {
         println!("{}", serde_json::to_string_pretty(&approvals).context("encoding")?);
-        return Ok(());
-    }
-    if socket.json {
+    } else if socket.json {
         for approval in approvals {
             println!("{}", json!({"kind": "pending", "approval": approval}));
         }
@@ -147,21 +147,24 @@ fn list_approvals(args: &ListArgs) -> Result<(), Failure> {
             println!("{}", describe_approval(approval));
         }
     }
-    if args.watch {
-        watch(socket)?;
+    match watch {
+        Some(lines) => stream(lines, socket.json),
+        None => Ok(()),
     }
-    Ok(())
 }
 
-fn watch(socket: &Socket) -> Result<(), Failure> {
-    let mut lines = send(&socket.socket, &ApprovalRequest::WatchApprovals)?;
-    let first = read_reply(&mut lines)?;
-    if !matches!(first, ApprovalReply::Watching) {
-        return Err(unexpected(&first));
+fn subscribe(socket: &Path) -> Result<Lines, Failure> {
+    let mut lines = send(socket, &ApprovalRequest::WatchApprovals)?;
+    match read_reply(&mut lines)? {
+        ApprovalReply::Watching => Ok(lines),
+        other => Err(unexpected(&other)),
     }
+}
+
+fn stream(mut lines: Lines, json: bool) -> Result<(), Failure> {
     loop {
         match read_reply(&mut lines)? {
-            ApprovalReply::ApprovalEvent { event } if socket.json => {
+            ApprovalReply::ApprovalEvent { event } if json => {
                 println!("{}", serde_json::to_string(&event).context("encoding")?);
             }
             ApprovalReply::ApprovalEvent { event: ApprovalEvent::Opened { approval } } => {
