@@ -430,41 +430,45 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
             Opening::Access(access) => access,
         }
     };
-    let open = Open {
-        session: session.id,
-        agent: session.agent,
-        pid: tid,
-        comm: comm(tid),
-        access,
-        path: String::new(),
-        rule: None,
+    // Read only when an outcome is recorded: an allowed open needs no comm.
+    let request = |path: Vec<u8>, rule: Option<String>| {
+        let open = Open {
+            session: session.id.clone(),
+            agent: session.agent.clone(),
+            pid: tid,
+            comm: comm(tid),
+            access,
+            path: String::new(),
+            rule,
+        };
+        OpenRequest::new(open, path)
     };
     let path = match event_path(fd) {
         Ok(path) => path,
         Err(e) => {
             shared.answer(&event, false);
             let reason = format!("the opened file has no path: {e:#}");
-            approvals.failed_closed(OpenRequest::new(open, Vec::new()), reason);
+            approvals.failed_closed(request(Vec::new(), None), reason);
             return;
         }
     };
     let (verdict, rule, deferred) = decide(&session.policy, &path, access);
-    let request = OpenRequest::new(Open { rule, ..open }, path);
     match verdict {
         Verdict::Allow => {
             shared.answer(&event, true);
-            shared.cache_if_never_prompted(fd, &request.path);
+            shared.cache_if_never_prompted(fd, &path);
         }
         Verdict::Deny => {
             shared.answer(&event, false);
             // The kernel denies and records what it decides itself; a deferred denial is ours.
             if deferred {
-                approvals.defer_denied(request);
+                approvals.defer_denied(request(path, rule));
             }
         }
         Verdict::Prompt => {
             let shared = Arc::clone(shared);
-            approvals.hold(request, Box::new(move |allow| shared.answer(&event, allow)));
+            let answer = Box::new(move |allow| shared.answer(&event, allow));
+            approvals.hold(request(path, rule), answer);
         }
     }
 }
