@@ -78,7 +78,7 @@ fn main() -> anyhow::Result<()> {
     let (iterations, runs, window) = if quick {
         (1_000, 3, Duration::from_millis(300))
     } else {
-        (10_000, 9, Duration::from_secs(3))
+        (10_000, 41, Duration::from_secs(3))
     };
     if !nix::unistd::geteuid().is_root() {
         anyhow::bail!("the prompt benchmark needs root (fanotify permission events)");
