@@ -7,4 +7,5 @@ pub mod cli;
 pub mod daemon;
 pub mod kernel;
 pub mod policy;
+pub mod prompt;
 pub mod session;

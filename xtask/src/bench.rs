@@ -14,6 +14,12 @@ use std::time::Duration;
 pub enum BenchArgs {
     /// Syscall and workload overhead of fp's programs, outside and inside sessions (one VM per kernel).
     Kernel(KernelBenchArgs),
+    /// What the prompt broker (fanotify) adds per open, natively as root (docs/prompt.md).
+    Prompt {
+        /// Fewer iterations: a smoke check, not a measurement.
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -130,7 +136,10 @@ struct Results {
 }
 
 pub fn main(args: BenchArgs) -> Result<ExitCode> {
-    let BenchArgs::Kernel(args) = args;
+    let args = match args {
+        BenchArgs::Kernel(args) => args,
+        BenchArgs::Prompt { quick } => return prompt(quick),
+    };
     let pins: Vec<_> = if args.kernel == "all" {
         KERNELS.iter().collect()
     } else {
@@ -165,6 +174,18 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         let results = parse(&finished.output)?;
         print!("{}", report(kernel.name, args.quick, &results)?);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The prompt broker needs no BPF: the measuring example runs on this host, built with the stub.
+fn prompt(quick: bool) -> Result<ExitCode> {
+    let mut cargo = std::process::Command::new("cargo");
+    cargo
+        .args(["run", "--release", "-q", "-p", "fp-agent", "--example", "prompt_bench", "--"])
+        .args(quick.then_some("--quick"))
+        .env("FP_EBPF_STUB", "1")
+        .current_dir(crate::paths::workspace_root());
+    crate::cmd::run(&mut cargo)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod approvals;
 mod audit;
 mod daemon;
 mod kernel;
@@ -37,6 +38,12 @@ enum Command {
     Sessions(sessions::Args),
     /// The daemon's health, kernel support, hooks, map usage and counters.
     Status(status::Args),
+    /// Pending approvals of the prompt tier (`--watch` follows them).
+    Approvals(approvals::ListArgs),
+    /// Approve a pending approval; `--remember` keeps allowing what it covers.
+    Approve(approvals::ApproveArgs),
+    /// Deny a pending approval.
+    Deny(approvals::DenyArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -56,5 +63,8 @@ pub fn main() -> ExitCode {
         Command::Daemon(args) => daemon::main(args),
         Command::Sessions(args) => sessions::main(args),
         Command::Status(args) => status::main(args),
+        Command::Approvals(args) => approvals::list(args),
+        Command::Approve(args) => approvals::approve(args),
+        Command::Deny(args) => approvals::deny(args),
     }
 }

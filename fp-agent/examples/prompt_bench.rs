@@ -1,0 +1,143 @@
+//! What the prompt broker costs (`cargo xtask bench prompt`, root, native): open+close of files
+//! on a filesystem the broker marks, by a process outside every session. Prints one
+//! `BENCH <name> <value> <unit>` line per figure; docs/prompt.md records a run.
+//!
+//! Usage: prompt_bench [--quick]
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fp_agent::policy::{EffectivePolicy, FileKind, LoadOptions, parse_str};
+use fp_agent::prompt::{BrokerConfig, PromptBroker, SessionInfo, SessionLookup};
+use fp_agent::session::Cgroup2;
+
+/// One session, whose processes this benchmark never runs: it only makes `prompted/` prompt-tier.
+struct OneSession {
+    policy: Arc<EffectivePolicy>,
+}
+
+impl SessionLookup for OneSession {
+    fn session(&self, _cgroup: &Path) -> Option<SessionInfo> {
+        None
+    }
+    fn policies(&self) -> Vec<Arc<EffectivePolicy>> {
+        vec![Arc::clone(&self.policy)]
+    }
+}
+
+fn open_close(path: &Path) {
+    drop(std::fs::File::open(path).expect("open"));
+}
+
+/// Mean ns per open+close of `iterations` opens.
+fn mean_open(path: &Path, iterations: u32) -> f64 {
+    let start = Instant::now();
+    for _ in 0..iterations {
+        open_close(path);
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(iterations)
+}
+
+/// Each open+close timed on its own: (p50, p99) in ns.
+fn latencies(path: &Path, iterations: u32) -> (f64, f64) {
+    let mut samples: Vec<u128> = (0..iterations)
+        .map(|_| {
+            let start = Instant::now();
+            open_close(path);
+            start.elapsed().as_nanos()
+        })
+        .collect();
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize] as f64;
+    (at(0.50), at(0.99))
+}
+
+/// Opens per second of `threads` threads opening `path` for `duration`.
+fn throughput(path: &Path, threads: u32, duration: Duration) -> f64 {
+    let deadline = Instant::now() + duration;
+    let counts: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut n = 0u64;
+                    while Instant::now() < deadline {
+                        open_close(path);
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("bench thread")).collect()
+    });
+    counts.iter().sum::<u64>() as f64 / duration.as_secs_f64()
+}
+
+fn main() -> anyhow::Result<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (iterations, runs, window) = if quick {
+        (1_000, 3, Duration::from_millis(300))
+    } else {
+        (10_000, 41, Duration::from_secs(3))
+    };
+    if !nix::unistd::geteuid().is_root() {
+        anyhow::bail!("the prompt benchmark needs root (fanotify permission events)");
+    }
+    // A tmpfs: the filesystem mark then touches nothing else on the host.
+    let dir = tempfile::Builder::new().prefix("fp-prompt-bench-").tempdir_in("/dev/shm")?;
+    let plain: PathBuf = dir.path().join("plain");
+    let prompted: PathBuf = dir.path().join("prompted/file");
+    std::fs::create_dir(dir.path().join("prompted"))?;
+    std::fs::write(&plain, "x")?;
+    std::fs::write(&prompted, "x")?;
+    let cold: Vec<PathBuf> = (0..iterations).map(|i| dir.path().join(format!("cold{i}"))).collect();
+    for path in &cold {
+        std::fs::write(path, "x")?;
+    }
+    let text = format!(
+        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"{}/prompted/**\"]\n",
+        dir.path().display()
+    );
+    let fields = parse_str(Path::new("bench.toml"), &text, FileKind::Policy)?;
+    let policy = Arc::new(EffectivePolicy::from_fields(&fields, &LoadOptions::default())?);
+
+    let (base_p50, base_p99) = latencies(&plain, iterations);
+    let base_rate = throughput(&plain, 2, window);
+
+    let config = BrokerConfig::new(Cgroup2::find()?, vec![dir.path().to_path_buf()]);
+    let (broker, _outcomes) = PromptBroker::start(config, Arc::new(OneSession { policy }))?;
+    let start = Instant::now();
+    for path in &cold {
+        open_close(path);
+    }
+    let first_open = start.elapsed().as_nanos() as f64 / cold.len() as f64;
+    // A prompt-tier file is never cached: every open is a round trip, answered allow.
+    let (p50, p99) = latencies(&prompted, iterations);
+    let rate = throughput(&prompted, 2, window);
+    // Cached vs unmarked, alternating (the cached file's ignore mark outlives the unmarking) so
+    // that the host's other load weighs on both alike.
+    open_close(&plain);
+    let (mut unmarked, mut cached) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        broker.unmark_filesystem(dir.path())?;
+        unmarked.push(mean_open(&plain, iterations));
+        broker.mark_filesystem(dir.path())?;
+        cached.push(mean_open(&plain, iterations));
+    }
+    broker.shutdown();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (baseline, cached) = (median(unmarked), median(cached));
+
+    println!("BENCH open+close-unmarked {baseline:.0} ns");
+    println!("BENCH open+close-marked-cached {cached:.0} ns");
+    println!("BENCH added-per-open-cached {:.0} ns", cached - baseline);
+    println!("BENCH first-open-of-a-file {first_open:.0} ns");
+    println!("BENCH round-trip-p50 {p50:.0} ns (unmarked p50 {base_p50:.0} ns)");
+    println!("BENCH round-trip-p99 {p99:.0} ns (unmarked p99 {base_p99:.0} ns)");
+    println!("BENCH added-round-trip-p99 {:.0} ns", p99 - base_p99);
+    println!("BENCH broker-opens-per-second {rate:.0} /s (unmarked {base_rate:.0} /s, 2 threads)");
+    Ok(())
+}

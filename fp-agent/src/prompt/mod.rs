@@ -1,0 +1,21 @@
+//! The prompt tier (docs/prompt.md): a fanotify broker holds a session's opens of prompt-tier
+//! paths until a person, the approval API or `approval_command` decides; everything else is
+//! answered at once. The daemon and `fp run`'s embedded agent both host it:
+//!
+//! ```ignore
+//! let (broker, outcomes) = PromptBroker::start(BrokerConfig::new(cgroup2, filesystems), lookup)?;
+//! // drain `outcomes` into the audit log; call broker.sessions_changed() when a session starts;
+//! // route the socket's approval requests to api::handle(broker.approvals(), request, peer_uid).
+//! ```
+pub mod api;
+mod approvals;
+mod broker;
+mod command;
+
+pub(crate) use approvals::serde_plain;
+pub use approvals::{
+    Access, Answer, Approval, ApprovalEvent, ApprovalId, Approvals, DecideError, Decider, Decision,
+    Grant, Open, OpenRequest, OutcomeKind, PromptOutcome, Remember, Surface,
+};
+pub use broker::{BrokerConfig, Heartbeat, PromptBroker, SessionInfo, SessionLookup};
+pub use command::{ApprovalCommand, CommandVerdict, parse_duration};
