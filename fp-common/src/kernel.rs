@@ -7,6 +7,10 @@
 /// Version of the map/event layouts; part of the bpffs pin directory name.
 pub const ABI_VERSION: u32 = 3;
 
+/// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
+/// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
+pub const BROKER_HEARTBEAT_TIMEOUT_NS: u64 = 2_000_000_000;
+
 /// Longest path the programs resolve (bytes, without NUL). Longer paths are denied for session
 /// processes, never matched on a truncated string.
 pub const PATH_MAX: usize = 4096;
@@ -63,6 +67,11 @@ hooks! {
     InodeSetAcl = 16, "inode_set_acl";
     InodeRemoveAcl = 17, "inode_remove_acl";
     BprmCheckSecurity = 18, "bprm_check_security";
+    FilePermission = 19, "file_permission";
+    MmapFile = 20, "mmap_file";
+    Bpf = 21, "bpf";
+    TaskKill = 22, "task_kill";
+    PtraceAccessCheck = 23, "ptrace_access_check";
 }
 
 impl Hook {
@@ -85,6 +94,8 @@ impl Hook {
             Self::InodeSetattr if params.first() == Some(&b"idmap".as_slice()) => {
                 "fp_inode_setattr_idmap"
             }
+            // bpf(cmd, attr, size) until 6.13, then a fourth argument, `kernel`.
+            Self::Bpf if params.len() > 3 => "fp_bpf_kernel",
             _ => self.default_program(),
         }
     }
@@ -146,6 +157,11 @@ pub enum Reason {
     Default = 4,
     /// The session's tables were replaced while the decision was made: denied (fail closed).
     Reloaded = 5,
+    /// A read, write or mmap of a file whose prompt-tier open the broker has not answered (it
+    /// may have died mid-prompt, which lets the open through): denied.
+    PromptPending = 6,
+    /// fp protecting itself: bpf(), or a signal or ptrace aimed at fp's own processes.
+    SelfProtection = 7,
 }
 
 impl Reason {
@@ -156,6 +172,8 @@ impl Reason {
             3 => Some(Self::Unresolved),
             4 => Some(Self::Default),
             5 => Some(Self::Reloaded),
+            6 => Some(Self::PromptPending),
+            7 => Some(Self::SelfProtection),
             _ => None,
         }
     }
@@ -167,6 +185,8 @@ impl Reason {
             Self::Unresolved => "unresolved-path",
             Self::Default => "default",
             Self::Reloaded => "tables-reloaded",
+            Self::PromptPending => "prompt-pending",
+            Self::SelfProtection => "self-protection",
         }
     }
 }
@@ -249,6 +269,7 @@ macro_rules! kernel_fields {
 
 kernel_fields! {
     OFF_FILE_F_PATH = "file"."f_path";
+    OFF_FILE_F_INODE = "file"."f_inode";
     OFF_PATH_MNT = "path"."mnt";
     OFF_PATH_DENTRY = "path"."dentry";
     OFF_DENTRY_D_PARENT = "dentry"."d_parent";
@@ -267,6 +288,7 @@ kernel_fields! {
     OFF_FILE_F_MODE = "file"."f_mode";
     OFF_FILE_F_FLAGS = "file"."f_flags";
     OFF_LINUX_BINPRM_FILE = "linux_binprm"."file";
+    OFF_TASK_STRUCT_TGID = "task_struct"."tgid";
 }
 
 #[cfg(feature = "user")]

@@ -13,11 +13,11 @@
 use aya_ebpf::{
     helpers::{
         bpf_get_current_ancestor_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_current_uid_gid,
+        bpf_get_current_uid_gid, bpf_ktime_get_boot_ns,
         generated::{bpf_loop, bpf_probe_read_kernel, bpf_probe_read_kernel_str},
     },
     macros::{lsm, map},
-    maps::{HashMap, LpmTrie, PerCpuArray, RingBuf, lpm_trie::Key},
+    maps::{Array, HashMap, LpmTrie, PerCpuArray, RingBuf, lpm_trie::Key},
     programs::LsmContext,
 };
 use core::{
@@ -26,8 +26,9 @@ use core::{
 };
 use fp_common::{
     kernel::{
-        DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook, MAX_WALK, Op, PATH_MAX, Reason,
-        SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SessionCounters, SessionInfo,
+        BROKER_HEARTBEAT_TIMEOUT_NS, DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook,
+        MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SessionCounters,
+        SessionInfo,
     },
     policy::{
         Evaluation, InodeKey, InodeValue, MAX_NAME, MAX_PREFIX, MAX_STEPS, NO_RULE, NameKey,
@@ -54,6 +55,7 @@ macro_rules! offsets {
 }
 offsets!(
     OFF_FILE_F_PATH,
+    OFF_FILE_F_INODE,
     OFF_PATH_MNT,
     OFF_PATH_DENTRY,
     OFF_DENTRY_D_PARENT,
@@ -72,6 +74,7 @@ offsets!(
     OFF_FILE_F_MODE,
     OFF_FILE_F_FLAGS,
     OFF_LINUX_BINPRM_FILE,
+    OFF_TASK_STRUCT_TGID,
 );
 
 /// cgroup v2 level of session cgroups (depth of the configured parent + 1): the session of a task
@@ -104,6 +107,20 @@ static INODES: HashMap<InodeKey, InodeValue> = HashMap::with_max_entries(65536, 
 
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
+
+/// The prompt broker's last heartbeat, CLOCK_BOOTTIME ns (0: no broker).
+#[map]
+static BROKER: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Files a session opened with a prompt or defer verdict, by (session cgroup id, inode), until
+/// the broker has answered: reads, writes and mmaps of them are denied meanwhile, so a broker
+/// that dies mid-prompt (fanotify then lets the open through) gives no data away.
+#[map]
+static PENDING: HashMap<InodeKey, u64> = HashMap::with_max_entries(4096, 0);
+
+/// fp's own processes (the daemon, `fp run`), by tgid: sessions may not signal or trace them.
+#[map]
+static PROTECTED: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
 
 /// Per-CPU scratch space: too large for the 512-byte BPF stack.
 ///
@@ -652,6 +669,14 @@ fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
     if unsafe { core::ptr::read_volatile(&(*s).generation) } != generation {
         outcome = Outcome::UNRESOLVED;
     }
+    // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:
+    // fanotify holds them. The open's file is marked pending until the broker answers.
+    let brokered = matches!(outcome.verdict, TableVerdict::Prompt | TableVerdict::Defer)
+        && matches!(hook, Hook::FileOpen | Hook::BprmCheckSecurity)
+        && broker_alive();
+    if brokered && (hook != Hook::FileOpen || mark_pending(session.id, s)) {
+        return 0;
+    }
     let refused = outcome.verdict != TableVerdict::Allow;
     let enforced = refused && session.info.flags & SESSION_AUDIT_ONLY == 0;
     let full_audit = session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(op, Op::Read);
@@ -659,6 +684,102 @@ fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
         report(&session, hook, op, &outcome, enforced);
     }
     if enforced { -EACCES } else { 0 }
+}
+
+#[inline(always)]
+fn broker_alive() -> bool {
+    // SAFETY: a copy out of the map value.
+    let beat = BROKER.get(0).copied().unwrap_or(0);
+    // SAFETY: a helper call without arguments.
+    let now = unsafe { bpf_ktime_get_boot_ns() };
+    beat != 0 && now.wrapping_sub(beat) <= BROKER_HEARTBEAT_TIMEOUT_NS
+}
+
+/// Records the file `check` resolved as pending for `session`; false (deny) if it cannot.
+#[inline(always)]
+fn mark_pending(session: u64, s: *const Scratch) -> bool {
+    // SAFETY: this CPU's scratch value, filled by `check`.
+    let (ino, dev) = unsafe { ((*s).walk.ino, (*s).walk.dev) };
+    let key = InodeKey { session_id: session, ino, dev: dev as u32, _pad: 0 };
+    ino != 0 && PENDING.insert(&key, &1, 0).is_ok()
+}
+
+/// Denies reads, writes and mmaps of a file whose prompt-tier open is still pending.
+#[inline(always)]
+fn check_pending(hook: Hook, file: u64) -> i32 {
+    let Some(session) = current_session() else {
+        return 0;
+    };
+    let identity = read::<u64>(file, off(&OFF_FILE_F_INODE)).and_then(|inode| {
+        let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
+        let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
+        let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?;
+        Ok((ino, dev))
+    });
+    let Ok((ino, dev)) = identity else {
+        return -EACCES;
+    };
+    let key = InodeKey { session_id: session.id, ino, dev, _pad: 0 };
+    // SAFETY: only tested for presence.
+    if unsafe { PENDING.get(&key) }.is_none() {
+        return 0;
+    }
+    refuse_without_path(&session, hook, Op::Read, Reason::PromptPending, (ino, dev))
+}
+
+/// Reports and refuses an operation decided without resolving a path (the event names the file
+/// by identity, if any); audit-mode sessions are only reported.
+#[inline(always)]
+fn refuse_without_path(
+    session: &Session,
+    hook: Hook,
+    op: Op,
+    reason: Reason,
+    file: (u64, u32),
+) -> i32 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return -EACCES;
+    };
+    // SAFETY: this CPU's scratch value.
+    unsafe {
+        (*s).walk.ino = file.0;
+        (*s).walk.dev = file.1 as u64;
+        (*s).walk.vfsmount = NO_MOUNT;
+        (*s).walk.state = UNRESOLVED;
+    }
+    let verdict =
+        if reason == Reason::PromptPending { TableVerdict::Prompt } else { TableVerdict::Deny };
+    let outcome = Outcome { verdict, reason, rule_id: NO_RULE };
+    let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
+    report(session, hook, op, &outcome, enforced);
+    if enforced { -EACCES } else { 0 }
+}
+
+/// Sessions may not use bpf(): with it, root could detach fp's programs or rewrite its maps.
+#[inline(always)]
+fn refuse_bpf() -> i32 {
+    match current_session() {
+        Some(session) => {
+            refuse_without_path(&session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0))
+        }
+        None => 0,
+    }
+}
+
+/// Sessions may not signal or trace fp's own processes.
+#[inline(always)]
+fn refuse_if_protected(hook: Hook, task: u64) -> i32 {
+    let Some(session) = current_session() else {
+        return 0;
+    };
+    let Ok(tgid) = read::<u32>(task, off(&OFF_TASK_STRUCT_TGID)) else {
+        return -EACCES;
+    };
+    // SAFETY: only tested for presence.
+    if unsafe { PROTECTED.get(&tgid) }.is_none() {
+        return 0;
+    }
+    refuse_without_path(&session, hook, Op::Write, Reason::SelfProtection, (0, 0))
 }
 
 /// Keeps the denial of an earlier BPF LSM program on the same hook (`ret`), else decides: fp never
@@ -887,6 +1008,51 @@ pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
         Ok(file) => decide_file(Hook::BprmCheckSecurity, Op::Exec, file),
         Err(()) => unreadable(),
     })
+}
+
+/// Every read and write (also the kernel's own reads of an executable): refused only for a file
+/// whose prompt-tier open the broker has not answered.
+#[lsm(hook = "file_permission")]
+pub fn fp_file_permission(ctx: LsmContext) -> i32 {
+    // file_permission(struct file *file, int mask, int ret)
+    unless_denied(ctx.arg(2), || check_pending(Hook::FilePermission, ctx.arg(0)))
+}
+
+/// Mapping a file: as file_permission.
+#[lsm(hook = "mmap_file")]
+pub fn fp_mmap_file(ctx: LsmContext) -> i32 {
+    // mmap_file(struct file *file, unsigned long reqprot, unsigned long prot,
+    //           unsigned long flags, int ret)
+    unless_denied(ctx.arg(4), || {
+        let file: u64 = ctx.arg(0);
+        if file == 0 { 0 } else { check_pending(Hook::MmapFile, file) }
+    })
+}
+
+/// bpf(2) before 6.14.
+#[lsm(hook = "bpf")]
+pub fn fp_bpf(ctx: LsmContext) -> i32 {
+    // bpf(int cmd, union bpf_attr *attr, unsigned int size, int ret)
+    unless_denied(ctx.arg(3), refuse_bpf)
+}
+
+/// bpf(2) with the `kernel` argument (6.14+).
+#[lsm(hook = "bpf")]
+pub fn fp_bpf_kernel(ctx: LsmContext) -> i32 {
+    // bpf(int cmd, union bpf_attr *attr, unsigned int size, bool kernel, int ret)
+    unless_denied(ctx.arg(4), refuse_bpf)
+}
+
+#[lsm(hook = "task_kill")]
+pub fn fp_task_kill(ctx: LsmContext) -> i32 {
+    // task_kill(struct task_struct *p, struct kernel_siginfo *info, int sig, const struct cred *cred, int ret)
+    unless_denied(ctx.arg(4), || refuse_if_protected(Hook::TaskKill, ctx.arg(0)))
+}
+
+#[lsm(hook = "ptrace_access_check")]
+pub fn fp_ptrace_access_check(ctx: LsmContext) -> i32 {
+    // ptrace_access_check(struct task_struct *child, unsigned int mode, int ret)
+    unless_denied(ctx.arg(2), || refuse_if_protected(Hook::PtraceAccessCheck, ctx.arg(0)))
 }
 
 /// Pass-through program attached by `fp kernel probe` to prove BPF LSM works; it cannot deny.

@@ -41,7 +41,7 @@ fn reloads_swap_tables_without_a_gap() {
     let other = t.file("other", "o\n");
     let parent = Cgroup2::find().unwrap().mount.join("fp");
     let manager =
-        Manager::start(parent, kernel::pin_root().join("reload-test"), Sink::Stderr).unwrap();
+        Manager::start(parent, kernel::pin_root().join("reload-test"), Sink::Stderr, None).unwrap();
     let (_, cgroup, id) = manager
         .create(SessionSpec {
             name: "reload-test".into(),
@@ -50,6 +50,7 @@ fn reloads_swap_tables_without_a_gap() {
             mode: Mode::Enforce,
             full_audit: false,
             uid: 0,
+            workspace: None,
             pid: std::process::id(),
             command: Vec::new(),
         })

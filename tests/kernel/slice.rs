@@ -220,3 +220,35 @@ fn probe_reports_bpf_lsm_support() {
     assert!(stdout(&out).contains("\"bpf_lsm\":true"), "{}", stdout(&out));
     fp_tests::assert_nothing_left_behind();
 }
+
+#[test]
+fn sessions_cannot_reach_fp_itself_even_as_root() {
+    let _g = exclusive();
+    let t = TempTree::new("self");
+    let cgroup2 = fp_agent_cgroup_mount();
+    let script = statuses(&format!(
+        "bpf: bpftool prog show\n\
+         signal_fp: kill -TERM $PPID\n\
+         trace_fp: cat /proc/$PPID/environ\n\
+         leave_cgroup: echo $$ > {cgroup2}/cgroup.procs\n\
+         own_child: sleep 1 & kill $!"
+    ));
+    let out = run_confined(&[&t.join("nothing")], &[], &script);
+    let got = stdout(&out);
+    for denied in ["bpf=denied", "signal_fp=denied", "trace_fp=denied", "leave_cgroup=denied"] {
+        assert!(got.contains(denied), "expected {denied}:\n{got}\n{}", stderr(&out));
+    }
+    assert!(got.contains("own_child=ok"), "signals inside the session still work:\n{got}");
+    assert!(stderr(&out).contains("self-protection"), "{}", stderr(&out));
+}
+
+/// Where cgroup2 is mounted in the VM.
+fn fp_agent_cgroup_mount() -> String {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mountinfo
+        .lines()
+        .find(|l| l.contains(" - cgroup2 "))
+        .and_then(|l| l.split(' ').nth(4))
+        .unwrap()
+        .to_owned()
+}

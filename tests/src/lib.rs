@@ -359,3 +359,62 @@ macro_rules! escape_suite {
         }
     };
 }
+
+/// Starts `fp daemon --config config` (its stderr piped).
+pub fn start_daemon(config: &Path) -> std::process::Child {
+    fp().args(["daemon", "--config"])
+        .arg(config)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the daemon listens on `socket` (loading the programs takes a while under TCG).
+pub fn wait_for_socket(socket: &Path, daemon: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !socket.exists() {
+        if let Some(status) = daemon.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(daemon.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("the daemon exited with {status}: {err}");
+        }
+        assert!(Instant::now() < deadline, "the daemon did not listen within 300 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A daemon config in `t` (socket, audit log and a fresh key there) with `extra` appended.
+pub fn daemon_config(t: &TempTree, extra: &str) -> PathBuf {
+    let keygen = fp().args(["audit", "keygen"]).arg(t.join("audit")).output().unwrap();
+    assert!(keygen.status.success(), "{}", stderr(&keygen));
+    t.file(
+        "config.toml",
+        &format!(
+            "[daemon]\nsocket = \"{}\"\n[audit]\nlog = \"{}\"\nkey = \"{}\"\n{extra}",
+            t.join("fp.sock").display(),
+            t.join("audit.log").display(),
+            t.join("audit.key").display()
+        ),
+    )
+}
+
+/// `fp run` of `sh -c script` in a session of the daemon at `socket`, under `policy`, as root,
+/// with its output piped.
+pub fn run_with_daemon(
+    socket: &Path,
+    policy: &Path,
+    ws: &Path,
+    script: &str,
+) -> std::process::Child {
+    fp().args(["run", "--socket"])
+        .arg(socket)
+        .arg("--policy")
+        .arg(policy)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--user", "root", "--", "sh", "-c", script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}

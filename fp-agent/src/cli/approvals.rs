@@ -14,8 +14,7 @@ use crate::prompt::{
     Approval, ApprovalEvent, ApprovalId, Decision, PromptOutcome, Remember, Surface, parse_duration,
 };
 
-/// Where the daemon listens.
-pub const DEFAULT_SOCKET: &str = "/run/fp/control.sock";
+use crate::daemon::config::DEFAULT_SOCKET;
 /// The protocol version of the control socket.
 const PROTOCOL: u32 = 1;
 

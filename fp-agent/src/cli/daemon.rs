@@ -46,6 +46,9 @@ pub fn main(args: Args) -> ExitCode {
 }
 
 /// The session host over the real kernel (pinned BPF objects, session cgroups, audit writer).
-fn kernel_host(_config: &Config) -> anyhow::Result<Arc<dyn SessionHost>> {
-    bail!("not wired yet: the kernel session host is not part of this build")
+fn kernel_host(config: &Config) -> anyhow::Result<Arc<dyn SessionHost>> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("fp daemon needs root: it loads BPF LSM programs and creates cgroups");
+    }
+    Ok(daemon::host::KernelHost::start(config)?)
 }

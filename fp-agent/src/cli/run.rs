@@ -14,7 +14,9 @@ use anyhow::{Context as _, bail};
 use nix::unistd::{Gid, Uid, User};
 
 use crate::{
-    audit, kernel,
+    audit,
+    daemon::{Client, ClientError, api},
+    kernel,
     policy::{EffectivePolicy, LoadOptions},
     session::{self, Mode},
 };
@@ -37,7 +39,8 @@ pub struct Args {
     /// What <workspace> expands to [default: the current directory].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// Run the command as USER (and expand ~ to their home) [default: the user behind sudo].
+    /// Run the command as USER (and expand ~ to their home) [default: the user behind sudo, or
+    /// the caller].
     #[arg(long, value_name = "USER")]
     user: Option<String>,
     /// The agent's name in records.
@@ -62,6 +65,14 @@ pub struct Args {
     /// though every operation the kernel checks on it (truncate, reopen, ...) is still decided.
     #[arg(long = "keep-fd", value_name = "FD")]
     keep_fds: Vec<i32>,
+    /// The daemon's control socket: when a daemon answers there, it hosts the session (and
+    /// records it in its audit log); otherwise fp runs an embedded agent for the command's
+    /// lifetime. `--deny`, `--audit-log` and `--cgroup-parent` always use the embedded agent.
+    #[arg(long, value_name = "PATH", default_value = crate::daemon::config::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Never ask a daemon: run the embedded agent.
+    #[arg(long)]
+    embedded: bool,
     /// cgroup v2 directory under which the session cgroup is created [default: <cgroup2 mount>/fp].
     #[arg(long, value_name = "DIR")]
     cgroup_parent: Option<PathBuf>,
@@ -93,6 +104,10 @@ impl RunAs {
             Some(name) => {
                 User::from_name(name)?.with_context(|| format!("no user named {name}"))?
             }
+            None if !nix::unistd::geteuid().is_root() => {
+                let uid = nix::unistd::getuid();
+                User::from_uid(uid)?.with_context(|| format!("no passwd entry for uid {uid}"))?
+            }
             None => match std::env::var("SUDO_UID").ok().and_then(|u| u.parse().ok()) {
                 Some(uid) => User::from_uid(Uid::from_raw(uid))?
                     .with_context(|| format!("no user with uid {uid} (SUDO_UID)"))?,
@@ -112,10 +127,25 @@ impl RunAs {
 }
 
 fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if !nix::unistd::geteuid().is_root() {
-        bail!("fp run needs root: it loads BPF LSM programs and creates cgroups");
-    }
     let run_as = RunAs::resolve(args.user.as_deref())?;
+    let embedded_only = args.embedded
+        || !args.deny.is_empty()
+        || args.audit_log.is_some()
+        || args.cgroup_parent.is_some();
+    if !embedded_only {
+        match Client::connect(&args.socket) {
+            Ok(client) => return run_with_daemon(client, &args, &run_as),
+            Err(ClientError::NoDaemon { .. }) => {}
+            Err(e) => bail!("the daemon at {}: {e}", args.socket.display()),
+        }
+    }
+    if !nix::unistd::geteuid().is_root() {
+        bail!(
+            "no daemon answers at {}, and the embedded agent needs root: it loads BPF LSM \
+             programs and creates cgroups",
+            args.socket.display()
+        );
+    }
     let policy = load_policy(&args, &run_as)?;
     let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
@@ -134,7 +164,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let pin_dir = kernel::pin_root().join(&name);
-    let outcome = session::Manager::start(parent, pin_dir, sink).and_then(|manager| {
+    let outcome = session::Manager::start(parent, pin_dir, sink, None).and_then(|manager| {
         let ran = run_session(&manager, &args, &run_as, &name, policy);
         let stopped = manager.shutdown("fp run exited");
         let ran = ran?;
@@ -148,6 +178,39 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     if dropped > 0 {
         eprintln!("fp: {dropped} decision events were lost (ring buffer full)");
     }
+    Ok(ExitCode::from(status))
+}
+
+/// Runs the command in a session the daemon hosts; the daemon ends it when its last process
+/// exits.
+fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::Result<ExitCode> {
+    let [policy] = match args.policy.as_slice() {
+        [] => [None],
+        [one] => [Some(std::path::absolute(one)?)],
+        _ => {
+            bail!("a daemon session takes one --policy file (or pass --embedded to layer several)")
+        }
+    };
+    let workspace = match &args.workspace {
+        Some(ws) => std::path::absolute(ws)?,
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let request = |pid| api::CreateSession {
+        agent: args.agent.clone(),
+        source: api::PolicySource {
+            policy: policy.clone(),
+            policy_text: None,
+            config: args.config.as_deref().map(std::path::absolute).transpose().ok().flatten(),
+        },
+        workspace: Some(workspace.clone()),
+        uid: run_as.user.uid.as_raw(),
+        mode: Some(args.mode),
+        full_audit: Some(args.full_audit),
+        pid,
+    };
+    let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| {
+        client.create(request(pid)).map(drop).map_err(|e| anyhow::anyhow!("the daemon: {e}"))
+    })?;
     Ok(ExitCode::from(status))
 }
 
@@ -200,10 +263,11 @@ fn run_session(
         mode: args.mode,
         full_audit: args.full_audit,
         uid: run_as.user.uid.as_raw(),
+        workspace: args.workspace.clone(),
         pid: std::process::id(),
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
     })?;
-    let status = spawn_in_cgroup_and_wait(&args.command, &cgroup, run_as, &args.keep_fds);
+    let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| join_cgroup(&cgroup, pid));
     let reason = if status.is_ok() { "command exited" } else { "fp failed" };
     let ended = manager.end(id, status.as_ref().ok().map(|s| i32::from(*s)), reason);
     let status = status?;
@@ -220,29 +284,23 @@ extern "C" fn forward_signal(sig: libc::c_int) {
     }
 }
 
-/// Runs the command in the session cgroup (joined before exec), as `run_as`, with only stdio
-/// inherited; forwards fp's termination signals to it while it runs. Returns fp's exit status:
-/// the command's, 128 + signal, or 127 when it could not be started.
-fn spawn_in_cgroup_and_wait(
+/// Runs the command as `run_as`, with only stdio (and `keep_fds`) inherited, after `place` has
+/// put it into its session: the child reports its pid and waits before exec until `place`
+/// returns, so not one instruction of the command runs outside the session. Forwards fp's
+/// termination signals to it while it runs. Returns fp's exit status: the command's, 128 +
+/// signal, or 127 when it could not be started.
+fn run_placed(
     command: &[OsString],
-    cgroup: &Path,
     run_as: &RunAs,
     keep_fds: &[i32],
+    place: impl FnOnce(i32) -> anyhow::Result<()>,
 ) -> anyhow::Result<u8> {
-    let procs_path = cgroup.join("cgroup.procs");
-    let procs = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&procs_path)
-        .with_context(|| format!("opening {}", procs_path.display()))?;
-    let procs_fd = procs.as_raw_fd();
     let mut cmd = std::process::Command::new(&command[0]);
     cmd.args(&command[1..]);
     let user = &run_as.user;
     if !user.uid.is_root() || nix::unistd::getuid() != user.uid {
         cmd.env("HOME", &user.dir).env("USER", &user.name).env("LOGNAME", &user.name);
     }
-    let (uid, gid) = (user.uid.as_raw(), user.gid.as_raw());
-    let groups: Vec<libc::gid_t> = run_as.groups.iter().map(|g| g.as_raw()).collect();
     for &fd in keep_fds {
         // SAFETY: F_GETFD only reads the fd's flags.
         if fd < 3 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
@@ -250,11 +308,27 @@ fn spawn_in_cgroup_and_wait(
         }
     }
     let keep_fds = keep_fds.to_vec();
+    let (uid, gid) = (user.uid.as_raw(), user.gid.as_raw());
+    // Only root changes identity; anyone else runs the command as themselves.
+    let switch = nix::unistd::geteuid().is_root();
+    if !switch && nix::unistd::geteuid() != user.uid {
+        bail!("only root can run a command as another user ({})", user.name);
+    }
+    let groups: Vec<libc::gid_t> = run_as.groups.iter().map(|g| g.as_raw()).collect();
+    let (pid_read, pid_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (release_read, release_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (pid_w, release_r) = (pid_write.as_raw_fd(), release_read.as_raw_fd());
     // SAFETY: the closure only makes async-signal-safe system calls on values prepared before fork.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
+            let pid = libc::getpid().to_ne_bytes();
+            if libc::write(pid_w, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
                 return Err(std::io::Error::last_os_error());
+            }
+            // Held until placed; EOF means fp gave up.
+            let mut go = 0u8;
+            if libc::read(release_r, (&raw mut go).cast(), 1) != 1 {
+                return Err(std::io::Error::other("fp did not place the command in its session"));
             }
             // Only stdio (and --keep-fd) cross into the session: every other fd closes at exec.
             const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
@@ -267,17 +341,37 @@ fn spawn_in_cgroup_and_wait(
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                || libc::setgid(gid) != 0
-                || libc::setuid(uid) != 0
+            if switch
+                && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0)
             {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
     }
-    let spawned = cmd.spawn();
-    drop(procs);
+    // spawn() returns only once the child has exec'd, so it runs on its own thread while this one
+    // places the child.
+    // The thread keeps the child's ends open until spawn() returns: a child that fails before
+    // reporting its pid then shows as EOF here.
+    let spawner = std::thread::spawn(move || {
+        let spawned = cmd.spawn();
+        drop((pid_write, release_read));
+        spawned
+    });
+    let mut pid = [0u8; 4];
+    let reported = nix::unistd::read(&pid_read, &mut pid);
+    let placed = match reported {
+        Ok(4) => place(i32::from_ne_bytes(pid)),
+        _ => Err(anyhow::anyhow!("the command did not start")),
+    };
+    if placed.is_ok() {
+        nix::unistd::write(&release_write, b"g")?;
+    }
+    drop(release_write);
+    let spawned = spawner.join().expect("the spawner thread panicked");
+    placed?;
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
@@ -298,6 +392,13 @@ fn spawn_in_cgroup_and_wait(
         (None, Some(sig)) => 128 + sig as u8,
         _ => EXIT_FP_ERROR,
     })
+}
+
+/// Moves `pid` into the session cgroup `cgroup`.
+fn join_cgroup(cgroup: &Path, pid: i32) -> anyhow::Result<()> {
+    let procs = cgroup.join("cgroup.procs");
+    std::fs::write(&procs, pid.to_string())
+        .with_context(|| format!("moving pid {pid} into {}", procs.display()))
 }
 
 /// A new key for a new log, its public half written next to the log; an existing log needs the

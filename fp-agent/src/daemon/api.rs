@@ -30,24 +30,7 @@ pub enum Request {
     Subscribe,
 }
 
-/// Whether a session's denials are enforced or only recorded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    #[default]
-    Enforce,
-    /// Decide and record everything, deny nothing.
-    Audit,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Enforce => "enforce",
-            Mode::Audit => "audit",
-        }
-    }
-}
+pub use crate::session::Mode;
 
 /// Where a session's policy comes from: a per-agent policy file, inline policy text, or neither
 /// (the daemon's default policy), layered over an operator config.

@@ -11,6 +11,8 @@ use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
 use crate::session::Cgroup2;
 
 pub const DEFAULT_PATH: &str = "/etc/fp/config.toml";
+/// Where the daemon listens unless `[daemon] socket` says otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/fp/fp.sock";
 
 /// The parsed config, with defaults filled in and names (group) resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,7 +140,7 @@ struct DaemonSection {
 impl Default for DaemonSection {
     fn default() -> Self {
         DaemonSection {
-            socket: Spanned::new(0..0, "/run/fp/fp.sock".into()),
+            socket: Spanned::new(0..0, DEFAULT_SOCKET.into()),
             socket_group: None,
             pin_dir: Spanned::new(0..0, "/sys/fs/bpf/fp".into()),
             cgroup_parent: None,

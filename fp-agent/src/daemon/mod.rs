@@ -9,6 +9,7 @@ use anyhow::Context as _;
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod host;
 mod lock;
 mod notify;
 pub mod server;
@@ -40,8 +41,13 @@ pub trait SessionHost: Send + Sync + 'static {
     /// Decision and session events for subscribers. A subscriber that falls behind is told how
     /// many it missed; it never slows the host or other subscribers.
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<api::Event>;
-    /// Called once when the daemon stops (SIGTERM/SIGINT): flush and checkpoint the audit log.
-    /// Sessions keep being enforced by the pinned programs until a daemon runs again.
+    /// The prompt tier's pending approvals, when the host runs a broker (docs/prompt.md): the
+    /// server routes `list_approvals`, `decide_approval` and `watch_approvals` there.
+    fn approvals(&self) -> Option<Arc<crate::prompt::Approvals>> {
+        None
+    }
+    /// Called once when the daemon stops (SIGTERM/SIGINT): ends the sessions, detaches the
+    /// programs, flushes and checkpoints the audit log.
     fn shutdown(&self);
 }
 

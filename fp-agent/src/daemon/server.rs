@@ -16,6 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::SessionHost;
 use super::api::{self, ApiError, ErrorCode, Event, Message, Reply, Request};
 use super::config::{Config, Sessions};
+use crate::prompt::api::{self as prompt_api, ApprovalReply, ApprovalRequest};
 use crate::session::Cgroup2;
 
 /// Open connections beyond this are refused, so that clients can never take the file
@@ -160,6 +161,12 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        if let Some(request) = approval_request(&line) {
+            match serve_approval(&shared, &peer, request, &mut reader, &mut write).await {
+                Ok(()) => continue,
+                Err(()) => return,
+            }
+        }
         let reply = match api::parse_request(&line) {
             Ok(Request::Subscribe) => return stream_events(&shared, reader, write).await,
             Ok(request) => shared.handle(peer, request).await,
@@ -169,6 +176,74 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
             return;
         }
     }
+}
+
+/// A request of the prompt tier's approvals (`list_approvals`, `decide_approval`,
+/// `watch_approvals`, docs/prompt.md), or None for the daemon's own protocol.
+fn approval_request(line: &[u8]) -> Option<Result<ApprovalRequest, String>> {
+    let mut value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let op = value.get("op")?.as_str()?;
+    if !matches!(op, "list_approvals" | "decide_approval" | "watch_approvals") {
+        return None;
+    }
+    let object = value.as_object_mut()?;
+    if object.remove("v") != Some(serde_json::json!(api::VERSION)) {
+        return Some(Err(format!("\"v\" must be {}", api::VERSION)));
+    }
+    Some(serde_json::from_value(value).map_err(|e| e.to_string()))
+}
+
+/// One line of the approvals protocol: the reply with the protocol version.
+fn approval_line(reply: &ApprovalReply) -> Vec<u8> {
+    let mut value = serde_json::to_value(reply).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("v".into(), serde_json::json!(api::VERSION));
+    }
+    let mut line = serde_json::to_vec(&value).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// Answers an approvals request; a watch streams until the client leaves (then `Err`, which
+/// closes the connection, as does a failed write).
+async fn serve_approval(
+    shared: &Arc<Shared>,
+    peer: &Peer,
+    request: Result<ApprovalRequest, String>,
+    reader: &mut (impl AsyncRead + Unpin),
+    write: &mut (impl AsyncWrite + Unpin),
+) -> Result<(), ()> {
+    let reply = match (request, shared.host.approvals()) {
+        (Err(message), _) => Reply::from(ApiError::new(ErrorCode::BadRequest, message)),
+        (Ok(_), None) => {
+            Reply::from(ApiError::new(ErrorCode::Unavailable, "this daemon runs no prompt broker"))
+        }
+        (Ok(ApprovalRequest::WatchApprovals), Some(approvals)) => {
+            let mut events = approvals.subscribe();
+            write.write_all(&approval_line(&ApprovalReply::Watching)).await.map_err(drop)?;
+            let mut scratch = [0u8; 256];
+            loop {
+                tokio::select! {
+                    received = events.recv() => {
+                        let Some(reply) = prompt_api::watch_reply(received) else { return Err(()) };
+                        write.write_all(&approval_line(&reply)).await.map_err(drop)?;
+                    }
+                    read = reader.read(&mut scratch) => match read {
+                        Ok(0) | Err(_) => return Err(()),
+                        Ok(_) => {}
+                    },
+                }
+            }
+        }
+        (Ok(request), Some(approvals)) => {
+            let (approvals, uid) = (approvals.clone(), peer.uid);
+            let work =
+                tokio::task::spawn_blocking(move || prompt_api::handle(&approvals, request, uid));
+            let reply = work.await.map_err(drop)?;
+            return write.write_all(&approval_line(&reply)).await.map_err(drop);
+        }
+    };
+    write.write_all(&Message::line(reply)).await.map_err(drop)
 }
 
 /// Replies with `error` and closes the connection, first discarding for a moment what the client

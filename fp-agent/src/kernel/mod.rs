@@ -145,8 +145,19 @@ pub struct Enforcer {
     map_pins: Vec<PathBuf>,
 }
 
-const PINNED_MAPS: [&str; 8] =
-    ["SESSIONS", "COUNTERS", "HEADERS", "PREFIXES", "NAMES", "SCOPES", "INODES", "EVENTS"];
+const PINNED_MAPS: [&str; 11] = [
+    "SESSIONS",
+    "COUNTERS",
+    "HEADERS",
+    "PREFIXES",
+    "NAMES",
+    "SCOPES",
+    "INODES",
+    "EVENTS",
+    "BROKER",
+    "PENDING",
+    "PROTECTED",
+];
 
 impl Enforcer {
     /// Loads and attaches the programs for sessions whose cgroups sit at `session_cgroup_level`.
@@ -182,6 +193,16 @@ impl Enforcer {
             self.links.push((path, pinned));
         }
         Ok(())
+    }
+
+    /// The hooks whose programs are attached.
+    pub fn hooks(&self) -> Vec<String> {
+        self.links
+            .iter()
+            .filter_map(|(path, _)| {
+                path.file_name()?.to_str()?.strip_prefix("link_").map(Into::into)
+            })
+            .collect()
     }
 
     fn map_mut(&mut self, name: &str) -> anyhow::Result<&mut aya::maps::Map> {
@@ -306,6 +327,34 @@ impl Enforcer {
             HashMap::try_from(self.map_mut("COUNTERS")?)?;
         counters.remove(&cgroup)?;
         Ok(())
+    }
+
+    /// Sessions may not signal or trace the process `tgid` (one of fp's own).
+    pub fn protect(&mut self, tgid: u32) -> anyhow::Result<()> {
+        let mut map: HashMap<_, u32, u8> = HashMap::try_from(self.map_mut("PROTECTED")?)?;
+        map.insert(tgid, 1, 0)?;
+        Ok(())
+    }
+
+    /// The prompt broker is alive now: opens with prompt or defer verdicts are left to it for
+    /// the next `BROKER_HEARTBEAT_TIMEOUT_NS`.
+    pub fn heartbeat(&mut self) -> anyhow::Result<()> {
+        let mut map: aya::maps::Array<_, u64> =
+            aya::maps::Array::try_from(self.map_mut("BROKER")?)?;
+        let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)?;
+        map.set(0, now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64, 0)?;
+        Ok(())
+    }
+
+    /// The broker answered the open of (`st_dev`, `st_ino`) by the session of cgroup `cgroup`:
+    /// its reads are no longer refused as pending.
+    pub fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
+        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut("PENDING")?)?;
+        let key = InodeKey { session_id: cgroup, ino: st_ino, dev: kernel_dev(st_dev), _pad: 0 };
+        match map.remove(&key) {
+            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     pub fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters> {

@@ -123,6 +123,9 @@ pub struct Decision {
 pub struct LoadOptions {
     /// Per-agent policy files, layered over the config in order.
     pub policy_files: Vec<PathBuf>,
+    /// A policy given as text (a control-socket client's), layered last; errors name it
+    /// `<request>`.
+    pub policy_text: Option<String>,
     /// The operator's config.toml (its `[file_policy]` is the global layer).
     pub config_file: Option<PathBuf>,
     /// `<workspace>`: a non-empty absolute directory.
@@ -224,6 +227,10 @@ impl EffectivePolicy {
         };
         for path in &options.policy_files {
             let overlay = parse::read_file(path, FileKind::Policy)?;
+            fields = layer(&fields, &overlay)?.unwrap_or_default();
+        }
+        if let Some(text) = &options.policy_text {
+            let overlay = parse_str(Path::new("<request>"), text, FileKind::Policy)?;
             fields = layer(&fields, &overlay)?.unwrap_or_default();
         }
         // The files the policy came from are never writable by the session.

@@ -69,9 +69,13 @@ pub struct BrokerConfig {
     /// (the kernel half refreshes its heartbeat map here). It must not block or open files.
     pub heartbeat: Option<Heartbeat>,
     pub heartbeat_interval: Duration,
+    /// Called with the (`st_dev`, `st_ino`) of a session's open once it is answered, before an
+    /// allow reaches the opener (the kernel half stops refusing reads of it as pending).
+    pub settled: Option<Settled>,
 }
 
 pub type Heartbeat = Arc<dyn Fn() + Send + Sync>;
+pub type Settled = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 impl BrokerConfig {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -87,6 +91,7 @@ impl BrokerConfig {
             ignore_cache_limit: Self::DEFAULT_IGNORE_CACHE_LIMIT,
             heartbeat: None,
             heartbeat_interval: Self::DEFAULT_HEARTBEAT_INTERVAL,
+            settled: None,
         }
     }
 }
@@ -104,6 +109,7 @@ struct Shared {
     generation: AtomicU64,
     ignore_marks: AtomicUsize,
     ignore_cache_limit: usize,
+    settled: Option<Settled>,
 }
 
 /// A running broker. Dropping it without [`PromptBroker::shutdown`] also stops it.
@@ -152,6 +158,7 @@ impl PromptBroker {
             generation: AtomicU64::new(0),
             ignore_marks: AtomicUsize::new(0),
             ignore_cache_limit: config.ignore_cache_limit,
+            settled: config.settled.clone(),
         });
         for fs in &config.filesystems {
             shared.mark_filesystem(fs)?;
@@ -264,6 +271,25 @@ impl Shared {
         self.group
             .mark(MarkFlags::FAN_MARK_FLUSH, MaskFlags::empty(), AT_FDCWD, None::<&Path>)
             .context("flushing the fanotify ignore marks")
+    }
+
+    /// Answers an open by a session process: settled in the kernel before an allow is sent, so
+    /// the opener's first read is not refused as pending.
+    fn answer_session(&self, event: &FanotifyEvent, allow: bool) {
+        let settle = || {
+            if let (Some(settled), Some(fd)) = (&self.settled, event.fd())
+                && let Ok(stat) = nix::sys::stat::fstat(fd)
+            {
+                settled(stat.st_dev, stat.st_ino);
+            }
+        };
+        if allow {
+            settle();
+        }
+        self.answer(event, allow);
+        if !allow {
+            settle();
+        }
     }
 
     fn answer(&self, event: &FanotifyEvent, allow: bool) {
@@ -426,7 +452,7 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
     } else {
         match open_access(tid) {
             // The FAN_OPEN_EXEC_PERM event of the same open decides it.
-            Opening::InExec => return shared.answer(&event, true),
+            Opening::InExec => return shared.answer_session(&event, true),
             Opening::Access(access) => access,
         }
     };
@@ -446,7 +472,7 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
     let path = match event_path(fd) {
         Ok(path) => path,
         Err(e) => {
-            shared.answer(&event, false);
+            shared.answer_session(&event, false);
             let reason = format!("the opened file has no path: {e:#}");
             approvals.failed_closed(request(Vec::new(), None), reason);
             return;
@@ -455,11 +481,11 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
     let (verdict, rule, deferred) = decide(&session.policy, &path, access);
     match verdict {
         Verdict::Allow => {
-            shared.answer(&event, true);
+            shared.answer_session(&event, true);
             shared.cache_if_never_prompted(fd, &path);
         }
         Verdict::Deny => {
-            shared.answer(&event, false);
+            shared.answer_session(&event, false);
             // The kernel denies and records what it decides itself; a deferred denial is ours.
             if deferred {
                 approvals.defer_denied(request(path, rule));
@@ -467,7 +493,7 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
         }
         Verdict::Prompt => {
             let shared = Arc::clone(shared);
-            let answer = Box::new(move |allow| shared.answer(&event, allow));
+            let answer = Box::new(move |allow| shared.answer_session(&event, allow));
             approvals.hold(request(path, rule), answer);
         }
     }

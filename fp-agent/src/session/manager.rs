@@ -26,14 +26,32 @@ use crate::{
 
 /// Whether a session's denials are enforced.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Deny what the policy denies.
+    #[default]
     Enforce,
     /// Decide and record everything, deny nothing.
     Audit,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Audit => "audit",
+        }
+    }
 }
 
 /// What a new session is.
@@ -45,8 +63,10 @@ pub struct SessionSpec {
     pub mode: Mode,
     /// Also record allowed writes, deletes and execs.
     pub full_audit: bool,
-    /// Who asked for it, for the start record.
+    /// The user it runs as (and who asked for it, for the start record).
     pub uid: u32,
+    /// What `<workspace>` expands to in its policy (kept for reloads).
+    pub workspace: Option<PathBuf>,
     pub pid: u32,
     pub command: Vec<String>,
 }
@@ -60,6 +80,38 @@ pub enum Sink {
     Audit(audit::AuditHandle),
 }
 
+/// Sees every record the manager produces (decisions, session start and end, reloads), e.g. to
+/// stream them to the daemon's subscribers. Called on the event reader's thread: must not block.
+pub type Observer = Arc<dyn Fn(&audit::Event) + Send + Sync>;
+
+/// The sink and the observer, as the manager and its event reader share them.
+#[derive(Clone)]
+struct Outputs {
+    sink: Sink,
+    observer: Option<Observer>,
+}
+
+impl Outputs {
+    fn record(&self, event: audit::Event) {
+        if let Some(observe) = &self.observer {
+            observe(&event);
+        }
+        if let Sink::Audit(handle) = &self.sink {
+            handle.record(event);
+        }
+    }
+
+    fn decision(&self, ev: &DecisionEvent, ctx: &SessionContext) {
+        if let Sink::Stderr = self.sink {
+            // One write(2) per line, so it does not interleave with the command's own stderr.
+            let _ = std::io::stderr().write_all(kernel::event::line(ev, ctx).as_bytes());
+        }
+        if matches!(self.sink, Sink::Audit(_)) || self.observer.is_some() {
+            self.record(audit::Event::Decision(kernel::event::audit_record(ev, ctx)));
+        }
+    }
+}
+
 /// A running session, as [`Manager::sessions`] lists it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Summary {
@@ -71,6 +123,8 @@ pub struct Summary {
     pub denied: u64,
     pub dropped: u64,
     pub policy_hash: String,
+    /// RFC 3339, UTC.
+    pub started_at: String,
 }
 
 struct Live {
@@ -79,6 +133,9 @@ struct Live {
     mode: Mode,
     tables_id: u64,
     inodes: InodeTable,
+    started_at: String,
+    uid: u32,
+    workspace: Option<PathBuf>,
 }
 
 /// How a session ended.
@@ -95,7 +152,7 @@ pub struct Manager {
     /// Contexts by cgroup id, for the event reader (kept apart so it never waits on a load).
     contexts: Arc<RwLock<HashMap<u64, SessionContext>>>,
     ring: Arc<Mutex<RingBuf<MapData>>>,
-    sink: Sink,
+    outputs: Outputs,
     stop: Arc<AtomicBool>,
     reader: Mutex<Option<JoinHandle<()>>>,
 }
@@ -103,12 +160,22 @@ pub struct Manager {
 impl Manager {
     /// Loads and attaches the programs for sessions created under the cgroup `parent` (created if
     /// missing), with maps and links pinned under `pin_dir`, and starts reading events into `sink`.
-    pub fn start(parent: PathBuf, pin_dir: PathBuf, sink: Sink) -> anyhow::Result<Arc<Self>> {
+    pub fn start(
+        parent: PathBuf,
+        pin_dir: PathBuf,
+        sink: Sink,
+        observer: Option<Observer>,
+    ) -> anyhow::Result<Arc<Self>> {
         let hierarchy = Cgroup2::find()?;
         std::fs::create_dir_all(&parent)
             .with_context(|| format!("creating cgroup {}", parent.display()))?;
         let level = hierarchy.level_of(&parent)? + 1;
         let mut enforcer = kernel::Enforcer::load(level, pin_dir)?;
+        // Sessions may not signal or trace the agent itself.
+        if let Err(e) = enforcer.protect(std::process::id()) {
+            let _ = enforcer.unload();
+            return Err(e);
+        }
         let ring = match enforcer.take_events() {
             Ok(ring) => Arc::new(Mutex::new(ring)),
             Err(e) => {
@@ -123,18 +190,18 @@ impl Manager {
             sessions: Mutex::new(HashMap::new()),
             contexts: Arc::new(RwLock::new(HashMap::new())),
             ring,
-            sink,
+            outputs: Outputs { sink, observer },
             stop: Arc::new(AtomicBool::new(false)),
             reader: Mutex::new(None),
         });
         let reader = {
-            let (ring, contexts, sink, stop) = (
+            let (ring, contexts, outputs, stop) = (
                 manager.ring.clone(),
                 manager.contexts.clone(),
-                manager.sink.clone(),
+                manager.outputs.clone(),
                 manager.stop.clone(),
             );
-            std::thread::spawn(move || read_events(&ring, &contexts, &sink, &stop))
+            std::thread::spawn(move || read_events(&ring, &contexts, &outputs, &stop))
         };
         *manager.reader.lock().unwrap() = Some(reader);
         Ok(manager)
@@ -200,17 +267,33 @@ impl Manager {
             command: spec.command,
         }));
         let (path, id) = (cgroup.path.clone(), cgroup.id);
-        self.sessions
-            .lock()
-            .unwrap()
-            .insert(id, Live { context, cgroup, mode: spec.mode, tables_id, inodes });
+        let started_at = audit::record::format_time(time::OffsetDateTime::now_utc());
+        self.sessions.lock().unwrap().insert(
+            id,
+            Live {
+                context,
+                cgroup,
+                mode: spec.mode,
+                tables_id,
+                inodes,
+                started_at,
+                uid: spec.uid,
+                workspace: spec.workspace,
+            },
+        );
         Ok((spec.name, path, id))
     }
 
     /// Replaces the policy of the session of cgroup `id`: the new tables are installed under a new
     /// id, the session switched to them in one map update, then the old ones removed. Programs
     /// that raced with the switch redo their decision on the new tables.
-    pub fn reload(&self, id: u64, policy: EffectivePolicy, source: &str) -> anyhow::Result<()> {
+    /// Returns the previous and the new policy hash.
+    pub fn reload(
+        &self,
+        id: u64,
+        policy: EffectivePolicy,
+        source: &str,
+    ) -> anyhow::Result<(String, String)> {
         let mut sessions = self.sessions.lock().unwrap();
         let live = sessions.get_mut(&id).ok_or_else(|| anyhow!("no session with cgroup {id}"))?;
         let policy = Arc::new(policy);
@@ -235,11 +318,11 @@ impl Manager {
         self.contexts.write().unwrap().insert(id, live.context.clone());
         self.record(audit::Event::PolicyReload(audit::PolicyReload {
             session: Some(live.context.session.clone()),
-            old_policy_hash,
+            old_policy_hash: old_policy_hash.clone(),
             policy_hash: live.context.policy_hash.clone(),
             source: source.to_owned(),
         }));
-        Ok(())
+        Ok((old_policy_hash, live.context.policy_hash.clone()))
     }
 
     /// Ends the session of cgroup `id`: kills what still runs in it, removes its cgroup and its
@@ -253,7 +336,7 @@ impl Manager {
             .ok_or_else(|| anyhow!("no session with cgroup {id}"))?;
         let removed = live.cgroup.remove();
         // Every event of the session is in the ring buffer now: record them before its context goes.
-        drain(&self.ring, &self.contexts, &self.sink);
+        drain(&self.ring, &self.contexts, &self.outputs);
         let counters = self.with_enforcer(|e| {
             let counters = e.counters(id)?;
             e.end_session(id)?;
@@ -295,9 +378,49 @@ impl Manager {
                     denied: counters.denied,
                     dropped: counters.dropped,
                     policy_hash: live.context.policy_hash.clone(),
+                    started_at: live.started_at.clone(),
                 }
             })
             .collect()
+    }
+
+    /// The cgroup id of the session named `name`.
+    pub fn find(&self, name: &str) -> Option<u64> {
+        let sessions = self.sessions.lock().unwrap();
+        sessions.iter().find(|(_, l)| l.context.session == name).map(|(id, _)| *id)
+    }
+
+    /// Snapshots of the running sessions' contexts (name, agent, policy) by cgroup id.
+    pub fn contexts(&self) -> HashMap<u64, SessionContext> {
+        self.contexts.read().unwrap().clone()
+    }
+
+    /// Each running session's cgroup directory and context.
+    pub fn snapshot(&self) -> Vec<(PathBuf, SessionContext)> {
+        let sessions = self.sessions.lock().unwrap();
+        sessions.values().map(|l| (l.cgroup.path.clone(), l.context.clone())).collect()
+    }
+
+    /// The workspace and user of the session of cgroup `id`, which a reload keeps.
+    pub fn identity(&self, id: u64) -> Option<(Option<PathBuf>, u32)> {
+        let sessions = self.sessions.lock().unwrap();
+        sessions.get(&id).map(|l| (l.workspace.clone(), l.uid))
+    }
+
+    /// Refreshes the prompt broker's heartbeat in the kernel.
+    pub fn broker_heartbeat(&self) -> anyhow::Result<()> {
+        self.with_enforcer(|e| e.heartbeat())
+    }
+
+    /// The broker answered an open of (`st_dev`, `st_ino`): no session's reads of it are pending.
+    pub fn settle(&self, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
+        let ids: Vec<u64> = self.contexts.read().unwrap().keys().copied().collect();
+        self.with_enforcer(|e| ids.iter().try_for_each(|&id| e.settle(id, st_dev, st_ino)))
+    }
+
+    /// The hooks the programs are attached to.
+    pub fn attached_hooks(&self) -> Vec<String> {
+        self.enforcer.lock().unwrap().as_ref().map(|e| e.hooks()).unwrap_or_default()
     }
 
     /// The cgroup directory sessions are created in.
@@ -306,9 +429,7 @@ impl Manager {
     }
 
     fn record(&self, event: audit::Event) {
-        if let Sink::Audit(handle) = &self.sink {
-            handle.record(event);
-        }
+        self.outputs.record(event);
     }
 
     /// Ends every session, stops the event reader, and detaches and unpins the programs.
@@ -335,6 +456,29 @@ impl Manager {
     }
 }
 
+/// Cleans up after an agent that died: kills the processes of the sessions it left under
+/// `parent` (once its programs are gone they would run unconfined) and removes its pins under
+/// `pin_dir`. Returns the names of the sessions killed. Nothing to do if `pin_dir` is absent.
+pub fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
+    if !pin_dir.exists() {
+        return Ok(Vec::new());
+    }
+    let hierarchy = Cgroup2::find()?;
+    let mut killed = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for entry in entries.flatten().filter(|e| e.path().is_dir()) {
+            SessionCgroup::existing(&hierarchy, &entry.path())?.remove()?;
+            killed.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    for entry in std::fs::read_dir(pin_dir)? {
+        let path = entry?.path();
+        std::fs::remove_file(&path).with_context(|| format!("unpinning {}", path.display()))?;
+    }
+    std::fs::remove_dir(pin_dir).with_context(|| format!("removing {}", pin_dir.display()))?;
+    Ok(killed)
+}
+
 /// A fresh, non-zero tables id: random, so ids never collide across sessions, reloads and agent
 /// restarts.
 fn new_tables_id() -> anyhow::Result<u64> {
@@ -356,7 +500,7 @@ fn new_tables_id() -> anyhow::Result<u64> {
 fn read_events(
     ring: &Mutex<RingBuf<MapData>>,
     contexts: &RwLock<HashMap<u64, SessionContext>>,
-    sink: &Sink,
+    outputs: &Outputs,
     stop: &AtomicBool,
 ) {
     let fd = ring.lock().unwrap().as_raw_fd();
@@ -364,9 +508,9 @@ fn read_events(
         let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd; the ring buffer (and its fd) outlives this thread.
         unsafe { libc::poll(&mut pfd, 1, 100) };
-        drain(ring, contexts, sink);
+        drain(ring, contexts, outputs);
     }
-    drain(ring, contexts, sink);
+    drain(ring, contexts, outputs);
 }
 
 /// Records every queued event. An event of an unknown session cannot exist: a session's context
@@ -374,7 +518,7 @@ fn read_events(
 fn drain(
     ring: &Mutex<RingBuf<MapData>>,
     contexts: &RwLock<HashMap<u64, SessionContext>>,
-    sink: &Sink,
+    outputs: &Outputs,
 ) {
     let mut ring = ring.lock().unwrap();
     while let Some(item) = ring.next() {
@@ -388,14 +532,6 @@ fn drain(
             tracing::error!("decision event for unknown session cgroup {}", ev.session);
             continue;
         };
-        match sink {
-            // One write(2) per line, so it does not interleave with the command's own stderr.
-            Sink::Stderr => {
-                let _ = std::io::stderr().write_all(kernel::event::line(&ev, ctx).as_bytes());
-            }
-            Sink::Audit(handle) => {
-                handle.record(audit::Event::Decision(kernel::event::audit_record(&ev, ctx)));
-            }
-        }
+        outputs.decision(&ev, ctx);
     }
 }

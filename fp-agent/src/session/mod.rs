@@ -106,6 +106,14 @@ impl SessionCgroup {
         Ok(Self { path, id, level, created_parent })
     }
 
+    /// An existing session cgroup (left behind by an agent that died).
+    pub fn existing(hierarchy: &Cgroup2, path: &Path) -> anyhow::Result<Self> {
+        let id =
+            std::fs::metadata(path).with_context(|| format!("cgroup {}", path.display()))?.ino();
+        let level = hierarchy.level_of(path)?;
+        Ok(Self { path: path.to_path_buf(), id, level, created_parent: None })
+    }
+
     /// `cgroup.procs` opened for writing: a child writes "0" to it before exec to join.
     pub fn procs_file(&self) -> anyhow::Result<std::fs::File> {
         let p = self.path.join("cgroup.procs");

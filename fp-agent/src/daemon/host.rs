@@ -1,0 +1,457 @@
+//! The daemon's [`SessionHost`] over the real kernel: the session manager (programs, tables,
+//! cgroups, event reader) writing into the daemon's audit log, a reaper that ends a session
+//! when its last process exits, and the subscribers' event stream.
+use std::{
+    collections::HashSet,
+    path::PathBuf,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use tokio::sync::broadcast;
+
+use super::{
+    Config, Peer, SessionHost,
+    api::{self, ApiError, ErrorCode},
+};
+use crate::{
+    audit,
+    policy::{EffectivePolicy, LoadOptions, TableVerdict, Verdict},
+    prompt::{self, PromptBroker},
+    session::{Cgroup2, Manager, SessionSpec, Sink},
+};
+
+pub struct KernelHost {
+    manager: Arc<Manager>,
+    writer: Mutex<Option<audit::AuditWriter>>,
+    events: broadcast::Sender<api::Event>,
+    /// Sessions whose first process has joined: the reaper ends them once empty.
+    armed: Arc<Mutex<HashSet<u64>>>,
+    /// fp's own files, never writable by sessions.
+    protected: Vec<PathBuf>,
+    secrets: Vec<PathBuf>,
+    counters: Arc<EventCounters>,
+    stop: Arc<AtomicBool>,
+    next_id: AtomicU64,
+    /// The prompt broker, started with the first session that has prompt or defer verdicts.
+    broker: Mutex<Option<PromptBroker>>,
+    lookup: Arc<SessionSnapshot>,
+    cgroup2: Cgroup2,
+    approval: super::config::Approval,
+    audit: audit::AuditHandle,
+}
+
+/// The sessions as the prompt broker sees them: a snapshot swapped on every change, so its
+/// lookups never wait on a lock held while files are opened.
+#[derive(Default)]
+struct SessionSnapshot(Mutex<Arc<std::collections::HashMap<PathBuf, prompt::SessionInfo>>>);
+
+impl prompt::SessionLookup for SessionSnapshot {
+    fn session(&self, cgroup: &std::path::Path) -> Option<prompt::SessionInfo> {
+        let snapshot = self.0.lock().unwrap().clone();
+        snapshot.get(cgroup).cloned()
+    }
+
+    fn policies(&self) -> Vec<Arc<EffectivePolicy>> {
+        let snapshot = self.0.lock().unwrap().clone();
+        snapshot.values().map(|s| s.policy.clone()).collect()
+    }
+}
+
+#[derive(Default)]
+struct EventCounters {
+    events: AtomicU64,
+    losses: AtomicU64,
+}
+
+impl KernelHost {
+    /// Opens the audit log, loads and attaches the programs, starts the reaper.
+    pub fn start(config: &Config) -> anyhow::Result<Arc<Self>> {
+        let signer = audit::checkpoint::SignerKey::load(&config.audit.key).with_context(|| {
+            format!(
+                "loading the audit key {} (make one with `fp audit keygen`)",
+                config.audit.key.display()
+            )
+        })?;
+        let (handle, writer) =
+            audit::start(audit::WriterConfig::new(config.audit.log.clone(), signer))
+                .with_context(|| format!("opening the audit log {}", config.audit.log.display()))?;
+        let audit_handle = handle.clone();
+        let (events, _) = broadcast::channel(4096);
+        let counters = Arc::new(EventCounters::default());
+        let observer = {
+            let (events, counters) = (events.clone(), counters.clone());
+            Arc::new(move |event: &audit::Event| {
+                counters.events.fetch_add(1, Ordering::Relaxed);
+                if let audit::Event::Loss(loss) = event {
+                    counters.losses.fetch_add(loss.count, Ordering::Relaxed);
+                }
+                if let Some(event) = api_event(event) {
+                    let _ = events.send(event);
+                }
+            })
+        };
+        let cgroup2 = Cgroup2::find()?;
+        let parent = config.sessions_parent(&cgroup2);
+        let pin_dir = config.pin_dir.join(format!("v{}", fp_common::kernel::ABI_VERSION));
+        // A daemon that died left its programs pinned (still enforcing) and its sessions running:
+        // they are ended, not adopted (docs/operations.md).
+        for name in crate::session::manager::clean_stale(&parent, &pin_dir)? {
+            tracing::warn!("session {name} of a previous daemon was killed");
+            handle.record(audit::Event::SessionEnd(audit::SessionEnd {
+                session: name,
+                agent: String::new(),
+                exit_code: None,
+                reason: "killed: the daemon hosting it had died".into(),
+            }));
+        }
+        let manager = Manager::start(parent, pin_dir, Sink::Audit(handle), Some(observer))?;
+        let mut protected = vec![config.audit.log.clone(), config.socket.clone()];
+        protected.extend(config.file.clone());
+        let host = Arc::new(Self {
+            manager,
+            writer: Mutex::new(Some(writer)),
+            events,
+            armed: Arc::new(Mutex::new(HashSet::new())),
+            protected,
+            secrets: vec![config.audit.key.clone()],
+            counters,
+            stop: Arc::new(AtomicBool::new(false)),
+            next_id: AtomicU64::new(1),
+            broker: Mutex::new(None),
+            lookup: Arc::new(SessionSnapshot::default()),
+            cgroup2,
+            approval: config.approval.clone(),
+            audit: audit_handle,
+        });
+        let reaper = host.clone();
+        std::thread::spawn(move || reaper.reap());
+        Ok(host)
+    }
+
+    /// Ends sessions whose processes have all exited.
+    fn reap(&self) {
+        while !self.stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(200));
+            let armed: Vec<u64> = self.armed.lock().unwrap().iter().copied().collect();
+            for summary in self.manager.sessions() {
+                if summary.pids == 0 && armed.contains(&summary.cgroup) {
+                    self.armed.lock().unwrap().remove(&summary.cgroup);
+                    let _ = self.end_session(summary.cgroup, "last process exited");
+                }
+            }
+        }
+    }
+
+    fn end_session(&self, cgroup: u64, reason: &str) -> Result<(), ApiError> {
+        let name = self.manager.sessions().into_iter().find(|s| s.cgroup == cgroup).map(|s| s.name);
+        let ended = self.manager.end(cgroup, None, reason).map_err(unavailable);
+        self.sessions_changed();
+        ended?;
+        if let Some(id) = name {
+            let _ = self.events.send(api::Event::SessionEnded { id, reason: reason.into() });
+        }
+        Ok(())
+    }
+
+    /// Publishes the sessions to the broker (and flushes its cache) after any change.
+    fn sessions_changed(&self) {
+        let snapshot = self
+            .manager
+            .snapshot()
+            .into_iter()
+            .map(|(path, ctx)| {
+                let info = prompt::SessionInfo {
+                    id: ctx.session.clone(),
+                    agent: ctx.agent.clone(),
+                    policy: ctx.policy.clone(),
+                };
+                (path, info)
+            })
+            .collect();
+        *self.lookup.0.lock().unwrap() = Arc::new(snapshot);
+        if let Some(broker) = self.broker.lock().unwrap().as_ref()
+            && let Err(e) = broker.sessions_changed()
+        {
+            tracing::warn!("flushing the prompt broker's cache: {e:#}");
+        }
+    }
+
+    /// Starts the broker if `policy` can prompt or defer and none runs yet; marks the filesystem
+    /// of the session's workspace.
+    fn ensure_broker(
+        &self,
+        policy: &EffectivePolicy,
+        workspace: Option<&std::path::Path>,
+    ) -> anyhow::Result<()> {
+        if !needs_broker(policy) {
+            return Ok(());
+        }
+        let mut broker = self.broker.lock().unwrap();
+        if broker.is_none() {
+            let mut config =
+                prompt::BrokerConfig::new(self.cgroup2.clone(), vec![PathBuf::from("/")]);
+            config.approval_timeout = Duration::from_secs(self.approval.timeout_secs);
+            config.approval_command = self.approval.command.as_ref().and_then(|argv| {
+                let (program, args) = argv.split_first()?;
+                Some(prompt::ApprovalCommand {
+                    program: program.into(),
+                    args: args.to_vec(),
+                    timeout: config.approval_timeout,
+                })
+            });
+            let manager = self.manager.clone();
+            config.heartbeat = Some(Arc::new(move || {
+                if let Err(e) = manager.broker_heartbeat() {
+                    tracing::error!("broker heartbeat: {e:#}");
+                }
+            }));
+            let manager = self.manager.clone();
+            config.settled = Some(Arc::new(move |dev, ino| {
+                if let Err(e) = manager.settle(dev, ino) {
+                    tracing::error!("settling a pending open: {e:#}");
+                }
+            }));
+            let (started, mut outcomes) = PromptBroker::start(config, self.lookup.clone())?;
+            let audit = self.audit.clone();
+            std::thread::spawn(move || {
+                while let Some(outcome) = outcomes.blocking_recv() {
+                    audit.record(audit::Event::Decision(prompt_record(&outcome)));
+                }
+            });
+            *broker = Some(started);
+        }
+        if let (Some(broker), Some(ws)) = (broker.as_ref(), workspace) {
+            broker.mark_filesystem(ws)?;
+        }
+        Ok(())
+    }
+
+    fn load_policy(
+        &self,
+        source: &api::PolicySource,
+        workspace: Option<PathBuf>,
+        uid: u32,
+    ) -> Result<EffectivePolicy, ApiError> {
+        let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                ApiError::new(ErrorCode::BadRequest, format!("no user with uid {uid}"))
+            })?;
+        let options = LoadOptions {
+            policy_files: source.policy.iter().cloned().collect(),
+            policy_text: source.policy_text.clone(),
+            config_file: source.config.clone(),
+            workspace,
+            user: Some(user.name),
+            protected_paths: self.protected.clone(),
+            secret_paths: self.secrets.clone(),
+        };
+        Ok(EffectivePolicy::load(&options)?)
+    }
+}
+
+fn unavailable(e: anyhow::Error) -> ApiError {
+    ApiError::new(ErrorCode::Unavailable, format!("{e:#}"))
+}
+
+/// The subscribers' view of an audit event.
+fn api_event(event: &audit::Event) -> Option<api::Event> {
+    match event {
+        audit::Event::Decision(d) => {
+            Some(api::Event::Decision { record: serde_json::to_value(d).ok()? })
+        }
+        _ => None,
+    }
+}
+
+impl SessionHost for KernelHost {
+    fn create(
+        &self,
+        _peer: &Peer,
+        req: api::CreateSession,
+    ) -> Result<api::SessionCreated, ApiError> {
+        let policy = self.load_policy(&req.source, req.workspace.clone(), req.uid)?;
+        self.ensure_broker(&policy, req.workspace.as_deref()).map_err(unavailable)?;
+        let name =
+            format!("s{}-{}", std::process::id(), self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (name, cgroup, id) = self
+            .manager
+            .create(SessionSpec {
+                name,
+                agent: req.agent.clone(),
+                policy,
+                mode: req.mode.unwrap_or_default(),
+                full_audit: req.full_audit.unwrap_or(false),
+                uid: req.uid,
+                workspace: req.workspace.clone(),
+                pid: req.pid as u32,
+                command: Vec::new(),
+            })
+            .map_err(unavailable)?;
+        // The client's child waits for this before it execs the session's command.
+        let moved = std::fs::write(cgroup.join("cgroup.procs"), req.pid.to_string());
+        if let Err(e) = moved {
+            let _ = self.manager.end(id, None, "could not move the process in");
+            return Err(ApiError::new(
+                ErrorCode::Unavailable,
+                format!("moving pid {} into the session: {e}", req.pid),
+            ));
+        }
+        self.sessions_changed();
+        self.armed.lock().unwrap().insert(id);
+        let summary = self.manager.sessions().into_iter().find(|s| s.cgroup == id);
+        let policy_hash = summary.as_ref().map(|s| s.policy_hash.clone()).unwrap_or_default();
+        if let Some(s) = summary {
+            let _ = self.events.send(api::Event::SessionStarted { session: api_summary(s) });
+        }
+        Ok(api::SessionCreated { id: name, cgroup_id: id, policy_hash })
+    }
+
+    fn list(&self) -> Vec<api::SessionSummary> {
+        self.manager.sessions().into_iter().map(api_summary).collect()
+    }
+
+    fn end(&self, id: &str) -> Result<(), ApiError> {
+        let cgroup = self
+            .manager
+            .find(id)
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {id}")))?;
+        self.armed.lock().unwrap().remove(&cgroup);
+        self.end_session(cgroup, "ended on request")
+    }
+
+    fn reload(&self, req: api::Reload) -> Result<api::Reloaded, ApiError> {
+        let cgroup = self
+            .manager
+            .find(&req.id)
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {}", req.id)))?;
+        // The session keeps its workspace and user: they are part of what it is.
+        let (workspace, uid) = self
+            .manager
+            .identity(cgroup)
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {}", req.id)))?;
+        let policy = self.load_policy(&req.source, workspace.clone(), uid)?;
+        self.ensure_broker(&policy, workspace.as_deref()).map_err(unavailable)?;
+        let source = match (&req.source.policy, &req.source.policy_text) {
+            (Some(p), _) => p.display().to_string(),
+            (None, Some(_)) => "<request>".to_owned(),
+            (None, None) => "the daemon's default policy".to_owned(),
+        };
+        let (previous_policy_hash, policy_hash) =
+            self.manager.reload(cgroup, policy, &source).map_err(unavailable)?;
+        self.sessions_changed();
+        let reloaded = api::Reloaded { id: req.id, previous_policy_hash, policy_hash };
+        let _ = self.events.send(api::Event::PolicyReloaded(reloaded.clone()));
+        Ok(reloaded)
+    }
+
+    fn status(&self) -> api::HostStatus {
+        api::HostStatus {
+            bpf_lsm: true,
+            attached_hooks: self.manager.attached_hooks(),
+            maps: Vec::new(),
+            sessions: self.manager.sessions().len() as u32,
+            counters: api::Counters {
+                events: self.counters.events.load(Ordering::Relaxed),
+                losses: self.counters.losses.load(Ordering::Relaxed),
+            },
+        }
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<api::Event> {
+        self.events.subscribe()
+    }
+
+    fn approvals(&self) -> Option<Arc<prompt::Approvals>> {
+        self.broker.lock().unwrap().as_ref().map(|b| b.approvals().clone())
+    }
+
+    fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(broker) = self.broker.lock().unwrap().take() {
+            broker.shutdown();
+        }
+        if let Err(e) = self.manager.shutdown("daemon stopped") {
+            tracing::error!("shutting the sessions down: {e:#}");
+        }
+        if let Some(writer) = self.writer.lock().unwrap().take()
+            && let Err(e) = writer.shutdown()
+        {
+            tracing::error!("closing the audit log: {e:#}");
+        }
+    }
+}
+
+/// Whether a session's policy has verdicts only the broker can answer.
+fn needs_broker(policy: &EffectivePolicy) -> bool {
+    policy.defaults().contains(&Verdict::Prompt)
+        || policy.rules().iter().any(|r| r.verdicts.contains(&Some(Verdict::Prompt)))
+        || policy
+            .tables()
+            .prefixes()
+            .any(|(_, v)| v.ops.iter().any(|e| e.verdict == TableVerdict::Defer as u8))
+        || policy
+            .tables()
+            .names()
+            .any(|(_, v)| v.slots.iter().any(|s| s.verdict == TableVerdict::Defer as u8))
+}
+
+/// The audit record of a prompt outcome.
+fn prompt_record(outcome: &prompt::PromptOutcome) -> audit::FileDecision {
+    use prompt::OutcomeKind::*;
+    let decision = match outcome.outcome {
+        Approved | Granted => audit::Verdict::PromptApproved,
+        Denied | FailedClosed | DeferDenied => audit::Verdict::PromptDenied,
+        TimedOut => audit::Verdict::PromptTimedOut,
+    };
+    let op = match outcome.open.access {
+        prompt::Access::Read => audit::Op::Read,
+        prompt::Access::Write | prompt::Access::ReadWrite => audit::Op::Write,
+        prompt::Access::Exec => audit::Op::Exec,
+    };
+    let detail = serde_json::json!({
+        "outcome": outcome.outcome,
+        "approval": outcome.approval,
+        "latency_us": outcome.latency_us,
+        "opens": outcome.opens,
+        "grant": outcome.grant,
+        "reason": outcome.reason,
+    });
+    audit::FileDecision {
+        session: outcome.open.session.clone(),
+        agent: outcome.open.agent.clone(),
+        pid: outcome.open.pid as u32,
+        tgid: outcome.open.pid as u32,
+        comm: outcome.open.comm.clone(),
+        op,
+        hook: "fanotify".into(),
+        path: audit::RawPath(outcome.open.path.clone().into_bytes()),
+        decision,
+        rule: outcome.open.rule.clone().unwrap_or_else(|| "(default)".into()),
+        rule_source: "prompt broker".into(),
+        approver: outcome
+            .decided_by
+            .map(|d| format!("uid {} via {:?}", d.uid, d.surface).to_lowercase()),
+        reason: Some(detail.to_string()),
+        ..audit::FileDecision::default()
+    }
+}
+
+fn api_summary(s: crate::session::Summary) -> api::SessionSummary {
+    api::SessionSummary {
+        id: s.name,
+        agent: s.agent,
+        cgroup_id: s.cgroup,
+        pids: s.pids as u32,
+        mode: s.mode,
+        denials: s.denied,
+        started_at: s.started_at,
+        policy_hash: s.policy_hash,
+    }
+}
