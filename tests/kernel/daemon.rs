@@ -26,30 +26,39 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     let second = fp().args(["daemon", "--config"]).arg(&config).output().unwrap();
     assert_eq!(second.status.code(), Some(125), "a second daemon must refuse to start");
 
+    // Each session waits for `go` (made once the test has listed both), then reports.
+    let go = t.join("go");
     let script = |marker: &str| {
         format!(
-            "sleep 3; {}; fp_sessions=$({fp} sessions --socket {s} 2>&1); echo \"inside=$? $fp_sessions\"; echo {marker}",
+            "while [ ! -e {go} ]; do sleep 0.1; done; {}; fp_sessions=$({fp} sessions --socket {s} 2>&1); echo \"inside=$? $fp_sessions\"; echo {marker}",
             statuses(&format!("a: cat {}\nb: cat {}", a.display(), b.display()))
+                .trim_end()
                 .replace('\n', "; "),
+            go = go.display(),
             fp = std::env::var("FP_BIN").unwrap(),
             s = socket.display()
         )
     };
     let first = fp_tests::run_with_daemon(&socket, &deny_a, &ws, &script("first"));
     let other = fp_tests::run_with_daemon(&socket, &deny_b, &ws, &script("second"));
-    std::thread::sleep(Duration::from_millis(1500));
-    let listed = fp().args(["sessions", "--json", "--socket"]).arg(&socket).output().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let hashes = loop {
+        let listed = fp().args(["sessions", "--json", "--socket"]).arg(&socket).output().unwrap();
+        let sessions: serde_json::Value =
+            serde_json::from_str(&stdout(&listed)).unwrap_or_default();
+        let hashes: std::collections::HashSet<String> = sessions
+            .as_array()
+            .map(|s| s.iter().map(|s| s["policy_hash"].to_string()).collect())
+            .unwrap_or_default();
+        if hashes.len() == 2 || std::time::Instant::now() > deadline {
+            break hashes;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    std::fs::write(&go, "").unwrap();
     let (first, other): (Output, Output) =
         (first.wait_with_output().unwrap(), other.wait_with_output().unwrap());
-    let listed = stdout(&listed);
-    let sessions: serde_json::Value = serde_json::from_str(&listed).unwrap_or_default();
-    let hashes: std::collections::HashSet<_> = sessions["sessions"]
-        .as_array()
-        .or(sessions.as_array())
-        .map(|s| s.iter().map(|s| s["policy_hash"].to_string()).collect())
-        .unwrap_or_default();
-    assert_eq!(hashes.len(), 2, "two sessions with different policies while both ran: {listed}");
-
+    assert_eq!(hashes.len(), 2, "two sessions with different policies while both ran");
     let (one, two) = (stdout(&first), stdout(&other));
     assert!(first.status.success() && one.contains("first"), "{one}{}", stderr(&first));
     assert!(one.contains("a=denied") && one.contains("b=ok"), "{one}");

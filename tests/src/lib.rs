@@ -372,7 +372,8 @@ pub fn start_daemon(config: &Path) -> std::process::Child {
 /// Waits until the daemon listens on `socket` (loading the programs takes a while under TCG).
 pub fn wait_for_socket(socket: &Path, daemon: &mut std::process::Child) {
     let deadline = Instant::now() + Duration::from_secs(300);
-    while !socket.exists() {
+    // Connect, not exists: a daemon killed before may have left its socket file.
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
         if let Some(status) = daemon.try_wait().unwrap() {
             let mut err = String::new();
             std::io::Read::read_to_string(daemon.stderr.as_mut().unwrap(), &mut err).unwrap();

@@ -182,7 +182,9 @@ impl KernelHost {
     }
 
     /// Starts the broker if `policy` can prompt or defer and none runs yet; marks the filesystem
-    /// of the session's workspace.
+    /// of the session's workspace. (Not every filesystem: a filesystem mark sends every first
+    /// open on it, by any process, through the broker. A prompt or defer verdict on an unmarked
+    /// filesystem fails closed: the kernel records the open as pending and no answer comes.)
     fn ensure_broker(
         &self,
         policy: &EffectivePolicy,
@@ -193,8 +195,7 @@ impl KernelHost {
         }
         let mut broker = self.broker.lock().unwrap();
         if broker.is_none() {
-            let mut config =
-                prompt::BrokerConfig::new(self.cgroup2.clone(), vec![PathBuf::from("/")]);
+            let mut config = prompt::BrokerConfig::new(self.cgroup2.clone(), Vec::new());
             config.approval_timeout = Duration::from_secs(self.approval.timeout_secs);
             config.approval_command = self.approval.command.as_ref().and_then(|argv| {
                 let (program, args) = argv.split_first()?;

@@ -63,9 +63,10 @@ pub fn serve(config: &Config, host: Arc<dyn SessionHost>) -> anyhow::Result<()> 
         .build()
         .context("starting the tokio runtime")?;
     let served = runtime.block_on(async {
-        let server = Server::bind(config, host.clone())?;
-        // Handlers first: a SIGTERM right after READY=1 must stop the daemon cleanly.
+        // Handlers before the socket exists: a SIGTERM as soon as clients can see the daemon
+        // must stop it cleanly.
         let stop = stop_signal().context("installing the SIGTERM/SIGINT handlers")?;
+        let server = Server::bind(config, host.clone())?;
         tracing::info!("listening on {}", config.socket.display());
         notify::ready();
         let watchdog = notify::watchdog_interval().map(|every| tokio::spawn(ping(every)));

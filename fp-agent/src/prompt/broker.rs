@@ -160,9 +160,6 @@ impl PromptBroker {
             ignore_cache_limit: config.ignore_cache_limit,
             settled: config.settled.clone(),
         });
-        for fs in &config.filesystems {
-            shared.mark_filesystem(fs)?;
-        }
         let (stop_read, stop_write) =
             nix::unistd::pipe2(OFlag::O_CLOEXEC).context("creating the broker's stop pipe")?;
         let mut threads = Vec::new();
@@ -180,6 +177,12 @@ impl PromptBroker {
                 .spawn(move || a.run_timeouts())?,
         );
         let broker = PromptBroker { approvals, shared, stop: Some(stop_write), threads };
+        // Marks only once the broker thread answers: an open on a marked filesystem before that
+        // (by any thread of this process, say while holding a lock this one needs) would wait
+        // forever.
+        for fs in &config.filesystems {
+            broker.mark_filesystem(fs)?;
+        }
         Ok((broker, outcomes))
     }
 
