@@ -44,8 +44,10 @@ set -eu
 export LOAD=@LOAD@ ITERATIONS=@ITERATIONS@ RUNS=@RUNS@ REAL_RUNS=@REAL_RUNS@ W=/tmp/bench
 export STATS_ITERATIONS=$((ITERATIONS / 10))
 export BPFTOOL="$(command -v bpftool || echo /usr/sbin/bpftool)"
+# Workloads never touch root's home (a safety-floor tree in sessions) or the host's shims.
+export HOME=$W/home PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 FP=@FP@
-mkdir -p $W/rules $W/existing
+mkdir -p $W/rules $W/existing $W/home
 echo bench > $W/file
 for i in 1 2 3 4 5; do echo x > $W/existing/e$i; done
 
@@ -73,9 +75,19 @@ while [ $i -lt $2 ]; do
   i=$((i + 1))
 done
 EOF
-# phase.sh PHASE REAL: one phase's measurements, run wherever the caller puts it (inside a
-# session or not). The timed rounds run with bpf_stats off (its clock reads around every program
-# run would inflate the ratios); a shorter pass with it on then gives each fp program's cost.
+# stats.sh PHASE: each loaded fp program's run time and count (bpf() is refused inside sessions,
+# so this always runs outside them).
+cat > $W/stats.sh <<'EOF'
+$BPFTOOL prog show --json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin):
+    if p.get("name", "").startswith("fp_"):
+        print("HOOK", sys.argv[1], p["name"], p.get("run_time_ns", 0), p.get("run_cnt", 0))' "$1"
+EOF
+# phase.sh PHASE REAL [inside]: one phase's measurements, run wherever the caller puts it (inside
+# a session or not). The timed rounds run with bpf_stats off (its clock reads around every program
+# run would inflate the ratios); a shorter pass with it on then gives each fp program's cost,
+# read by stats.sh: here, or outside the session while this waits for it.
 cat > $W/phase.sh <<'EOF'
 set -eu
 $LOAD open $W/file $ITERATIONS $RUNS | sed "s/^ns_per_op/BENCH $1 open+close/"
@@ -86,11 +98,12 @@ $LOAD open $W/file $STATS_ITERATIONS 1 > /dev/null
 $LOAD stat $W/file $STATS_ITERATIONS 1 > /dev/null
 if [ "$2" = 1 ]; then sh $W/real.sh "$1" 1 > /dev/null; fi
 echo 0 > /proc/sys/kernel/bpf_stats_enabled
-$BPFTOOL prog show --json | python3 -c '
-import json, sys
-for p in json.load(sys.stdin):
-    if p.get("name", "").startswith("fp_"):
-        print("HOOK", sys.argv[1], p["name"], p.get("run_time_ns", 0), p.get("run_cnt", 0))' "$1"
+if [ "${3:-}" = inside ]; then
+  touch $W/measured
+  while [ ! -e $W/collected ]; do sleep 0.1; done
+else
+  sh $W/stats.sh "$1"
+fi
 EOF
 
 # Waits (at most 10 s) until `cond` holds.
@@ -120,7 +133,13 @@ for n in @RULE_COUNTS@; do
   # distinct directories; none covers $W/file.
   seq 1 $n | awk -v w=$W '{ if (NR <= 5) print "--deny " w "/existing/e" NR; else print "--deny " w "/rules/d" NR "/x" }' > $W/args
   real=0; [ $n != @REAL_WORKLOAD_RULES@ ] || real=1
-  $FP run $(cat $W/args) -- sh $W/phase.sh "inside($n)" $real
+  rm -f $W/measured $W/collected
+  $FP run $(cat $W/args) -- sh $W/phase.sh "inside($n)" $real inside &
+  session=$!
+  while [ ! -e $W/measured ]; do kill -0 $session || { echo "bench: fp run failed" >&2; exit 1; }; sleep 0.2; done
+  sh $W/stats.sh "inside($n)"
+  touch $W/collected
+  wait $session
   wait_until "$fp_unloaded"
 done
 

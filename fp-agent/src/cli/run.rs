@@ -238,7 +238,8 @@ fn load_policy(args: &Args, run_as: &RunAs) -> anyhow::Result<EffectivePolicy> {
         let deny = args.deny.iter().map(|p| resolve_deny(p)).collect::<anyhow::Result<Vec<_>>>()?;
         EffectivePolicy::from_deny_paths(&deny, &options)
     };
-    policy.map_err(|e| anyhow::anyhow!("{e}"))
+    // A policy error names its own severity ("error: ..." or "file:line:col: error: ...").
+    policy.map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))
 }
 
 /// A `--deny` path as the kernel will see it: symlinks resolved when it exists (the inode table

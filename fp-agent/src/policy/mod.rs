@@ -30,7 +30,7 @@ pub use parse::{
 use sha2::Digest as _;
 
 /// Most rules (floors included) one session may have; more is a compile error.
-pub const MAX_RULES: usize = 4096;
+pub const MAX_RULES: usize = 32768;
 /// Longest glob after expansion.
 pub const MAX_GLOB: usize = 4096;
 
