@@ -139,3 +139,30 @@ fn daemon_check_reports_config_errors_at_their_position() {
     assert_eq!(code, 78);
     assert!(err.starts_with(&format!("{}:3:11: error: invalid type", bad.display())), "{err}");
 }
+
+/// Where BPF LSM programs cannot load (this project's build host), the daemon refuses to start and
+/// says how to enable BPF LSM; where they can, this is the kernel tests' business.
+#[test]
+#[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
+fn daemon_without_bpf_lsm_says_how_to_enable_it() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to probe BPF LSM");
+        return;
+    }
+    let (probe, _, _) = fp(&["kernel", "probe"]);
+    if probe == 0 {
+        eprintln!("BPF LSM works here: the kernel tests cover the daemon");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[daemon]\nsocket = \"{}\"\n", dir.path().join("fp.sock").display()),
+    )
+    .unwrap();
+    let (code, _, err) = fp(&["daemon", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(!dir.path().join("fp.sock").exists(), "no socket without a kernel to enforce");
+}

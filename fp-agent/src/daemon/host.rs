@@ -69,8 +69,10 @@ struct EventCounters {
 }
 
 impl KernelHost {
-    /// Opens the audit log, loads and attaches the programs, starts the reaper.
+    /// Opens the audit log, loads and attaches the programs, starts the reaper. Refuses to start
+    /// on a kernel whose BPF LSM does not work, saying how to enable it.
     pub fn start(config: &Config) -> anyhow::Result<Arc<Self>> {
+        crate::kernel::probe()?;
         let signer = audit::checkpoint::SignerKey::load(&config.audit.key).with_context(|| {
             format!(
                 "loading the audit key {} (make one with `fp audit keygen`)",
