@@ -13,7 +13,7 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     let b = t.file("ws/b", "b\n");
     let ws = t.join("ws");
     let socket = t.join("fp.sock");
-    let log = t.join("audit.log");
+    let log = t.join("log/audit.log");
     let config = fp_tests::daemon_config(&t, "");
     let policy = |deny: &Path| {
         format!("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}\"]\n", deny.display())

@@ -82,7 +82,7 @@ fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() 
     let stopped = daemon.wait_with_output().unwrap();
     assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
     fp_tests::assert_nothing_left_behind();
-    let log = std::fs::read_to_string(t.join("audit.log")).unwrap();
+    let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
     assert!(log.contains("prompt-approved") || log.contains("prompt_approved"), "{log}");
     assert!(log.contains("the daemon hosting it had died"), "{log}");
 }

@@ -384,7 +384,8 @@ pub fn wait_for_socket(socket: &Path, daemon: &mut std::process::Child) {
     }
 }
 
-/// A daemon config in `t` (socket, audit log and a fresh key there) with `extra` appended.
+/// A daemon config in `t` (socket, a fresh key, and the audit log in `log/`, which the daemon
+/// creates) with `extra` appended.
 pub fn daemon_config(t: &TempTree, extra: &str) -> PathBuf {
     let keygen = fp().args(["audit", "keygen"]).arg(t.join("audit")).output().unwrap();
     assert!(keygen.status.success(), "{}", stderr(&keygen));
@@ -393,7 +394,7 @@ pub fn daemon_config(t: &TempTree, extra: &str) -> PathBuf {
         &format!(
             "[daemon]\nsocket = \"{}\"\n[audit]\nlog = \"{}\"\nkey = \"{}\"\n{extra}",
             t.join("fp.sock").display(),
-            t.join("audit.log").display(),
+            t.join("log/audit.log").display(),
             t.join("audit.key").display()
         ),
     )

@@ -79,6 +79,9 @@ impl KernelHost {
                 config.audit.key.display()
             )
         })?;
+        if let Some(dir) = config.audit.log.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
         let (handle, writer) =
             audit::start(audit::WriterConfig::new(config.audit.log.clone(), signer))
                 .with_context(|| format!("opening the audit log {}", config.audit.log.display()))?;
