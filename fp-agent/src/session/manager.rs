@@ -390,11 +390,6 @@ impl Manager {
         sessions.iter().find(|(_, l)| l.context.session == name).map(|(id, _)| *id)
     }
 
-    /// Snapshots of the running sessions' contexts (name, agent, policy) by cgroup id.
-    pub fn contexts(&self) -> HashMap<u64, SessionContext> {
-        self.contexts.read().unwrap().clone()
-    }
-
     /// Each running session's cgroup directory and context.
     pub fn snapshot(&self) -> Vec<(PathBuf, SessionContext)> {
         let sessions = self.sessions.lock().unwrap();
