@@ -226,3 +226,76 @@ fn daemon_refuses_pins_of_another_abi_version() {
     assert!(err.contains("another fp version") && err.contains("/sys/fs/bpf/fp/v1"), "{err}");
     fp_tests::assert_nothing_left_behind();
 }
+
+/// A user who is not root, in the socket's group, runs a confined command through the daemon:
+/// the session runs as that user under the policy it sent.
+#[test]
+fn a_user_in_the_socket_group_runs_confined_sessions_through_the_daemon() {
+    let _g = exclusive();
+    let t = TempTree::new("nonroot");
+    let open = t.file("ws/open", "open\n");
+    let secret = t.file("ws/secret", "secret\n");
+    let socket = t.join("fp.sock");
+    let config = fp_tests::daemon_config(&t, "");
+    // socket_group belongs in [daemon], which daemon_config writes first.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("[daemon]\n", "[daemon]\nsocket_group = \"nogroup\"\n", 1),
+    )
+    .unwrap();
+    let policy = t.file(
+        "policy.toml",
+        &format!("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}\"]\n", secret.display()),
+    );
+    let mut daemon = start_daemon(&config);
+    wait_for_socket(&socket, &mut daemon);
+
+    let as_nobody = |policy: &Path| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(std::env::var("FP_BIN").unwrap())
+            .arg("run")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--policy")
+            .arg(policy)
+            .arg("--workspace")
+            .arg(t.join("ws"))
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "{}; echo uid=$(id -u)",
+                statuses(&format!(
+                    "open: cat {}\nsecret: cat {}",
+                    open.display(),
+                    secret.display()
+                ))
+                .trim_end()
+                .replace('\n', "; ")
+            ))
+            .output()
+            .unwrap()
+    };
+    // A policy the daemon refuses: fp run says why and exits, its command never runs.
+    let bad = t.file("bad.toml", "[file_policy]\ndefault = \"sometimes\"\n");
+    let out = as_nobody(&bad);
+    assert_eq!(out.status.code(), Some(125), "{}{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("<request>:2"), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("uid="), "{}", stdout(&out));
+
+    let out = as_nobody(&policy);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(text.contains("open=ok") && text.contains("secret=denied"), "{text}");
+    assert!(text.contains("uid=65534"), "{text}");
+    sessions_listed(&socket, 0);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(daemon.wait().unwrap().success());
+    fp_tests::assert_nothing_left_behind();
+    let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
+    assert!(log.contains("\"uid\":65534"), "{log}");
+}

@@ -186,22 +186,19 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::Result<ExitCode> {
     let [policy] = match args.policy.as_slice() {
         [] => [None],
-        [one] => [Some(std::path::absolute(one)?)],
+        [one] => [Some(one.as_path())],
         _ => {
             bail!("a daemon session takes one --policy file (or pass --embedded to layer several)")
         }
     };
+    let source = api::PolicySource::for_caller(policy, args.config.as_deref())?;
     let workspace = match &args.workspace {
         Some(ws) => std::path::absolute(ws)?,
         None => std::env::current_dir().context("the current directory")?,
     };
     let request = |pid| api::CreateSession {
         agent: args.agent.clone(),
-        source: api::PolicySource {
-            policy: policy.clone(),
-            policy_text: None,
-            config: args.config.as_deref().map(std::path::absolute).transpose().ok().flatten(),
-        },
+        source: source.clone(),
         workspace: Some(workspace.clone()),
         uid: run_as.user.uid.as_raw(),
         mode: Some(args.mode),
@@ -318,7 +315,8 @@ fn run_placed(
     let groups: Vec<libc::gid_t> = run_as.groups.iter().map(|g| g.as_raw()).collect();
     let (pid_read, pid_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (release_read, release_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let (pid_w, release_r) = (pid_write.as_raw_fd(), release_read.as_raw_fd());
+    let (pid_w, release_r, release_w) =
+        (pid_write.as_raw_fd(), release_read.as_raw_fd(), release_write.as_raw_fd());
     // SAFETY: the closure only makes async-signal-safe system calls on values prepared before fork.
     unsafe {
         cmd.pre_exec(move || {
@@ -326,7 +324,8 @@ fn run_placed(
             if libc::write(pid_w, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
                 return Err(std::io::Error::last_os_error());
             }
-            // Held until placed; EOF means fp gave up.
+            // Held until placed; EOF means fp gave up (so this copy of the write end must go).
+            libc::close(release_w);
             let mut go = 0u8;
             if libc::read(release_r, (&raw mut go).cast(), 1) != 1 {
                 return Err(std::io::Error::other("fp did not place the command in its session"));

@@ -109,29 +109,8 @@ pub fn main(args: Args) -> ExitCode {
     }
 }
 
-/// Root names files (the daemon reads them, error positions name them); anyone else sends the
-/// policy's text, read here with the caller's own rights.
 fn reload_request(id: String, policy: &Path, config: Option<&Path>) -> Result<Reload, ClientError> {
-    let source = if nix::unistd::geteuid().is_root() {
-        PolicySource {
-            policy: Some(std::path::absolute(policy)?),
-            policy_text: None,
-            config: config.map(std::path::absolute).transpose()?,
-        }
-    } else {
-        let text = std::fs::read_to_string(policy).map_err(|e| {
-            ClientError::Io(std::io::Error::new(
-                e.kind(),
-                format!("reading {}: {e}", policy.display()),
-            ))
-        })?;
-        PolicySource {
-            policy: None,
-            policy_text: Some(text),
-            config: config.map(Path::to_path_buf),
-        }
-    };
-    Ok(Reload { id, source })
+    Ok(Reload { id, source: PolicySource::for_caller(Some(policy), config)? })
 }
 
 fn table(sessions: &[SessionSummary]) -> String {

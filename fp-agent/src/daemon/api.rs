@@ -4,7 +4,7 @@
 //! A request is `{"v":1,"op":"<op>",...}`; a reply is `{"v":1,"type":"<type>",...}`, and an error
 //! reply is `{"v":1,"type":"error","error":{"code":"<code>","message":"..."}}` whose `code` is
 //! stable (clients match on it; humans read the message).
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +47,37 @@ pub struct PolicySource {
 }
 
 impl PolicySource {
+    /// What a client sends for `policy` and `config`: root names the files (the daemon reads
+    /// them, and its errors name them); anyone else sends the policy's text, read here with the
+    /// caller's own rights, since the daemon reads no file for them.
+    pub fn for_caller(policy: Option<&Path>, config: Option<&Path>) -> std::io::Result<Self> {
+        if nix::unistd::geteuid().is_root() {
+            return Ok(PolicySource {
+                policy: policy.map(std::path::absolute).transpose()?,
+                policy_text: None,
+                config: config.map(std::path::absolute).transpose()?,
+            });
+        }
+        if let Some(config) = config {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "--config {}: only root may layer a config file through the daemon (the \
+                     daemon's own config is layered under the policy)",
+                    config.display()
+                ),
+            ));
+        }
+        let policy_text = policy
+            .map(|p| {
+                std::fs::read_to_string(p).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("reading {}: {e}", p.display()))
+                })
+            })
+            .transpose()?;
+        Ok(PolicySource { policy: None, policy_text, config: None })
+    }
+
     pub fn validate(&self) -> Result<(), ApiError> {
         if self.policy.is_some() && self.policy_text.is_some() {
             return Err(ApiError::new(
