@@ -74,21 +74,8 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     assert!(stdout(&status).contains("file_open"), "{}", stdout(&status));
 
     // SIGTERM: a clean stop, a final checkpoint, nothing left behind.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    let stopped = daemon.wait_with_output().unwrap();
-    assert!(stopped.status.success(), "{}", stderr(&stopped));
-    fp_tests::assert_nothing_left_behind();
-    let verify = fp()
-        .args(["audit", "verify", "--pubkey"])
-        .arg(t.join("audit.pub"))
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert_eq!(verify.status.code(), Some(0), "{}{}", stdout(&verify), stderr(&verify));
+    fp_tests::stop_daemon(daemon);
+    fp_tests::assert_log_verifies(&t);
     let raw = std::fs::read_to_string(&log).unwrap();
     assert_eq!(raw.matches("\"kind\":\"session-start\"").count(), 2, "{raw}");
     assert!(raw.contains(&a.display().to_string()), "the denial of a is in the log");
@@ -175,22 +162,9 @@ fn daemon_killed_under_load_keeps_enforcing_and_takes_its_sessions_over() {
     assert!(count(&a, "ok") > 0 && count(&a, "no") == 0, "{a}{}", stderr(&allowed));
     // Both end once their last process has exited.
     sessions_listed(&socket, 0);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    let stopped = daemon.wait_with_output().unwrap();
-    assert!(stopped.status.success(), "{}", stderr(&stopped));
-    fp_tests::assert_nothing_left_behind();
+    fp_tests::stop_daemon(daemon);
 
-    let verify = fp()
-        .args(["audit", "verify", "--pubkey"])
-        .arg(t.join("audit.pub"))
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert_eq!(verify.status.code(), Some(0), "{}{}", stdout(&verify), stderr(&verify));
+    fp_tests::assert_log_verifies(&t);
     let records: Vec<serde_json::Value> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
@@ -289,13 +263,7 @@ fn a_user_in_the_socket_group_runs_confined_sessions_through_the_daemon() {
     assert!(text.contains("open=ok") && text.contains("secret=denied"), "{text}");
     assert!(text.contains("uid=65534"), "{text}");
     sessions_listed(&socket, 0);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    assert!(daemon.wait().unwrap().success());
-    fp_tests::assert_nothing_left_behind();
+    fp_tests::stop_daemon(daemon);
     let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
     assert!(log.contains("\"uid\":65534"), "{log}");
 }

@@ -384,6 +384,29 @@ pub fn wait_for_socket(socket: &Path, daemon: &mut std::process::Child) {
     }
 }
 
+/// Stops the daemon with SIGTERM: it must exit 0 and leave nothing behind.
+pub fn stop_daemon(daemon: std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let stopped = daemon.wait_with_output().unwrap();
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+    assert_nothing_left_behind();
+}
+
+/// `fp audit verify` of the log of a [`daemon_config`] in `t` succeeds.
+pub fn assert_log_verifies(t: &TempTree) {
+    let verify = fp()
+        .args(["audit", "verify", "--pubkey"])
+        .arg(t.join("audit.pub"))
+        .arg(t.join("log/audit.log"))
+        .output()
+        .unwrap();
+    assert_eq!(verify.status.code(), Some(0), "{}{}", stdout(&verify), stderr(&verify));
+}
+
 /// A daemon config in `t` (socket, a fresh key, and the audit log in `log/`, which the daemon
 /// creates) with `extra` appended.
 pub fn daemon_config(t: &TempTree, extra: &str) -> PathBuf {

@@ -378,21 +378,33 @@ impl EffectivePolicy {
                 b.builtin("<workspace>", "runtime base", Layer::RuntimeBase, read)?;
             }
         }
-        if b.rules.len() > MAX_RULES {
-            return Err(PolicyError::new(
-                ErrorKind::Limit,
-                None,
-                format!("{} rules (floors included), the limit is {MAX_RULES}", b.rules.len()),
-            ));
-        }
-        let exact = ExactEvaluator::new(&b.rules)?;
-        let tables = compile::compile(&b.rules, defaults)?;
-        Ok(EffectivePolicy {
+        Self::assemble(SavedPolicy {
             schema,
             defaults,
             base,
             rules: b.rules,
             floor_exceptions: exceptions,
+        })
+    }
+
+    /// The policy of its rules and defaults: the exact evaluator and the kernel tables built
+    /// from them.
+    fn assemble(parts: SavedPolicy) -> Result<EffectivePolicy, PolicyError> {
+        if parts.rules.len() > MAX_RULES {
+            return Err(PolicyError::new(
+                ErrorKind::Limit,
+                None,
+                format!("{} rules (floors included), the limit is {MAX_RULES}", parts.rules.len()),
+            ));
+        }
+        let exact = ExactEvaluator::new(&parts.rules)?;
+        let tables = compile::compile(&parts.rules, parts.defaults)?;
+        Ok(EffectivePolicy {
+            schema: parts.schema,
+            defaults: parts.defaults,
+            base: parts.base,
+            rules: parts.rules,
+            floor_exceptions: parts.floor_exceptions,
             exact,
             tables,
         })
@@ -418,24 +430,7 @@ impl EffectivePolicy {
                 format!("saved policy: rule {} is out of order", r.0),
             ));
         }
-        if saved.rules.len() > MAX_RULES {
-            return Err(PolicyError::new(
-                ErrorKind::Limit,
-                None,
-                format!("saved policy: {} rules, the limit is {MAX_RULES}", saved.rules.len()),
-            ));
-        }
-        let exact = ExactEvaluator::new(&saved.rules)?;
-        let tables = compile::compile(&saved.rules, saved.defaults)?;
-        Ok(EffectivePolicy {
-            schema: saved.schema,
-            defaults: saved.defaults,
-            base: saved.base,
-            rules: saved.rules,
-            floor_exceptions: saved.floor_exceptions,
-            exact,
-            tables,
-        })
+        Self::assemble(saved)
     }
 
     /// The exact verdict for `path` (absolute, normalized) and `op`, with the deciding rule and
