@@ -255,13 +255,14 @@ fn fp_agent_cgroup_mount() -> String {
 
 /// Every way of changing the mount table, for [`statuses`], with the hook that refuses each in a
 /// session. `$T` is the test's tree: `existing` and `newroot` are tmpfs mounts made beforehand,
-/// outside the session. busybox and perl print the kernel's error (EACCES) as it is.
+/// outside the session. busybox and perl print the kernel's error (EACCES) as it is; perl passes
+/// strings to syscall() from variables (literals are read-only).
 const MOUNT_CHANGES: &str = r#"tmpfs_over_a_path: busybox mount -t tmpfs none $T/over
 bind_mount: busybox mount --bind $T/src $T/bind
 remount: busybox mount -o remount,ro $T/existing
 umount: busybox umount $T/existing
-new_mount_api: perl -e 'my $fs = syscall(430, "tmpfs", 0); $fs >= 0 or die "fsopen: $!\n"; syscall(431, $fs, 6, 0, 0, 0) == 0 or die "fsconfig: $!\n"; my $m = syscall(432, $fs, 0, 0); $m >= 0 or die "fsmount: $!\n"; syscall(429, $m, "", -100, $ARGV[0], 4) == 0 or die "move_mount: $!\n"' $T/over
-open_tree_move_mount: perl -e 'my $m = syscall(428, -100, $ARGV[0], 1); $m >= 0 or die "open_tree: $!\n"; syscall(429, $m, "", -100, $ARGV[1], 4) == 0 or die "move_mount: $!\n"' $T/src $T/bind
+new_mount_api: perl -e 'my ($type, $empty) = ("tmpfs", ""); my $fs = syscall(430, $type, 0); $fs >= 0 or die "fsopen: $!\n"; syscall(431, $fs, 6, 0, 0, 0) == 0 or die "fsconfig: $!\n"; my $m = syscall(432, $fs, 0, 0); $m >= 0 or die "fsmount: $!\n"; syscall(429, $m, $empty, -100, $ARGV[0], 4) == 0 or die "move_mount: $!\n"' $T/over
+open_tree_move_mount: perl -e 'my $empty = ""; my $m = syscall(428, -100, $ARGV[0], 1); $m >= 0 or die "open_tree: $!\n"; syscall(429, $m, $empty, -100, $ARGV[1], 4) == 0 or die "move_mount: $!\n"' $T/src $T/bind
 pivot_root: unshare -m --propagation unchanged sh -c 'cd $T/newroot && pivot_root . old'
 user_namespace: unshare -Urm --propagation unchanged busybox mount -t tmpfs none $T/over"#;
 
