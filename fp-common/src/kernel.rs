@@ -72,6 +72,12 @@ hooks! {
     Bpf = 21, "bpf";
     TaskKill = 22, "task_kill";
     PtraceAccessCheck = 23, "ptrace_access_check";
+    SbMount = 24, "sb_mount";
+    SbUmount = 25, "sb_umount";
+    SbRemount = 26, "sb_remount";
+    SbKernMount = 27, "sb_kern_mount";
+    SbPivotroot = 28, "sb_pivotroot";
+    MoveMount = 29, "move_mount";
 }
 
 impl Hook {
@@ -160,7 +166,8 @@ pub enum Reason {
     /// A read, write or mmap of a file whose prompt-tier open the broker has not answered (it
     /// may have died mid-prompt, which lets the open through): denied.
     PromptPending = 6,
-    /// fp protecting itself: bpf(), or a signal or ptrace aimed at fp's own processes.
+    /// fp protecting itself: bpf(), a signal or ptrace aimed at fp's own processes, or a change
+    /// of the mount table (mount, umount, pivot_root).
     SelfProtection = 7,
 }
 
@@ -329,6 +336,11 @@ mod tests {
         let setattr_6_12: &[&[u8]] = &[b"idmap", b"dentry", b"attr"];
         assert_eq!(Hook::InodeSetattr.program(setattr_6_1), "fp_inode_setattr");
         assert_eq!(Hook::InodeSetattr.program(setattr_6_12), "fp_inode_setattr_idmap");
+        // The mount hooks have one prototype on every supported kernel, and are mandatory.
+        let mount: &[&[u8]] = &[b"dev_name", b"path", b"type", b"flags", b"data"];
+        assert_eq!(Hook::SbMount.program(mount), "fp_sb_mount");
+        assert_eq!(Hook::MoveMount.program(&[b"from_path", b"to_path"]), "fp_move_mount");
+        assert!(!Hook::SbKernMount.is_optional() && !Hook::SbPivotroot.is_optional());
     }
 
     #[test]

@@ -1062,6 +1062,92 @@ pub fn fp_probe(ctx: LsmContext) -> i32 {
     ctx.arg(1)
 }
 
+/// Sessions may not change the mount table, in any namespace: a mount, bind mount, move or
+/// umount could hide a path behind another tree or show a tree under another name, and the walk
+/// would then name what the session sees. The event names the mountpoint (or the filesystem) by
+/// identity, `(0, 0)` when it cannot be read: the refusal never depends on it.
+#[inline(always)]
+fn refuse_mount(hook: Hook, identity: impl FnOnce() -> Result<(u64, u32), ()>) -> i32 {
+    match current_session() {
+        Some(session) => {
+            let file = identity().unwrap_or((0, 0));
+            refuse_without_path(&session, hook, Op::Write, Reason::SelfProtection, file)
+        }
+        None => 0,
+    }
+}
+
+/// (inode number, device) of a dentry.
+#[inline(always)]
+fn dentry_identity(dentry: u64) -> Result<(u64, u32), ()> {
+    let inode: u64 = read(dentry, off(&OFF_DENTRY_D_INODE))?;
+    let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
+    let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
+    let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?;
+    Ok((ino, dev))
+}
+
+/// (inode number, device) of a `struct path *`.
+#[inline(always)]
+fn path_identity(path: u64) -> Result<(u64, u32), ()> {
+    dentry_identity(read(path, off(&OFF_PATH_DENTRY))?)
+}
+
+/// The device of a `struct super_block *` (inode number 0: the filesystem as a whole).
+#[inline(always)]
+fn sb_identity(sb: u64) -> Result<(u64, u32), ()> {
+    Ok((0, read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?))
+}
+
+/// mount(2) in every form: a new filesystem, bind, move, remount and propagation changes (so
+/// `unshare -m`, which makes the new namespace's mounts private, is refused too).
+#[lsm(hook = "sb_mount")]
+pub fn fp_sb_mount(ctx: LsmContext) -> i32 {
+    // sb_mount(const char *dev_name, const struct path *path, const char *type,
+    //          unsigned long flags, void *data, int ret)
+    unless_denied(ctx.arg(5), || refuse_mount(Hook::SbMount, || path_identity(ctx.arg(1))))
+}
+
+/// umount(2), lazy (MNT_DETACH) included.
+#[lsm(hook = "sb_umount")]
+pub fn fp_sb_umount(ctx: LsmContext) -> i32 {
+    // sb_umount(struct vfsmount *mnt, int flags, int ret)
+    unless_denied(ctx.arg(2), || {
+        refuse_mount(Hook::SbUmount, || {
+            dentry_identity(read(ctx.arg::<u64>(0), off(&OFF_VFSMOUNT_MNT_ROOT))?)
+        })
+    })
+}
+
+/// A remount through mount(2) (sb_mount has refused it already: defence in depth).
+#[lsm(hook = "sb_remount")]
+pub fn fp_sb_remount(ctx: LsmContext) -> i32 {
+    // sb_remount(struct super_block *sb, void *mnt_opts, int ret)
+    unless_denied(ctx.arg(2), || refuse_mount(Hook::SbRemount, || sb_identity(ctx.arg(0))))
+}
+
+/// A new filesystem instance for userspace: mount(2) (refused by sb_mount already) and the new
+/// mount API's `fsconfig(FSCONFIG_CMD_CREATE)`, so `fsmount` never gets a filesystem to mount.
+#[lsm(hook = "sb_kern_mount")]
+pub fn fp_sb_kern_mount(ctx: LsmContext) -> i32 {
+    // sb_kern_mount(const struct super_block *sb, int ret)
+    unless_denied(ctx.arg(1), || refuse_mount(Hook::SbKernMount, || sb_identity(ctx.arg(0))))
+}
+
+#[lsm(hook = "sb_pivotroot")]
+pub fn fp_sb_pivotroot(ctx: LsmContext) -> i32 {
+    // sb_pivotroot(const struct path *old_path, const struct path *new_path, int ret)
+    unless_denied(ctx.arg(2), || refuse_mount(Hook::SbPivotroot, || path_identity(ctx.arg(1))))
+}
+
+/// move_mount(2): attaching a mount made with the new mount API (fsmount, open_tree) or moving
+/// an existing one.
+#[lsm(hook = "move_mount")]
+pub fn fp_move_mount(ctx: LsmContext) -> i32 {
+    // move_mount(const struct path *from_path, const struct path *to_path, int ret)
+    unless_denied(ctx.arg(2), || refuse_mount(Hook::MoveMount, || path_identity(ctx.arg(1))))
+}
+
 #[cfg(not(test))]
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {

@@ -252,3 +252,79 @@ fn fp_agent_cgroup_mount() -> String {
         .unwrap()
         .to_owned()
 }
+
+/// Every way of changing the mount table, for [`statuses`], with the hook that refuses each in a
+/// session. `$T` is the test's tree: `existing` and `newroot` are tmpfs mounts made beforehand,
+/// outside the session. busybox and perl print the kernel's error (EACCES) as it is; perl passes
+/// strings to syscall() from variables (literals are read-only).
+const MOUNT_CHANGES: &str = r#"tmpfs_over_a_path: busybox mount -t tmpfs none $T/over
+bind_mount: busybox mount --bind $T/src $T/bind
+remount: busybox mount -o remount,ro $T/existing
+umount: busybox umount $T/existing
+new_mount_api: perl -e 'my ($type, $empty) = ("tmpfs", ""); my $fs = syscall(430, $type, 0); $fs >= 0 or die "fsopen: $!\n"; syscall(431, $fs, 6, 0, 0, 0) == 0 or die "fsconfig: $!\n"; my $m = syscall(432, $fs, 0, 0); $m >= 0 or die "fsmount: $!\n"; syscall(429, $m, $empty, -100, $ARGV[0], 4) == 0 or die "move_mount: $!\n"' $T/over
+open_tree_move_mount: perl -e 'my $empty = ""; my $m = syscall(428, -100, $ARGV[0], 1); $m >= 0 or die "open_tree: $!\n"; syscall(429, $m, $empty, -100, $ARGV[1], 4) == 0 or die "move_mount: $!\n"' $T/src $T/bind
+pivot_root: unshare -m --propagation unchanged sh -c 'cd $T/newroot && pivot_root . old'
+user_namespace: unshare -Urm --propagation unchanged busybox mount -t tmpfs none $T/over"#;
+
+/// The hooks that refuse [`MOUNT_CHANGES`] in a session (a remount reaches sb_mount first).
+const MOUNT_HOOKS: [&str; 5] =
+    ["sb_mount", "sb_umount", "sb_kern_mount", "move_mount", "sb_pivotroot"];
+
+/// Runs `command` in a private mount namespace where `$T/existing` and `$T/newroot` are tmpfs
+/// mounts, so nothing mounted there reaches the host (or outlives the command).
+fn in_private_mount_namespace(t: &TempTree, command: &[&str]) -> std::process::Output {
+    for dir in ["over", "src", "bind", "existing", "newroot"] {
+        std::fs::create_dir(t.join(dir)).unwrap();
+    }
+    std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount -t tmpfs none $T/existing && mount -t tmpfs none $T/newroot \
+             && mkdir $T/newroot/old && exec \"$@\"",
+        )
+        .arg("sh")
+        .args(command)
+        .env("T", &t.0)
+        .output()
+        .unwrap()
+}
+
+/// A mount could hide a path behind another tree or show a tree under another name: a session,
+/// even as root and in its own user namespace, may not change the mount table at all, while the
+/// same commands work outside any session. fp and the session run in a private mount namespace,
+/// so a regression cannot leave a mount on the host.
+#[test]
+fn sessions_cannot_change_the_mount_table_even_as_root() {
+    let _g = exclusive();
+    let script = statuses(MOUNT_CHANGES);
+    let names: Vec<&str> =
+        MOUNT_CHANGES.lines().filter_map(|l| l.split_once(": ")).map(|(n, _)| n).collect();
+
+    let outside = TempTree::new("mounts-outside");
+    let out = in_private_mount_namespace(&outside, &["sh", "-c", &script]);
+    let got = stdout(&out);
+    for name in &names {
+        assert!(
+            got.contains(&format!("{name}=ok\n")),
+            "{name} failed outside any session:\n{got}{}",
+            stderr(&out)
+        );
+    }
+
+    let inside = TempTree::new("mounts-inside");
+    let fp = std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test");
+    let deny = inside.join("nothing").display().to_string();
+    let out = in_private_mount_namespace(
+        &inside,
+        &[&fp, "run", "--deny", &deny, "--", "sh", "-c", &script],
+    );
+    fp_tests::assert_nothing_left_behind();
+    let (got, err) = (stdout(&out), stderr(&out));
+    for name in &names {
+        assert!(got.contains(&format!("{name}=denied\n")), "{name} was not refused:\n{got}\n{err}");
+    }
+    for hook in MOUNT_HOOKS {
+        assert!(err.contains(&format!("fp: denied {hook} ")), "no {hook} event:\n{err}");
+    }
+    assert!(err.contains("self-protection"), "{err}");
+}
