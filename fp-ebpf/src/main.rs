@@ -71,6 +71,8 @@ offsets!(
     OFF_MOUNT_MNT,
     OFF_MOUNT_MNT_PARENT,
     OFF_MOUNT_MNT_MOUNTPOINT,
+    OFF_MOUNT_MNT_NS,
+    OFF_MNT_NAMESPACE_SEQ,
     OFF_FILE_F_MODE,
     OFF_FILE_F_FLAGS,
     OFF_LINUX_BINPRM_FILE,
@@ -315,7 +317,18 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
         if w.dentry == mnt_root {
             let parent_mount: u64 = read(w.mount, off(&OFF_MOUNT_MNT_PARENT))?;
             if parent_mount == w.mount {
-                w.state = RESOLVED; // the root of the mount tree
+                // The top of the file's mount tree, where its path starts: the root of a mount
+                // namespace, or a kernel-internal mount (pipes, sockets, memfd). A detached
+                // tree — lazily unmounted (no namespace), or a clone from open_tree(2) or
+                // fsmount(2) in an anonymous namespace (sequence number 0) — gives paths
+                // relative to some directory, which rules on real paths would miss.
+                let ns: u64 = read(w.mount, off(&OFF_MOUNT_MNT_NS))?;
+                if ns == 0
+                    || (ns != MNT_NS_INTERNAL && read::<u64>(ns, off(&OFF_MNT_NAMESPACE_SEQ))? == 0)
+                {
+                    return Err(());
+                }
+                w.state = RESOLVED;
                 return Ok(false);
             }
             // The mountpoint is the same name as the mount's root: still the same depth.
@@ -374,6 +387,8 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
 }
 
 const PROC_SUPER_MAGIC: u64 = 0x9fa0;
+/// `mount.mnt_ns` of kernel-internal mounts: `ERR_PTR(-EINVAL)`.
+const MNT_NS_INTERNAL: u64 = -22i64 as u64;
 
 /// Whether the `len` bytes at `at` in the path buffer are the current task's tgid in decimal.
 #[inline(always)]

@@ -328,3 +328,33 @@ fn sessions_cannot_change_the_mount_table_even_as_root() {
     }
     assert!(err.contains("self-protection"), "{err}");
 }
+
+/// open_tree(2) clones a directory into a detached tree whose fd opens files by paths relative to
+/// that directory, around every rule on their real paths (here a glob no inode entry backs):
+/// the kernel cannot name such a file from a namespace root, so a session's open of it fails
+/// closed, while the same open outside any session works.
+#[test]
+fn files_in_detached_mount_trees_fail_closed() {
+    let _g = exclusive();
+    let t = TempTree::new("open-tree");
+    t.file("data/x.pem", "key\n");
+    let data = t.join("data");
+    let policy = t.file(
+        "policy.toml",
+        &format!(
+            "[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}/*.pem\"]\n",
+            data.display()
+        ),
+    );
+    let script = statuses(&format!(
+        "plain: cat {d}/x.pem\nclone: {helper} open-tree {d} x.pem",
+        d = data.display(),
+        helper = env!("CARGO_BIN_EXE_fp-escape-helper")
+    ));
+    let outside = stdout(&run_outside(&script));
+    assert!(outside.contains("plain=ok") && outside.contains("clone=ok"), "{outside}");
+    let out = run_confined(&[], &["--policy", policy.to_str().unwrap()], &script);
+    let (got, err) = (stdout(&out), stderr(&out));
+    assert!(got.contains("plain=denied") && got.contains("clone=denied"), "{got}{err}");
+    assert!(err.contains("unresolved"), "the clone's open is denied as unresolved: {err}");
+}

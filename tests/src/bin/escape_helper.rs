@@ -5,6 +5,7 @@
 //! fp-escape-helper uring DIR PATH inline|async        io_uring IORING_OP_OPENAT (async: io-wq worker)
 //! fp-escape-helper fd-open N PATH                     openat(2) relative to inherited fd N
 //! fp-escape-helper opath-reopen PATH                  open O_PATH, then reopen /proc/self/fd/N
+//! fp-escape-helper open-tree DIR PATH                 open_tree(2) clone of DIR, openat PATH in it
 //! ```
 //!
 //! Prints `opened` and exits 0 on success, else prints the error (EACCES reads "Permission
@@ -104,6 +105,24 @@ fn run(args: &[String]) -> anyhow::Result<io::Result<RawFd>> {
             let proc = cstr(&format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
             // SAFETY: open with a valid C string.
             let r = unsafe { libc::open(proc.as_ptr(), libc::O_RDONLY) };
+            if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+        }
+        (Some("open-tree"), Some(dir), Some(path), None) => {
+            const OPEN_TREE_CLONE: libc::c_uint = 1;
+            // SAFETY: open_tree with a valid C string; the result is checked.
+            let tree = unsafe {
+                libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    cstr(dir)?.as_ptr(),
+                    OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+                )
+            };
+            if tree < 0 {
+                return Ok(Err(io::Error::last_os_error()));
+            }
+            // SAFETY: openat relative to the detached tree's fd, with a valid C string.
+            let r = unsafe { libc::openat(tree as RawFd, cstr(path)?.as_ptr(), libc::O_RDONLY) };
             if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
         }
         _ => bail!("usage: see the module documentation of tests/src/bin/escape_helper.rs"),
