@@ -68,6 +68,8 @@ pub enum Surface {
     Socket,
     /// The configured `approval_command`.
     Command,
+    /// The controlling terminal of `fp run`'s embedded agent.
+    Terminal,
 }
 
 /// Who decided: the peer's uid and the surface it used.
@@ -453,6 +455,17 @@ impl Approvals {
             self.wake.notify_all();
         }
         Ok(outcome)
+    }
+
+    /// Denies a pending approval that no surface can put to anyone (failed closed, with why).
+    pub fn deny_unasked(&self, id: ApprovalId, reason: &str) -> Result<(), DecideError> {
+        let mut state = self.lock();
+        let pending = state.pending.remove(&id).ok_or(DecideError::UnknownId(id))?;
+        state.by_key.remove(&pending.key());
+        let reason = Some(reason.to_string());
+        let ending = Ending { kind: OutcomeKind::FailedClosed, decider: None, grant: None, reason };
+        finish(self, &mut state, pending, ending, Instant::now());
+        Ok(())
     }
 
     /// Records that the broker denied a session's prompt-tier open it could not put to anyone.
