@@ -184,6 +184,8 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             let prompt = prompt::PromptHost::new(manager.clone(), settings);
             let ran = run_session(&manager, &prompt, &args, &run_as, &name, policy);
+            // Already done unless the session failed to start; before the maps it beats into go.
+            prompt.shutdown();
             let stopped = manager.shutdown("fp run exited");
             let ran = ran?;
             stopped?;
