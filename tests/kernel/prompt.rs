@@ -1,7 +1,7 @@
 //! The prompt tier end to end: a session's open of a prompt-tier file waits in the kernel until
 //! `fp approve` / `fp deny`, and a broker killed mid-prompt gives no data away.
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     process::Child,
     time::{Duration, Instant},
 };
@@ -27,6 +27,50 @@ fn pending_approval(socket: &Path) -> u64 {
     }
 }
 
+/// A daemon (approvals time out after `timeout_secs`) in a fresh tree, and a policy prompting
+/// for `<workspace>/secret/**`, which holds `secret`.
+struct PromptDaemon {
+    t: TempTree,
+    daemon: Child,
+    config: PathBuf,
+    socket: PathBuf,
+    policy: PathBuf,
+    ws: PathBuf,
+    secret: PathBuf,
+}
+
+impl PromptDaemon {
+    fn start(name: &str, timeout_secs: u64) -> Self {
+        let t = TempTree::new(name);
+        let secret = t.file("ws/secret/f", "the secret\n");
+        let config =
+            fp_tests::daemon_config(&t, &format!("[approval]\ntimeout_secs = {timeout_secs}\n"));
+        let socket = t.join("fp.sock");
+        let policy = t.file(
+            "policy.toml",
+            "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
+        );
+        let mut daemon = start_daemon(&config);
+        wait_for_socket(&socket, &mut daemon);
+        let ws = t.join("ws");
+        PromptDaemon { t, daemon, config, socket, policy, ws, secret }
+    }
+}
+
+/// Stops the daemon with SIGTERM, checks it stopped cleanly and left nothing behind, and returns
+/// its audit log (in `t`'s `log/`).
+fn stop_daemon(daemon: Child, t: &TempTree) -> String {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let stopped = daemon.wait_with_output().unwrap();
+    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
+    fp_tests::assert_nothing_left_behind();
+    std::fs::read_to_string(t.join("log/audit.log")).unwrap()
+}
+
 fn decide(socket: &Path, verb: &str, id: u64) {
     let out = fp().args([verb, &id.to_string(), "--socket"]).arg(socket).output().unwrap();
     assert!(out.status.success(), "fp {verb}: {}", fp_tests::stderr(&out));
@@ -35,17 +79,8 @@ fn decide(socket: &Path, verb: &str, id: u64) {
 #[test]
 fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() {
     let _g = exclusive();
-    let t = TempTree::new("prompt");
-    let secret = t.file("ws/secret/f", "the secret\n");
-    let ws = t.join("ws");
-    let config = fp_tests::daemon_config(&t, "[approval]\ntimeout_secs = 120\n");
-    let socket = t.join("fp.sock");
-    let policy = t.file(
-        "policy.toml",
-        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
-    );
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
+    let PromptDaemon { t, mut daemon, config, socket, policy, ws, secret } =
+        PromptDaemon::start("prompt", 120);
 
     // Approved: the held read gets the data.
     let reader = cat_in_session(&socket, &policy, &ws, &secret);
@@ -74,15 +109,7 @@ fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() 
     // stops cleanly.
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    let stopped = daemon.wait_with_output().unwrap();
-    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
-    fp_tests::assert_nothing_left_behind();
-    let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
+    let log = stop_daemon(daemon, &t);
     assert!(log.contains("prompt-approved") || log.contains("prompt_approved"), "{log}");
     assert!(log.contains("the daemon hosting it had died"), "{log}");
 }
@@ -103,20 +130,11 @@ fn approvals(socket: &Path) -> serde_json::Value {
 #[test]
 fn session_processes_cannot_approve_execs_wait_outsiders_pass_and_nobody_means_denied() {
     let _g = exclusive();
-    let t = TempTree::new("prompt-more");
-    let secret = t.file("ws/secret/f", "the secret\n");
+    let timeout = 15;
+    let PromptDaemon { t, daemon, socket, policy, ws, secret, .. } =
+        PromptDaemon::start("prompt-more", timeout);
     let tool = t.join("ws/secret/tool");
     std::fs::copy("/bin/echo", &tool).unwrap();
-    let ws = t.join("ws");
-    let timeout = 15;
-    let config = fp_tests::daemon_config(&t, &format!("[approval]\ntimeout_secs = {timeout}\n"));
-    let socket = t.join("fp.sock");
-    let policy = t.file(
-        "policy.toml",
-        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
-    );
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
 
     // An exec of a prompt-tier binary waits for its approval, as an exec.
     let exec = fp_tests::run_with_daemon(
@@ -180,15 +198,7 @@ fn session_processes_cannot_approve_execs_wait_outsiders_pass_and_nobody_means_d
     assert!(err.contains("Operation not permitted"), "{err}");
     assert!(waited.elapsed() >= Duration::from_secs(timeout - 5), "denied before the timeout");
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    let stopped = daemon.wait_with_output().unwrap();
-    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
-    fp_tests::assert_nothing_left_behind();
-    let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
+    let log = stop_daemon(daemon, &t);
     assert!(log.contains("prompt-timed-out"), "{log}");
 }
 
