@@ -450,6 +450,37 @@ mod tests {
     }
 
     #[test]
+    fn with_nobody_to_ask_approvals_are_denied_at_once() {
+        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None);
+        let (events, weak) = (store.subscribe(), Arc::downgrade(&store));
+        let asker = std::thread::spawn(move || Asker::Nobody.serve(events, weak, Duration::ZERO));
+        let answers = Arc::new(Mutex::new(Vec::new()));
+        let open = super::super::Open {
+            session: "run-1".into(),
+            agent: "a".into(),
+            pid: 1,
+            comm: "cat".into(),
+            access: Access::Read,
+            path: String::new(),
+            rule: None,
+        };
+        let answered = Arc::clone(&answers);
+        let answer = Box::new(move |allow| answered.lock().unwrap().push(allow));
+        store.hold(super::super::OpenRequest::new(open, b"/ws/secret/f".to_vec()), answer);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while answers.lock().unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "the approval was not denied");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(*answers.lock().unwrap(), [false]);
+        let outcome = outcomes.try_recv().unwrap();
+        assert_eq!(outcome.outcome, OutcomeKind::FailedClosed);
+        assert!(outcome.reason.unwrap().contains("no approval_command"));
+        drop(store);
+        asker.join().unwrap();
+    }
+
+    #[test]
     fn marks_go_to_the_closest_existing_directory() {
         assert_eq!(existing_ancestor(Path::new("/proc/self/no/such/dir")), Path::new("/proc/self"));
         assert_eq!(existing_ancestor(Path::new("/")), Path::new("/"));
