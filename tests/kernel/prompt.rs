@@ -277,3 +277,47 @@ fn fp_run_without_a_daemon_asks_its_approval_command() {
     let took: u64 = out.split("took=").nth(1).and_then(|t| t.trim().parse().ok()).unwrap();
     assert!(took < 30, "waited for the 60 s timeout: {out}{err}");
 }
+
+#[test]
+fn fp_run_without_a_daemon_asks_on_its_terminal() {
+    use std::io::{BufRead as _, Write as _};
+    let _g = exclusive();
+    let t = TempTree::new("prompt-tty");
+    let secret = t.file("ws/secret/f", "the secret\n");
+    let policy = t.file(
+        "policy.toml",
+        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
+    );
+    let fp_run = format!(
+        "{} run --embedded --policy {} --workspace {} --user root -- sh -c 'cat {}; echo rc=$?'",
+        std::env::var("FP_BIN").unwrap(),
+        policy.display(),
+        t.join("ws").display(),
+        secret.display()
+    );
+    // script(1) runs fp with a pseudo-terminal as its controlling terminal, relaying our pipes.
+    let mut run = std::process::Command::new("script")
+        .args(["-qfec", &fp_run, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut terminal = std::io::BufReader::new(run.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    // The question ends without a newline: read up to its last byte.
+    while !String::from_utf8_lossy(&seen).contains("Allow? [y/N]") {
+        let mut chunk = Vec::new();
+        let n = terminal.read_until(b']', &mut chunk).unwrap();
+        assert!(n > 0, "fp never asked: {}", String::from_utf8_lossy(&seen));
+        seen.extend(chunk);
+    }
+    let question = String::from_utf8_lossy(&seen).into_owned();
+    assert!(question.contains("wants to read") && question.contains("secret/f"), "{question}");
+    run.stdin.take().unwrap().write_all(b"y\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut terminal, &mut rest).unwrap();
+    assert!(run.wait().unwrap().success(), "{question}{rest}");
+    assert!(rest.contains("the secret") && rest.contains("rc=0"), "{question}{rest}");
+    assert!(rest.contains("via terminal"), "{rest}");
+    fp_tests::assert_nothing_left_behind();
+}
