@@ -102,11 +102,11 @@ impl PromptHost {
         if scopes.is_empty() {
             return Ok(());
         }
-        let mut broker = self.broker.lock().unwrap();
-        if broker.is_none() {
-            *broker = Some(self.start()?);
-        }
-        let (broker, _) = broker.as_ref().expect("started above");
+        let mut slot = self.broker.lock().unwrap();
+        let (broker, _) = match &mut *slot {
+            Some(running) => running,
+            none => none.insert(self.start()?),
+        };
         for dir in scopes.iter().map(PathBuf::as_path).chain(workspace) {
             broker.mark_filesystem(existing_ancestor(dir))?;
         }
