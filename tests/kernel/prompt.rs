@@ -105,13 +105,14 @@ fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() 
     assert!(!out.contains("the secret"), "data leaked after the broker died: {out}");
     assert!(out.contains("rc=1"), "{out}{}", fp_tests::stderr(&done));
 
-    // A new daemon cleans up after the dead one (its session is killed, its pins removed), and
+    // A new daemon takes the session over, records the open its predecessor never answered, and
     // stops cleanly.
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
     let log = stop_daemon(daemon, &t);
     assert!(log.contains("prompt-approved") || log.contains("prompt_approved"), "{log}");
-    assert!(log.contains("the daemon hosting it had died"), "{log}");
+    assert!(log.contains("\"kind\":\"session-adopt\""), "{log}");
+    assert!(log.contains("the prompt broker died before answering"), "{log}");
 }
 
 /// How many sessions the daemon at `socket` hosts.
