@@ -620,12 +620,12 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const CLI: Decider = Decider { uid: 0, surface: Surface::Cli };
 
-    fn request(session: &str, path: &str) -> OpenRequest {
+    pub(in crate::prompt) fn request(session: &str, path: &str) -> OpenRequest {
         let open = Open {
             session: session.into(),
             agent: "a".into(),
@@ -639,7 +639,7 @@ mod tests {
     }
 
     /// An answer that records itself in `log`.
-    fn answer(log: &Arc<Mutex<Vec<bool>>>) -> Answer {
+    pub(in crate::prompt) fn answer(log: &Arc<Mutex<Vec<bool>>>) -> Answer {
         let log = Arc::clone(log);
         Box::new(move |allow| log.lock().unwrap().push(allow))
     }

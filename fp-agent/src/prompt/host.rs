@@ -418,6 +418,7 @@ fn ask(tty: &mut File, approvals: &Approvals, approval: &Approval, question: &st
 
 #[cfg(test)]
 mod tests {
+    use super::super::approvals::tests::{answer, request};
     use super::*;
     use crate::policy::LoadOptions;
 
@@ -455,18 +456,7 @@ mod tests {
         let (events, weak) = (store.subscribe(), Arc::downgrade(&store));
         let asker = std::thread::spawn(move || Asker::Nobody.serve(events, weak, Duration::ZERO));
         let answers = Arc::new(Mutex::new(Vec::new()));
-        let open = super::super::Open {
-            session: "run-1".into(),
-            agent: "a".into(),
-            pid: 1,
-            comm: "cat".into(),
-            access: Access::Read,
-            path: String::new(),
-            rule: None,
-        };
-        let answered = Arc::clone(&answers);
-        let answer = Box::new(move |allow| answered.lock().unwrap().push(allow));
-        store.hold(super::super::OpenRequest::new(open, b"/ws/secret/f".to_vec()), answer);
+        store.hold(request("run-1", "/ws/secret/f"), answer(&answers));
         let deadline = Instant::now() + Duration::from_secs(10);
         while answers.lock().unwrap().is_empty() {
             assert!(Instant::now() < deadline, "the approval was not denied");
