@@ -30,6 +30,8 @@ use crate::session::Cgroup2;
 
 /// The permission events the broker answers.
 const PERMISSION_EVENTS: MaskFlags = MaskFlags::FAN_OPEN_PERM.union(MaskFlags::FAN_OPEN_EXEC_PERM);
+/// Longest wait for an opener to go to sleep on its event (its syscall is unreadable before).
+const SYSCALL_RUNNING_WAIT: Duration = Duration::from_millis(50);
 /// Every rename of a file or directory (reported once, from its old directory).
 const RENAME_EVENTS: MaskFlags = MaskFlags::FAN_MOVED_FROM.union(MaskFlags::FAN_ONDIR);
 
@@ -585,13 +587,19 @@ enum Opening {
 }
 
 fn open_access(tid: i32) -> Opening {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else {
-        return Opening::Access(Access::ReadWrite);
-    };
-    match parse_syscall(&text) {
-        Some((nr, args)) => syscall_opening(tid, nr, &args),
-        None => Opening::Access(Access::ReadWrite),
+    // The opener queues the event, then sleeps until answered; until it sleeps, its syscall reads
+    // as `running`, so that is retried (briefly: it cannot get past the open without us).
+    let deadline = std::time::Instant::now() + SYSCALL_RUNNING_WAIT;
+    while let Ok(text) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) {
+        if let Some((nr, args)) = parse_syscall(&text) {
+            return syscall_opening(tid, nr, &args);
+        }
+        if !text.starts_with("running") || std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::yield_now();
     }
+    Opening::Access(Access::ReadWrite)
 }
 
 /// `/proc/TID/syscall`: the number and six arguments in hex (or `running` / `-1 ...`).
