@@ -115,13 +115,6 @@ fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() 
     assert!(log.contains("the prompt broker died before answering"), "{log}");
 }
 
-/// How many sessions the daemon at `socket` hosts.
-fn sessions(socket: &Path) -> usize {
-    let out = fp().args(["sessions", "--json", "--socket"]).arg(socket).output().unwrap();
-    let list: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
-    list.as_array().map_or(0, Vec::len)
-}
-
 /// The pending approvals listed from outside every session.
 fn approvals(socket: &Path) -> serde_json::Value {
     let out = fp().args(["approvals", "--json", "--socket"]).arg(socket).output().unwrap();
@@ -174,15 +167,6 @@ fn session_processes_cannot_approve_execs_wait_outsiders_pass_and_nobody_means_d
         fp_tests::stderr(&inside)
     );
     assert_eq!(approvals(&socket)[0]["id"], id, "the refused approval must stay pending");
-    // Approved only once the daemon has ended that session: ending one holds the lock the
-    // broker's heartbeat needs, and an exec's verdict is checked again after its approval, when
-    // a heartbeat older than 2 s refuses it (reported: the heartbeat should not share that lock).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while sessions(&socket) > 1 {
-        assert!(Instant::now() < deadline, "the refused session did not end");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_secs(3));
     decide(&socket, "approve", id);
     let out = stdout(&exec.wait_with_output().unwrap());
     let log = || std::fs::read_to_string(t.join("log/audit.log")).unwrap_or_default();
