@@ -274,7 +274,7 @@ fn record(sink: &Sink, outcome: &PromptOutcome) {
 }
 
 /// The audit record of a prompt outcome.
-pub fn prompt_record(outcome: &PromptOutcome) -> audit::FileDecision {
+fn prompt_record(outcome: &PromptOutcome) -> audit::FileDecision {
     use OutcomeKind::*;
     let decision = match outcome.outcome {
         Approved | Granted => audit::Verdict::PromptApproved,
