@@ -1,7 +1,7 @@
 //! The prompt tier end to end: a session's open of a prompt-tier file waits in the kernel until
 //! `fp approve` / `fp deny`, and a broker killed mid-prompt gives no data away.
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     process::Child,
     time::{Duration, Instant},
 };
@@ -27,6 +27,50 @@ fn pending_approval(socket: &Path) -> u64 {
     }
 }
 
+/// A daemon (approvals time out after `timeout_secs`) in a fresh tree, and a policy prompting
+/// for `<workspace>/secret/**`, which holds `secret`.
+struct PromptDaemon {
+    t: TempTree,
+    daemon: Child,
+    config: PathBuf,
+    socket: PathBuf,
+    policy: PathBuf,
+    ws: PathBuf,
+    secret: PathBuf,
+}
+
+impl PromptDaemon {
+    fn start(name: &str, timeout_secs: u64) -> Self {
+        let t = TempTree::new(name);
+        let secret = t.file("ws/secret/f", "the secret\n");
+        let config =
+            fp_tests::daemon_config(&t, &format!("[approval]\ntimeout_secs = {timeout_secs}\n"));
+        let socket = t.join("fp.sock");
+        let policy = t.file(
+            "policy.toml",
+            "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
+        );
+        let mut daemon = start_daemon(&config);
+        wait_for_socket(&socket, &mut daemon);
+        let ws = t.join("ws");
+        PromptDaemon { t, daemon, config, socket, policy, ws, secret }
+    }
+}
+
+/// Stops the daemon with SIGTERM, checks it stopped cleanly and left nothing behind, and returns
+/// its audit log (in `t`'s `log/`).
+fn stop_daemon(daemon: Child, t: &TempTree) -> String {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let stopped = daemon.wait_with_output().unwrap();
+    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
+    fp_tests::assert_nothing_left_behind();
+    std::fs::read_to_string(t.join("log/audit.log")).unwrap()
+}
+
 fn decide(socket: &Path, verb: &str, id: u64) {
     let out = fp().args([verb, &id.to_string(), "--socket"]).arg(socket).output().unwrap();
     assert!(out.status.success(), "fp {verb}: {}", fp_tests::stderr(&out));
@@ -35,17 +79,8 @@ fn decide(socket: &Path, verb: &str, id: u64) {
 #[test]
 fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() {
     let _g = exclusive();
-    let t = TempTree::new("prompt");
-    let secret = t.file("ws/secret/f", "the secret\n");
-    let ws = t.join("ws");
-    let config = fp_tests::daemon_config(&t, "[approval]\ntimeout_secs = 120\n");
-    let socket = t.join("fp.sock");
-    let policy = t.file(
-        "policy.toml",
-        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
-    );
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
+    let PromptDaemon { t, mut daemon, config, socket, policy, ws, secret } =
+        PromptDaemon::start("prompt", 120);
 
     // Approved: the held read gets the data.
     let reader = cat_in_session(&socket, &policy, &ws, &secret);
@@ -74,16 +109,200 @@ fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() 
     // stops cleanly.
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    let stopped = daemon.wait_with_output().unwrap();
-    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
-    fp_tests::assert_nothing_left_behind();
-    let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
+    let log = stop_daemon(daemon, &t);
     assert!(log.contains("prompt-approved") || log.contains("prompt_approved"), "{log}");
     assert!(log.contains("\"kind\":\"session-adopt\""), "{log}");
     assert!(log.contains("the prompt broker died before answering"), "{log}");
+}
+
+/// The pending approvals listed from outside every session.
+fn approvals(socket: &Path) -> serde_json::Value {
+    let out = fp().args(["approvals", "--json", "--socket"]).arg(socket).output().unwrap();
+    serde_json::from_str(&stdout(&out)).unwrap_or_default()
+}
+
+#[test]
+fn session_processes_cannot_approve_execs_wait_outsiders_pass_and_nobody_means_denied() {
+    let _g = exclusive();
+    let timeout = 15;
+    let PromptDaemon { t, daemon, socket, policy, ws, secret, .. } =
+        PromptDaemon::start("prompt-more", timeout);
+    let tool = t.join("ws/secret/tool");
+    std::fs::copy("/bin/echo", &tool).unwrap();
+
+    // An exec of a prompt-tier binary waits for its approval, as an exec.
+    let exec = fp_tests::run_with_daemon(
+        &socket,
+        &policy,
+        &ws,
+        &format!("{} approved-exec 2>&1; echo rc=$?", tool.display()),
+    );
+    let id = pending_approval(&socket);
+    let listed = approvals(&socket);
+    assert_eq!(listed[0]["access"], "exec", "{listed}");
+
+    // While it waits: a process outside every session reads the same files at once.
+    let started = Instant::now();
+    let outside =
+        fp_tests::run_outside(&format!("cat {}; {} outside", secret.display(), tool.display()));
+    assert!(stdout(&outside).contains("the secret") && stdout(&outside).contains("outside"));
+    assert!(started.elapsed() < Duration::from_secs(10), "an outsider was held");
+
+    // A session process may neither list nor decide approvals; the approval stays pending.
+    let fp_bin = std::env::var("FP_BIN").unwrap();
+    let inside = fp_tests::run_with_daemon(
+        &socket,
+        &policy,
+        &ws,
+        &format!(
+            "{fp_bin} approvals --socket {s}; echo list=$?; {fp_bin} approve {id} --socket {s}; echo approve=$?",
+            s = socket.display()
+        ),
+    );
+    let inside = inside.wait_with_output().unwrap();
+    let said = stdout(&inside);
+    assert!(
+        said.contains("list=1") && said.contains("approve=1"),
+        "{said}{}",
+        fp_tests::stderr(&inside)
+    );
+    assert_eq!(approvals(&socket)[0]["id"], id, "the refused approval must stay pending");
+    decide(&socket, "approve", id);
+    let out = stdout(&exec.wait_with_output().unwrap());
+    let log = || std::fs::read_to_string(t.join("log/audit.log")).unwrap_or_default();
+    assert!(out.contains("approved-exec") && out.contains("rc=0"), "{out}\n{}", log());
+
+    // Nobody decides: the open is refused when the approval times out.
+    let reader = cat_in_session(&socket, &policy, &ws, &secret);
+    pending_approval(&socket);
+    let waited = Instant::now();
+    let done = reader.wait_with_output().unwrap();
+    let (out, err) = (stdout(&done), fp_tests::stderr(&done));
+    assert!(!out.contains("the secret") && out.contains("rc=1"), "{out}");
+    // fanotify's refusal is EPERM (docs/prompt.md).
+    assert!(err.contains("Operation not permitted"), "{err}");
+    assert!(waited.elapsed() >= Duration::from_secs(timeout - 5), "denied before the timeout");
+
+    let log = stop_daemon(daemon, &t);
+    assert!(log.contains("prompt-timed-out"), "{log}");
+}
+
+/// `fp run` without a daemon, in a session of its own (no controlling terminal), with `config`.
+fn run_embedded(
+    config: Option<&Path>,
+    policy: &Path,
+    ws: &Path,
+    script: &str,
+) -> std::process::Output {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = fp();
+    cmd.args(["run", "--embedded", "--policy"]).arg(policy).arg("--workspace").arg(ws);
+    if let Some(config) = config {
+        cmd.arg("--config").arg(config);
+    }
+    cmd.args(["--user", "root", "--", "sh", "-c", script]);
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| nix::unistd::setsid().map(drop).map_err(std::io::Error::from));
+    }
+    let out = cmd.output().unwrap();
+    fp_tests::assert_nothing_left_behind();
+    out
+}
+
+#[test]
+fn fp_run_without_a_daemon_asks_its_approval_command() {
+    let _g = exclusive();
+    let t = TempTree::new("prompt-embedded");
+    let secret = t.file("ws/secret/f", "the secret\n");
+    let ws = t.join("ws");
+    // A prompt rule on the root filesystem too (9p in the VM): its filesystem is marked as well.
+    let root_file = Path::new("/usr/lib/os-release");
+    let policy = t.file(
+        "policy.toml",
+        &format!(
+            "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\", \"{}\"]\n",
+            root_file.display()
+        ),
+    );
+    let script = format!(
+        "t0=$(date +%s); cat {}; echo rc=$?; cat {} >/dev/null; echo root=$?; \
+         echo took=$(($(date +%s) - t0))",
+        secret.display(),
+        root_file.display()
+    );
+    let config = |exit: u8| {
+        t.file(
+            &format!("approve-{exit}.toml"),
+            &format!("[approval]\ntimeout_secs = 120\ncommand = [\"/bin/sh\", \"-c\", \"cat >/dev/null; exit {exit}\"]\n"),
+        )
+    };
+
+    let approved = run_embedded(Some(&config(0)), &policy, &ws, &script);
+    let (out, err) = (stdout(&approved), fp_tests::stderr(&approved));
+    assert!(
+        out.contains("the secret") && out.contains("rc=0") && out.contains("root=0"),
+        "{out}{err}"
+    );
+    assert!(err.contains("approved read") && err.contains("via command"), "{err}");
+
+    let denied = run_embedded(Some(&config(1)), &policy, &ws, &script);
+    let (out, err) = (stdout(&denied), fp_tests::stderr(&denied));
+    assert!(
+        !out.contains("the secret") && out.contains("rc=1") && out.contains("root=1"),
+        "{out}{err}"
+    );
+    assert!(err.contains("denied read"), "{err}");
+
+    // No approval_command and no terminal: denied at once, saying how to configure one.
+    let nobody = run_embedded(None, &policy, &ws, &script);
+    let (out, err) = (stdout(&nobody), fp_tests::stderr(&nobody));
+    assert!(!out.contains("the secret") && out.contains("rc=1"), "{out}{err}");
+    assert!(err.contains("no approval_command") && err.contains("[approval]"), "{err}");
+    let took: u64 = out.split("took=").nth(1).and_then(|t| t.trim().parse().ok()).unwrap();
+    assert!(took < 30, "waited for the 60 s timeout: {out}{err}");
+}
+
+#[test]
+fn fp_run_without_a_daemon_asks_on_its_terminal() {
+    use std::io::{BufRead as _, Write as _};
+    let _g = exclusive();
+    let t = TempTree::new("prompt-tty");
+    let secret = t.file("ws/secret/f", "the secret\n");
+    let policy = t.file(
+        "policy.toml",
+        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
+    );
+    let fp_run = format!(
+        "{} run --embedded --policy {} --workspace {} --user root -- sh -c 'cat {}; echo rc=$?'",
+        std::env::var("FP_BIN").unwrap(),
+        policy.display(),
+        t.join("ws").display(),
+        secret.display()
+    );
+    // script(1) runs fp with a pseudo-terminal as its controlling terminal, relaying our pipes.
+    let mut run = std::process::Command::new("script")
+        .args(["-qfec", &fp_run, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut terminal = std::io::BufReader::new(run.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    // The question ends without a newline: read up to its last byte.
+    while !String::from_utf8_lossy(&seen).contains("Allow? [y/N]") {
+        let mut chunk = Vec::new();
+        let n = terminal.read_until(b']', &mut chunk).unwrap();
+        assert!(n > 0, "fp never asked: {}", String::from_utf8_lossy(&seen));
+        seen.extend(chunk);
+    }
+    let question = String::from_utf8_lossy(&seen).into_owned();
+    assert!(question.contains("wants to read") && question.contains("secret/f"), "{question}");
+    run.stdin.take().unwrap().write_all(b"y\n").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut terminal, &mut rest).unwrap();
+    assert!(run.wait().unwrap().success(), "{question}{rest}");
+    assert!(rest.contains("the secret") && rest.contains("rc=0"), "{question}{rest}");
+    assert!(rest.contains("via terminal"), "{rest}");
+    fp_tests::assert_nothing_left_behind();
 }

@@ -18,6 +18,7 @@ use crate::{
     daemon::{Client, ClientError, api},
     kernel,
     policy::{EffectivePolicy, LoadOptions},
+    prompt,
     session::{self, Mode},
 };
 
@@ -147,6 +148,15 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let policy = load_policy(&args, &run_as)?;
+    // The [approval] section of the operator's config: who decides prompt-tier opens.
+    let approval = match &args.config {
+        Some(path) => {
+            crate::daemon::config::Config::load(path)
+                .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))?
+                .approval
+        }
+        None => crate::daemon::config::Approval::default(),
+    };
     let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
     let name = format!("run-{}", std::process::id());
@@ -164,13 +174,23 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     let pin_dir = kernel::pin_root().join(&name);
-    let outcome = session::Manager::start(parent, pin_dir, sink, None).and_then(|manager| {
-        let ran = run_session(&manager, &args, &run_as, &name, policy);
-        let stopped = manager.shutdown("fp run exited");
-        let ran = ran?;
-        stopped?;
-        Ok(ran)
-    });
+    let outcome =
+        session::Manager::start(parent, pin_dir, sink.clone(), None).and_then(|manager| {
+            let settings = prompt::HostSettings {
+                cgroup2: hierarchy,
+                approval,
+                surfaces: prompt::Surfaces::Embedded,
+                outcomes: sink,
+            };
+            let prompt = prompt::PromptHost::new(manager.clone(), settings);
+            let ran = run_session(&manager, &prompt, &args, &run_as, &name, policy);
+            // Already done unless the session failed to start; before the maps it beats into go.
+            prompt.shutdown();
+            let stopped = manager.shutdown("fp run exited");
+            let ran = ran?;
+            stopped?;
+            Ok(ran)
+        });
     if let Some(writer) = writer {
         writer.shutdown()?;
     }
@@ -192,10 +212,7 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
         }
     };
     let source = api::PolicySource::for_caller(policy, args.config.as_deref())?;
-    let workspace = match &args.workspace {
-        Some(ws) => std::path::absolute(ws)?,
-        None => std::env::current_dir().context("the current directory")?,
-    };
+    let workspace = workspace(args)?;
     let request = |pid| api::CreateSession {
         agent: args.agent.clone(),
         source: source.clone(),
@@ -226,10 +243,7 @@ fn load_policy(args: &Args, run_as: &RunAs) -> anyhow::Result<EffectivePolicy> {
     let policy = if args.deny.is_empty() {
         options.policy_files = args.policy.clone();
         options.config_file = args.config.clone();
-        options.workspace = Some(match &args.workspace {
-            Some(ws) => std::path::absolute(ws)?,
-            None => std::env::current_dir().context("the current directory")?,
-        });
+        options.workspace = Some(workspace(args)?);
         EffectivePolicy::load(&options)
     } else {
         let deny = args.deny.iter().map(|p| resolve_deny(p)).collect::<anyhow::Result<Vec<_>>>()?;
@@ -239,6 +253,14 @@ fn load_policy(args: &Args, run_as: &RunAs) -> anyhow::Result<EffectivePolicy> {
     policy.map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))
 }
 
+/// What `<workspace>` expands to: `--workspace`, else the current directory.
+fn workspace(args: &Args) -> anyhow::Result<PathBuf> {
+    match &args.workspace {
+        Some(ws) => Ok(std::path::absolute(ws)?),
+        None => std::env::current_dir().context("the current directory"),
+    }
+}
+
 /// A `--deny` path as the kernel will see it: symlinks resolved when it exists (the inode table
 /// also covers the target by identity).
 fn resolve_deny(p: &Path) -> anyhow::Result<PathBuf> {
@@ -246,14 +268,18 @@ fn resolve_deny(p: &Path) -> anyhow::Result<PathBuf> {
     Ok(std::fs::canonicalize(&abs).unwrap_or(abs))
 }
 
-/// Creates the session, runs the command in it and ends it: (fp's exit status, events lost).
+/// Creates the session (with the prompt broker if its policy needs one), runs the command in it
+/// and ends it: (fp's exit status, events lost).
 fn run_session(
     manager: &session::Manager,
+    prompt: &prompt::PromptHost,
     args: &Args,
     run_as: &RunAs,
     name: &str,
     policy: EffectivePolicy,
 ) -> anyhow::Result<(u8, u64)> {
+    let workspace = workspace(args)?;
+    prompt.prepare(&policy, Some(&workspace))?;
     let (_, cgroup, id) = manager.create(session::SessionSpec {
         name: name.to_owned(),
         agent: args.agent.clone(),
@@ -265,7 +291,10 @@ fn run_session(
         pid: std::process::id(),
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
     })?;
+    prompt.sessions_changed();
     let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| join_cgroup(&cgroup, pid));
+    // Pending approvals are denied before the session's processes are killed.
+    prompt.shutdown();
     let reason = if status.is_ok() { "command exited" } else { "fp failed" };
     let ended = manager.end(id, status.as_ref().ok().map(|s| i32::from(*s)), reason);
     let status = status?;

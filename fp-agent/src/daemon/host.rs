@@ -20,8 +20,8 @@ use super::{
 };
 use crate::{
     audit,
-    policy::{EffectivePolicy, LoadOptions, TableVerdict, Verdict},
-    prompt::{self, PromptBroker},
+    policy::{EffectivePolicy, LoadOptions},
+    prompt::{self, PromptHost},
     session::{Cgroup2, Manager, SessionSpec, Sink},
 };
 
@@ -38,28 +38,7 @@ pub struct KernelHost {
     stop: Arc<AtomicBool>,
     next_id: AtomicU64,
     /// The prompt broker, started with the first session that has prompt or defer verdicts.
-    broker: Mutex<Option<PromptBroker>>,
-    lookup: Arc<SessionSnapshot>,
-    cgroup2: Cgroup2,
-    approval: super::config::Approval,
-    audit: audit::AuditHandle,
-}
-
-/// The sessions as the prompt broker sees them: a snapshot swapped on every change, so its
-/// lookups never wait on a lock held while files are opened.
-#[derive(Default)]
-struct SessionSnapshot(Mutex<Arc<std::collections::HashMap<PathBuf, prompt::SessionInfo>>>);
-
-impl prompt::SessionLookup for SessionSnapshot {
-    fn session(&self, cgroup: &std::path::Path) -> Option<prompt::SessionInfo> {
-        let snapshot = self.0.lock().unwrap().clone();
-        snapshot.get(cgroup).cloned()
-    }
-
-    fn policies(&self) -> Vec<Arc<EffectivePolicy>> {
-        let snapshot = self.0.lock().unwrap().clone();
-        snapshot.values().map(|s| s.policy.clone()).collect()
-    }
+    prompt: PromptHost,
 }
 
 #[derive(Default)]
@@ -112,6 +91,15 @@ impl KernelHost {
             Sink::Audit(handle),
             Some(observer),
         )?;
+        let prompt = PromptHost::new(
+            manager.clone(),
+            prompt::HostSettings {
+                cgroup2,
+                approval: config.approval.clone(),
+                surfaces: prompt::Surfaces::ControlSocket,
+                outcomes: Sink::Audit(audit_handle),
+            },
+        );
         let mut protected =
             vec![config.audit.log.clone(), config.socket.clone(), config.state_dir()];
         protected.extend(config.file.clone());
@@ -125,11 +113,7 @@ impl KernelHost {
             counters,
             stop: Arc::new(AtomicBool::new(false)),
             next_id: AtomicU64::new(1),
-            broker: Mutex::new(None),
-            lookup: Arc::new(SessionSnapshot::default()),
-            cgroup2,
-            approval: config.approval.clone(),
-            audit: audit_handle,
+            prompt,
         });
         host.resume_adopted();
         let reaper = host.clone();
@@ -151,7 +135,7 @@ impl KernelHost {
                 .map(|(_, ctx)| ctx.policy);
             let workspace = self.manager.identity(s.cgroup).and_then(|(ws, _)| ws);
             if let Some(policy) = policy
-                && let Err(e) = self.ensure_broker(&policy, workspace.as_deref())
+                && let Err(e) = self.prompt.prepare(&policy, workspace.as_deref())
             {
                 tracing::error!("prompt broker for session {}: {e:#}", s.name);
             }
@@ -188,76 +172,7 @@ impl KernelHost {
 
     /// Publishes the sessions to the broker (and flushes its cache) after any change.
     fn sessions_changed(&self) {
-        let snapshot = self
-            .manager
-            .snapshot()
-            .into_iter()
-            .map(|(path, ctx)| {
-                let info = prompt::SessionInfo {
-                    id: ctx.session.clone(),
-                    agent: ctx.agent.clone(),
-                    policy: ctx.policy.clone(),
-                };
-                (path, info)
-            })
-            .collect();
-        *self.lookup.0.lock().unwrap() = Arc::new(snapshot);
-        if let Some(broker) = self.broker.lock().unwrap().as_ref()
-            && let Err(e) = broker.sessions_changed()
-        {
-            tracing::warn!("flushing the prompt broker's cache: {e:#}");
-        }
-    }
-
-    /// Starts the broker if `policy` can prompt or defer and none runs yet; marks the filesystem
-    /// of the session's workspace. (Not every filesystem: a filesystem mark sends every first
-    /// open on it, by any process, through the broker. A prompt or defer verdict on an unmarked
-    /// filesystem fails closed: the kernel records the open as pending and no answer comes.)
-    fn ensure_broker(
-        &self,
-        policy: &EffectivePolicy,
-        workspace: Option<&std::path::Path>,
-    ) -> anyhow::Result<()> {
-        if !needs_broker(policy) {
-            return Ok(());
-        }
-        let mut broker = self.broker.lock().unwrap();
-        if broker.is_none() {
-            let mut config = prompt::BrokerConfig::new(self.cgroup2.clone(), Vec::new());
-            config.approval_timeout = Duration::from_secs(self.approval.timeout_secs);
-            config.approval_command = self.approval.command.as_ref().and_then(|argv| {
-                let (program, args) = argv.split_first()?;
-                Some(prompt::ApprovalCommand {
-                    program: program.into(),
-                    args: args.to_vec(),
-                    timeout: config.approval_timeout,
-                })
-            });
-            let manager = self.manager.clone();
-            config.heartbeat = Some(Arc::new(move || {
-                if let Err(e) = manager.broker_heartbeat() {
-                    tracing::error!("broker heartbeat: {e:#}");
-                }
-            }));
-            let manager = self.manager.clone();
-            config.settled = Some(Arc::new(move |dev, ino| {
-                if let Err(e) = manager.settle(dev, ino) {
-                    tracing::error!("settling a pending open: {e:#}");
-                }
-            }));
-            let (started, mut outcomes) = PromptBroker::start(config, self.lookup.clone())?;
-            let audit = self.audit.clone();
-            std::thread::spawn(move || {
-                while let Some(outcome) = outcomes.blocking_recv() {
-                    audit.record(audit::Event::Decision(prompt_record(&outcome)));
-                }
-            });
-            *broker = Some(started);
-        }
-        if let (Some(broker), Some(ws)) = (broker.as_ref(), workspace) {
-            broker.mark_filesystem(ws)?;
-        }
-        Ok(())
+        self.prompt.sessions_changed();
     }
 
     fn load_policy(
@@ -330,7 +245,7 @@ impl SessionHost for KernelHost {
         req: api::CreateSession,
     ) -> Result<api::SessionCreated, ApiError> {
         let policy = self.load_policy(&req.source, req.workspace.clone(), req.uid)?;
-        self.ensure_broker(&policy, req.workspace.as_deref()).map_err(unavailable)?;
+        self.prompt.prepare(&policy, req.workspace.as_deref()).map_err(unavailable)?;
         let name =
             format!("s{}-{}", std::process::id(), self.next_id.fetch_add(1, Ordering::Relaxed));
         let (name, cgroup, id) = self
@@ -390,7 +305,7 @@ impl SessionHost for KernelHost {
             .identity(cgroup)
             .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {}", req.id)))?;
         let policy = self.load_policy(&req.source, workspace.clone(), uid)?;
-        self.ensure_broker(&policy, workspace.as_deref()).map_err(unavailable)?;
+        self.prompt.prepare(&policy, workspace.as_deref()).map_err(unavailable)?;
         let source = match (&req.source.policy, &req.source.policy_text) {
             (Some(p), _) => p.display().to_string(),
             (None, Some(_)) => "<request>".to_owned(),
@@ -427,14 +342,12 @@ impl SessionHost for KernelHost {
     }
 
     fn approvals(&self) -> Option<Arc<prompt::Approvals>> {
-        self.broker.lock().unwrap().as_ref().map(|b| b.approvals().clone())
+        self.prompt.approvals()
     }
 
     fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(broker) = self.broker.lock().unwrap().take() {
-            broker.shutdown();
-        }
+        self.prompt.shutdown();
         if let Err(e) = self.manager.shutdown("daemon stopped") {
             tracing::error!("shutting the sessions down: {e:#}");
         }
@@ -443,61 +356,6 @@ impl SessionHost for KernelHost {
         {
             tracing::error!("closing the audit log: {e:#}");
         }
-    }
-}
-
-/// Whether a session's policy has verdicts only the broker can answer.
-fn needs_broker(policy: &EffectivePolicy) -> bool {
-    policy.defaults().contains(&Verdict::Prompt)
-        || policy.rules().iter().any(|r| r.verdicts.contains(&Some(Verdict::Prompt)))
-        || policy
-            .tables()
-            .prefixes()
-            .any(|(_, v)| v.ops.iter().any(|e| e.verdict == TableVerdict::Defer as u8))
-        || policy
-            .tables()
-            .names()
-            .any(|(_, v)| v.slots.iter().any(|s| s.verdict == TableVerdict::Defer as u8))
-}
-
-/// The audit record of a prompt outcome.
-fn prompt_record(outcome: &prompt::PromptOutcome) -> audit::FileDecision {
-    use prompt::OutcomeKind::*;
-    let decision = match outcome.outcome {
-        Approved | Granted => audit::Verdict::PromptApproved,
-        Denied | FailedClosed | DeferDenied => audit::Verdict::PromptDenied,
-        TimedOut => audit::Verdict::PromptTimedOut,
-    };
-    let op = match outcome.open.access {
-        prompt::Access::Read => audit::Op::Read,
-        prompt::Access::Write | prompt::Access::ReadWrite => audit::Op::Write,
-        prompt::Access::Exec => audit::Op::Exec,
-    };
-    let detail = serde_json::json!({
-        "outcome": outcome.outcome,
-        "approval": outcome.approval,
-        "latency_us": outcome.latency_us,
-        "opens": outcome.opens,
-        "grant": outcome.grant,
-        "reason": outcome.reason,
-    });
-    audit::FileDecision {
-        session: outcome.open.session.clone(),
-        agent: outcome.open.agent.clone(),
-        pid: outcome.open.pid as u32,
-        tgid: outcome.open.pid as u32,
-        comm: outcome.open.comm.clone(),
-        op,
-        hook: "fanotify".into(),
-        path: audit::RawPath(outcome.open.path.clone().into_bytes()),
-        decision,
-        rule: outcome.open.rule.clone().unwrap_or_else(|| "(default)".into()),
-        rule_source: "prompt broker".into(),
-        approver: outcome
-            .decided_by
-            .map(|d| format!("uid {} via {:?}", d.uid, d.surface).to_lowercase()),
-        reason: Some(detail.to_string()),
-        ..audit::FileDecision::default()
     }
 }
 

@@ -68,6 +68,8 @@ pub enum Surface {
     Socket,
     /// The configured `approval_command`.
     Command,
+    /// The controlling terminal of `fp run`'s embedded agent.
+    Terminal,
 }
 
 /// Who decided: the peer's uid and the surface it used.
@@ -455,6 +457,17 @@ impl Approvals {
         Ok(outcome)
     }
 
+    /// Denies a pending approval that no surface can put to anyone (failed closed, with why).
+    pub fn deny_unasked(&self, id: ApprovalId, reason: &str) -> Result<(), DecideError> {
+        let mut state = self.lock();
+        let pending = state.pending.remove(&id).ok_or(DecideError::UnknownId(id))?;
+        state.by_key.remove(&pending.key());
+        let reason = Some(reason.to_string());
+        let ending = Ending { kind: OutcomeKind::FailedClosed, decider: None, grant: None, reason };
+        finish(self, &mut state, pending, ending, Instant::now());
+        Ok(())
+    }
+
     /// Records that the broker denied a session's prompt-tier open it could not put to anyone.
     pub fn failed_closed(&self, request: OpenRequest, reason: String) {
         let mut outcome = request.outcome(OutcomeKind::FailedClosed, Duration::ZERO);
@@ -607,12 +620,12 @@ fn rfc3339(t: SystemTime) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     const CLI: Decider = Decider { uid: 0, surface: Surface::Cli };
 
-    fn request(session: &str, path: &str) -> OpenRequest {
+    pub(in crate::prompt) fn request(session: &str, path: &str) -> OpenRequest {
         let open = Open {
             session: session.into(),
             agent: "a".into(),
@@ -626,7 +639,7 @@ mod tests {
     }
 
     /// An answer that records itself in `log`.
-    fn answer(log: &Arc<Mutex<Vec<bool>>>) -> Answer {
+    pub(in crate::prompt) fn answer(log: &Arc<Mutex<Vec<bool>>>) -> Answer {
         let log = Arc::clone(log);
         Box::new(move |allow| log.lock().unwrap().push(allow))
     }

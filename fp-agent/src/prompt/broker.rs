@@ -3,12 +3,13 @@
 //!
 //! The broker never opens a file on a filesystem it marks: it reads only /proc and the fds the
 //! kernel hands it (an open of its own would wait for an answer only it can give).
+use std::collections::HashSet;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ use crate::session::Cgroup2;
 
 /// The permission events the broker answers.
 const PERMISSION_EVENTS: MaskFlags = MaskFlags::FAN_OPEN_PERM.union(MaskFlags::FAN_OPEN_EXEC_PERM);
+/// Longest wait for an opener to go to sleep on its event (its syscall is unreadable before).
+const SYSCALL_RUNNING_WAIT: Duration = Duration::from_millis(50);
 /// Every rename of a file or directory (reported once, from its old directory).
 const RENAME_EVENTS: MaskFlags = MaskFlags::FAN_MOVED_FROM.union(MaskFlags::FAN_ONDIR);
 
@@ -109,6 +112,9 @@ struct Shared {
     generation: AtomicU64,
     ignore_marks: AtomicUsize,
     ignore_cache_limit: usize,
+    /// `st_dev` of marked filesystems whose renames cannot be watched (no file handles, e.g.
+    /// 9p): their files are never cached, since a rename there would go unnoticed.
+    unwatched: Mutex<HashSet<u64>>,
     settled: Option<Settled>,
 }
 
@@ -158,6 +164,7 @@ impl PromptBroker {
             generation: AtomicU64::new(0),
             ignore_marks: AtomicUsize::new(0),
             ignore_cache_limit: config.ignore_cache_limit,
+            unwatched: Mutex::new(HashSet::new()),
             settled: config.settled.clone(),
         });
         let (stop_read, stop_write) =
@@ -204,6 +211,10 @@ impl PromptBroker {
             .group
             .mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path))
             .with_context(context)?;
+        let dev = nix::sys::stat::stat(path).with_context(context)?.st_dev;
+        if self.shared.unwatched.lock().unwrap().remove(&dev) {
+            return Ok(());
+        }
         self.shared.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)).with_context(context)
     }
 
@@ -238,8 +249,23 @@ impl Shared {
     fn mark_filesystem(&self, path: &Path) -> anyhow::Result<()> {
         let flags = MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_FILESYSTEM;
         let context = || format!("fanotify_mark of the filesystem of {}", path.display());
-        self.group.mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path)).with_context(context)?;
-        self.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)).with_context(context)
+        // Before the permission mark: a file cached meanwhile could otherwise not be dropped.
+        match self.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)) {
+            Ok(()) => {}
+            // Rename reports carry file handles, which some filesystems cannot make.
+            Err(Errno::EOPNOTSUPP | Errno::ENODEV | Errno::EXDEV) => {
+                let dev = nix::sys::stat::stat(path).with_context(context)?.st_dev;
+                if self.unwatched.lock().unwrap().insert(dev) {
+                    tracing::info!(
+                        "renames on the filesystem of {} cannot be watched: its files are \
+                         answered without the ignore-mark cache",
+                        path.display()
+                    );
+                }
+            }
+            Err(e) => return Err(e).with_context(context),
+        }
+        self.group.mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path)).with_context(context)
     }
 
     /// Cached files may be prompt-tier now: drop them, and any being cached right now.
@@ -309,7 +335,10 @@ impl Shared {
     fn cache_if_never_prompted(&self, fd: BorrowedFd<'_>, path: &[u8]) {
         let generation = self.generation.load(Ordering::SeqCst);
         let Ok(stat) = nix::sys::stat::fstat(fd) else { return };
-        if stat.st_mode & libc::S_IFMT != libc::S_IFREG || stat.st_nlink != 1 {
+        if stat.st_mode & libc::S_IFMT != libc::S_IFREG
+            || stat.st_nlink != 1
+            || self.unwatched.lock().unwrap().contains(&stat.st_dev)
+        {
             return;
         }
         let prompted = self.sessions.policies().iter().any(|policy| {
@@ -558,13 +587,19 @@ enum Opening {
 }
 
 fn open_access(tid: i32) -> Opening {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else {
-        return Opening::Access(Access::ReadWrite);
-    };
-    match parse_syscall(&text) {
-        Some((nr, args)) => syscall_opening(tid, nr, &args),
-        None => Opening::Access(Access::ReadWrite),
+    // The opener queues the event, then sleeps until answered; until it sleeps, its syscall reads
+    // as `running`, so that is retried (briefly: it cannot get past the open without us).
+    let deadline = std::time::Instant::now() + SYSCALL_RUNNING_WAIT;
+    while let Ok(text) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) {
+        if let Some((nr, args)) = parse_syscall(&text) {
+            return syscall_opening(tid, nr, &args);
+        }
+        if !text.starts_with("running") || std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::yield_now();
     }
+    Opening::Access(Access::ReadWrite)
 }
 
 /// `/proc/TID/syscall`: the number and six arguments in hex (or `running` / `-1 ...`).

@@ -11,6 +11,7 @@ pub mod api;
 mod approvals;
 mod broker;
 mod command;
+pub mod host;
 
 pub(crate) use approvals::serde_plain;
 pub use approvals::{
@@ -19,3 +20,4 @@ pub use approvals::{
 };
 pub use broker::{BrokerConfig, Heartbeat, PromptBroker, SessionInfo, SessionLookup};
 pub use command::{ApprovalCommand, CommandVerdict, parse_duration};
+pub use host::{HostSettings, PromptHost, Surfaces};

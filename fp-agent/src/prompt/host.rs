@@ -1,0 +1,478 @@
+//! Hosting the broker for a [`session::Manager`]: the daemon and `fp run`'s embedded agent both
+//! start it here, with the first session that needs it. The host wires the kernel half (heartbeat,
+//! settled opens), publishes its sessions to the broker, marks the filesystems where the kernel
+//! can leave an open to the broker, writes every outcome to its audit sink, and puts approvals to
+//! its surfaces (docs/prompt.md).
+use std::{
+    collections::HashMap,
+    fs::File,
+    io::{Read as _, Write as _},
+    os::{
+        fd::{AsFd as _, AsRawFd as _},
+        unix::ffi::OsStringExt as _,
+    },
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, Weak},
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use fp_common::policy::{ROOT_SCOPE, TableVerdict};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use tokio::sync::broadcast;
+
+use super::{
+    Access, Approval, ApprovalCommand, ApprovalEvent, Approvals, BrokerConfig, Decider, Decision,
+    OutcomeKind, PromptBroker, PromptOutcome, SessionInfo, SessionLookup, Surface,
+};
+use crate::{
+    audit,
+    daemon::config,
+    policy::EffectivePolicy,
+    session::{Cgroup2, Manager, Sink},
+};
+
+/// Longest wait at shutdown for the last prompt outcomes to be written.
+const OUTCOMES_DRAIN: Duration = Duration::from_secs(5);
+
+/// Who is asked about an approval, besides `approval_command` when one is configured.
+pub enum Surfaces {
+    /// The daemon: people and agent runtimes decide over the control socket (`fp approve`).
+    ControlSocket,
+    /// `fp run`'s embedded agent, which has no socket: the `approval_command` if configured, else
+    /// the controlling terminal, else nobody (every approval is denied at once).
+    Embedded,
+}
+
+/// How a host runs its broker.
+pub struct HostSettings {
+    pub cgroup2: Cgroup2,
+    /// The config's `[approval]`: timeout and command.
+    pub approval: config::Approval,
+    pub surfaces: Surfaces,
+    /// Where prompt outcomes are written, as the manager's decisions are.
+    pub outcomes: Sink,
+}
+
+/// The host's prompt broker, started with the first session whose policy needs it.
+pub struct PromptHost {
+    manager: Arc<Manager>,
+    settings: HostSettings,
+    /// The broker and the thread writing its outcomes.
+    broker: Mutex<Option<(PromptBroker, JoinHandle<()>)>>,
+    sessions: Arc<SessionSnapshot>,
+}
+
+/// The sessions as the broker sees them: a snapshot swapped on every change, so its lookups never
+/// wait on a lock held while files are opened.
+#[derive(Default)]
+struct SessionSnapshot(Mutex<Arc<HashMap<PathBuf, SessionInfo>>>);
+
+impl SessionLookup for SessionSnapshot {
+    fn session(&self, cgroup: &Path) -> Option<SessionInfo> {
+        let snapshot = self.0.lock().unwrap().clone();
+        snapshot.get(cgroup).cloned()
+    }
+
+    fn policies(&self) -> Vec<Arc<EffectivePolicy>> {
+        let snapshot = self.0.lock().unwrap().clone();
+        snapshot.values().map(|s| s.policy.clone()).collect()
+    }
+}
+
+impl PromptHost {
+    pub fn new(manager: Arc<Manager>, settings: HostSettings) -> Self {
+        PromptHost {
+            manager,
+            settings,
+            broker: Mutex::new(None),
+            sessions: Arc::new(SessionSnapshot::default()),
+        }
+    }
+
+    /// Call before a session with `policy` is created (or reloaded to it): starts the broker if
+    /// the policy has verdicts only the broker can answer, and marks the filesystem of every
+    /// directory the kernel can leave an open to the broker under, and of the workspace.
+    pub fn prepare(
+        &self,
+        policy: &EffectivePolicy,
+        workspace: Option<&Path>,
+    ) -> anyhow::Result<()> {
+        let scopes = broker_scopes(policy);
+        if scopes.is_empty() {
+            return Ok(());
+        }
+        let mut slot = self.broker.lock().unwrap();
+        let (broker, _) = match &mut *slot {
+            Some(running) => running,
+            none => none.insert(self.start()?),
+        };
+        for dir in scopes.iter().map(PathBuf::as_path).chain(workspace) {
+            broker.mark_filesystem(existing_ancestor(dir))?;
+        }
+        Ok(())
+    }
+
+    /// Call after any change to the manager's sessions, before a new session's processes run:
+    /// publishes them to the broker and flushes its cache.
+    pub fn sessions_changed(&self) {
+        let snapshot = self
+            .manager
+            .snapshot()
+            .into_iter()
+            .map(|(path, ctx)| {
+                let info = SessionInfo {
+                    id: ctx.session.clone(),
+                    agent: ctx.agent.clone(),
+                    policy: ctx.policy.clone(),
+                };
+                (path, info)
+            })
+            .collect();
+        *self.sessions.0.lock().unwrap() = Arc::new(snapshot);
+        if let Some((broker, _)) = self.broker.lock().unwrap().as_ref()
+            && let Err(e) = broker.sessions_changed()
+        {
+            tracing::warn!("flushing the prompt broker's cache: {e:#}");
+        }
+    }
+
+    /// The approval store, once the broker runs.
+    pub fn approvals(&self) -> Option<Arc<Approvals>> {
+        self.broker.lock().unwrap().as_ref().map(|(b, _)| b.approvals().clone())
+    }
+
+    /// Stops the broker (pending approvals are denied) and waits until every outcome is written;
+    /// call before the sessions end and the audit log closes.
+    pub fn shutdown(&self) {
+        if let Some((broker, outcomes)) = self.broker.lock().unwrap().take() {
+            broker.shutdown();
+            // Every outcome is in the writer's channel now; the writer ends once the store (its
+            // sender) is dropped, which a socket watcher still holding it may delay: bounded.
+            let deadline = Instant::now() + OUTCOMES_DRAIN;
+            while !outcomes.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    fn start(&self) -> anyhow::Result<(PromptBroker, JoinHandle<()>)> {
+        let HostSettings { cgroup2, approval, surfaces, outcomes } = &self.settings;
+        let mut config = BrokerConfig::new(cgroup2.clone(), Vec::new());
+        config.approval_timeout = Duration::from_secs(approval.timeout_secs);
+        config.approval_command = approval.command.as_ref().and_then(|argv| {
+            let (program, args) = argv.split_first()?;
+            Some(ApprovalCommand {
+                program: program.into(),
+                args: args.to_vec(),
+                timeout: config.approval_timeout,
+            })
+        });
+        // Opened before the broker marks anything: an open on a marked filesystem from here
+        // could wait for the broker.
+        let asker = match surfaces {
+            Surfaces::Embedded if config.approval_command.is_none() => Some(Asker::open()),
+            _ => None,
+        };
+        let manager = self.manager.clone();
+        config.heartbeat = Some(Arc::new(move || {
+            if let Err(e) = manager.broker_heartbeat() {
+                tracing::error!("broker heartbeat: {e:#}");
+            }
+        }));
+        let manager = self.manager.clone();
+        config.settled = Some(Arc::new(move |dev, ino| {
+            if let Err(e) = manager.settle(dev, ino) {
+                tracing::error!("settling a pending open: {e:#}");
+            }
+        }));
+        let timeout = config.approval_timeout;
+        let (broker, mut receiver) = PromptBroker::start(config, self.sessions.clone())?;
+        let sink = outcomes.clone();
+        let writer =
+            std::thread::Builder::new().name("fp-prompt-outcomes".into()).spawn(move || {
+                while let Some(outcome) = receiver.blocking_recv() {
+                    record(&sink, &outcome);
+                }
+            })?;
+        if let Some(asker) = asker {
+            // Subscribed before any filesystem is marked, so before any approval opens.
+            let (events, approvals) = (broker.approvals().subscribe(), broker.approvals());
+            let approvals = Arc::downgrade(approvals);
+            std::thread::Builder::new()
+                .name("fp-approval-asker".into())
+                .spawn(move || asker.serve(events, approvals, timeout))?;
+        }
+        Ok((broker, writer))
+    }
+}
+
+/// The directories under which `policy`'s kernel tables can leave an open to the broker (a
+/// prompt or defer verdict), from the tables themselves: each rule's longest literal directory
+/// prefix (its LPM key or name-table scope), `/` for a prompt default or an unscoped name.
+/// Empty: the session never needs the broker.
+pub fn broker_scopes(policy: &EffectivePolicy) -> Vec<PathBuf> {
+    let brokered = |v: u8| v == TableVerdict::Prompt as u8 || v == TableVerdict::Defer as u8;
+    let tables = policy.tables();
+    let mut dirs: Vec<Vec<u8>> = Vec::new();
+    if tables.header().defaults.iter().any(|v| brokered(*v)) {
+        dirs.push(b"/".to_vec());
+    }
+    for (key, value) in tables.prefixes() {
+        if value.ops.iter().any(|e| e.rank != 0 && brokered(e.verdict)) {
+            // `P/` (below P) or `P\0` (P itself).
+            dirs.push(key[..key.len() - 1].to_vec());
+        }
+    }
+    for (_, value) in tables.names() {
+        for slot in value.slots.iter().take(value.count as usize) {
+            if brokered(slot.verdict) {
+                let scope = tables.scopes().get(slot.scope_id as usize);
+                dirs.push(match scope {
+                    Some(s) if slot.scope_id != ROOT_SCOPE => s.path[..s.len as usize].to_vec(),
+                    _ => b"/".to_vec(),
+                });
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs.into_iter()
+        .map(|d| {
+            let d = if d.is_empty() { b"/".to_vec() } else { d };
+            PathBuf::from(std::ffi::OsString::from_vec(d))
+        })
+        .collect()
+}
+
+/// `path`, or its closest ancestor that exists (where a file created below it will live).
+fn existing_ancestor(path: &Path) -> &Path {
+    path.ancestors().find(|p| p.symlink_metadata().is_ok()).unwrap_or(Path::new("/"))
+}
+
+/// Writes a prompt outcome where the host's decisions go.
+fn record(sink: &Sink, outcome: &PromptOutcome) {
+    match sink {
+        Sink::Audit(handle) => {
+            handle.record(audit::Event::Decision(prompt_record(outcome)));
+        }
+        Sink::Stderr => {
+            let record = prompt_record(outcome);
+            let by = record.approver.map(|a| format!(" by {a}")).unwrap_or_default();
+            let reason = outcome.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
+            eprintln!(
+                "fp: {} {} {} ({}, pid {}, rule \"{}\"){by}{reason}",
+                super::serde_plain(&outcome.outcome),
+                access_verb(outcome.open.access),
+                outcome.open.path,
+                outcome.open.comm,
+                outcome.open.pid,
+                record.rule,
+            );
+        }
+    }
+}
+
+/// The audit record of a prompt outcome.
+fn prompt_record(outcome: &PromptOutcome) -> audit::FileDecision {
+    use OutcomeKind::*;
+    let decision = match outcome.outcome {
+        Approved | Granted => audit::Verdict::PromptApproved,
+        Denied | FailedClosed | DeferDenied => audit::Verdict::PromptDenied,
+        TimedOut => audit::Verdict::PromptTimedOut,
+    };
+    let op = match outcome.open.access {
+        Access::Read => audit::Op::Read,
+        Access::Write | Access::ReadWrite => audit::Op::Write,
+        Access::Exec => audit::Op::Exec,
+    };
+    let detail = serde_json::json!({
+        "outcome": outcome.outcome,
+        "approval": outcome.approval,
+        "latency_us": outcome.latency_us,
+        "opens": outcome.opens,
+        "grant": outcome.grant,
+        "reason": outcome.reason,
+    });
+    audit::FileDecision {
+        session: outcome.open.session.clone(),
+        agent: outcome.open.agent.clone(),
+        pid: outcome.open.pid as u32,
+        tgid: outcome.open.pid as u32,
+        comm: outcome.open.comm.clone(),
+        op,
+        hook: "fanotify".into(),
+        path: audit::RawPath(outcome.open.path.clone().into_bytes()),
+        decision,
+        rule: outcome.open.rule.clone().unwrap_or_else(|| "(default)".into()),
+        rule_source: "prompt broker".into(),
+        approver: outcome.decided_by.map(|d| {
+            format!("uid {} via {}", d.uid, super::serde_plain(&d.surface)).to_lowercase()
+        }),
+        reason: Some(detail.to_string()),
+        ..audit::FileDecision::default()
+    }
+}
+
+fn access_verb(access: Access) -> &'static str {
+    match access {
+        Access::Read => "read",
+        Access::Write => "write",
+        Access::ReadWrite => "read and write",
+        Access::Exec => "execute",
+    }
+}
+
+/// The embedded agent's surface when no `approval_command` is configured.
+enum Asker {
+    /// The controlling terminal, asked like sudo asks for a password.
+    Terminal(File),
+    /// No terminal: every approval is denied at once, saying how to configure one.
+    Nobody,
+}
+
+impl Asker {
+    fn open() -> Asker {
+        match File::options().read(true).write(true).open("/dev/tty") {
+            Ok(tty) => Asker::Terminal(tty),
+            Err(_) => Asker::Nobody,
+        }
+    }
+
+    /// Puts each new approval to the surface until the store is gone.
+    fn serve(
+        mut self,
+        mut events: broadcast::Receiver<ApprovalEvent>,
+        approvals: Weak<Approvals>,
+        timeout: Duration,
+    ) {
+        loop {
+            let approval = match events.blocking_recv() {
+                Ok(ApprovalEvent::Opened { approval }) => approval,
+                Ok(ApprovalEvent::Decided { .. }) => continue,
+                // The missed approvals time out.
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!("{n} approvals were not asked (they time out, denied)");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            let Some(approvals) = approvals.upgrade() else { return };
+            let question = format!(
+                "fp: {} wants to {} {} (rule \"{}\").",
+                approval.open.session,
+                access_verb(approval.open.access),
+                approval.open.path,
+                approval.open.rule.as_deref().unwrap_or("(default)"),
+            );
+            match &mut self {
+                Asker::Terminal(tty) => ask(tty, &approvals, &approval, &question, timeout),
+                Asker::Nobody => {
+                    let reason = "no terminal to ask on and no approval_command configured";
+                    eprintln!(
+                        "{question} Denied: {reason}; set `command = [\"/path/to/approver\"]` \
+                         under [approval] in the file given to --config (docs/prompt.md)"
+                    );
+                    if let Err(e) = approvals.deny_unasked(approval.id, reason) {
+                        tracing::debug!("approval {}: {e}", approval.id);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Asks on the terminal until an answer, the approval's deadline, or a decision elsewhere.
+fn ask(tty: &mut File, approvals: &Approvals, approval: &Approval, question: &str, t: Duration) {
+    let pending = || approvals.list().iter().any(|a| a.id == approval.id);
+    if !pending() {
+        return;
+    }
+    // Only what is typed after the question answers it.
+    // SAFETY: tcflush only discards the terminal's pending input; the fd is open.
+    unsafe { libc::tcflush(tty.as_raw_fd(), libc::TCIFLUSH) };
+    let _ = write!(tty, "{question} Allow? [y/N] (denied in {} s) ", t.as_secs());
+    let deadline = Instant::now() + t;
+    let answer = loop {
+        let mut fds = [PollFd::new(tty.as_fd(), PollFlags::POLLIN)];
+        let ready = poll(&mut fds, PollTimeout::from(250u16)).unwrap_or(0) > 0;
+        if ready {
+            let mut input = [0u8; 64];
+            let n = tty.read(&mut input).unwrap_or(0);
+            break input[..n].iter().find(|b| !b.is_ascii_whitespace()).copied();
+        }
+        if !pending() || Instant::now() >= deadline {
+            let _ = writeln!(tty);
+            return;
+        }
+    };
+    let decision = match answer {
+        Some(b'y' | b'Y') => Decision::Approve,
+        _ => Decision::Deny,
+    };
+    let decider = Decider { uid: nix::unistd::getuid().as_raw(), surface: Surface::Terminal };
+    if let Err(e) = approvals.decide(approval.id, decision, None, None, decider) {
+        let _ = writeln!(tty, "fp: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::approvals::tests::{answer, request};
+    use super::*;
+    use crate::policy::LoadOptions;
+
+    fn policy(text: &str) -> EffectivePolicy {
+        let options = LoadOptions {
+            policy_text: Some(text.to_owned()),
+            workspace: Some("/ws".into()),
+            user: Some("root".into()),
+            ..LoadOptions::default()
+        };
+        EffectivePolicy::load(&options).unwrap()
+    }
+
+    #[test]
+    fn the_broker_marks_where_prompt_and_defer_verdicts_live() {
+        let none = policy("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"/etc/x/**\"]\n");
+        assert!(broker_scopes(&none).is_empty());
+        let scopes = broker_scopes(&policy(
+            "[file_policy]\ndefault = \"write\"\n\
+             prompt_paths = [\"<workspace>/secret/**\", \"/home/u/.aws/**\", \"/srv/*/key\"]\n",
+        ));
+        for dir in ["/ws/secret", "/home/u/.aws", "/srv"] {
+            assert!(scopes.contains(&PathBuf::from(dir)), "{dir} not in {scopes:?}");
+        }
+        assert!(!scopes.contains(&PathBuf::from("/")), "{scopes:?}");
+        let unscoped = policy("[file_policy]\ndefault = \"write\"\nprompt_paths = [\"**/.env\"]\n");
+        assert_eq!(broker_scopes(&unscoped), [PathBuf::from("/")]);
+        let default = policy("[file_policy]\ndefault = \"prompt\"\n");
+        assert!(broker_scopes(&default).contains(&PathBuf::from("/")));
+    }
+
+    #[test]
+    fn with_nobody_to_ask_approvals_are_denied_at_once() {
+        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None);
+        let (events, weak) = (store.subscribe(), Arc::downgrade(&store));
+        let asker = std::thread::spawn(move || Asker::Nobody.serve(events, weak, Duration::ZERO));
+        let answers = Arc::new(Mutex::new(Vec::new()));
+        store.hold(request("run-1", "/ws/secret/f"), answer(&answers));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while answers.lock().unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "the approval was not denied");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(*answers.lock().unwrap(), [false]);
+        let outcome = outcomes.try_recv().unwrap();
+        assert_eq!(outcome.outcome, OutcomeKind::FailedClosed);
+        assert!(outcome.reason.unwrap().contains("no approval_command"));
+        drop(store);
+        asker.join().unwrap();
+    }
+
+    #[test]
+    fn marks_go_to_the_closest_existing_directory() {
+        assert_eq!(existing_ancestor(Path::new("/proc/self/no/such/dir")), Path::new("/proc/self"));
+        assert_eq!(existing_ancestor(Path::new("/")), Path::new("/"));
+    }
+}
