@@ -490,14 +490,11 @@ impl Enforcer {
         Ok(())
     }
 
-    /// The prompt broker is alive now: opens with prompt or defer verdicts are left to it for
-    /// the next `BROKER_HEARTBEAT_TIMEOUT_NS`.
-    pub fn heartbeat(&mut self) -> anyhow::Result<()> {
-        let mut map: aya::maps::Array<_, u64> =
-            aya::maps::Array::try_from(self.map_mut("BROKER")?)?;
-        let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)?;
-        map.set(0, now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64, 0)?;
-        Ok(())
+    /// Takes the prompt broker's heartbeat map (once), so that beats never wait behind a session
+    /// start holding the enforcer.
+    pub fn take_broker_clock(&mut self) -> anyhow::Result<BrokerClock> {
+        let map = self.maps.remove("BROKER").ok_or_else(|| anyhow!("BROKER already taken"))?;
+        Ok(BrokerClock(aya::maps::Array::try_from(map)?))
     }
 
     /// The broker answered the open of (`st_dev`, `st_ino`) by the session of cgroup `cgroup`:
@@ -538,6 +535,19 @@ impl Enforcer {
         }
         drop(maps);
         remove_empty_dirs(&pin_dir, Path::new("/sys/fs/bpf"));
+        Ok(())
+    }
+}
+
+/// The prompt broker's heartbeat in the kernel.
+pub struct BrokerClock(aya::maps::Array<MapData, u64>);
+
+impl BrokerClock {
+    /// The prompt broker is alive now: opens with prompt or defer verdicts are left to it for
+    /// the next `BROKER_HEARTBEAT_TIMEOUT_NS`.
+    pub fn beat(&mut self) -> anyhow::Result<()> {
+        let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)?;
+        self.0.set(0, now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64, 0)?;
         Ok(())
     }
 }

@@ -152,6 +152,7 @@ pub struct Manager {
     /// Contexts by cgroup id, for the event reader (kept apart so it never waits on a load).
     contexts: Arc<RwLock<HashMap<u64, SessionContext>>>,
     ring: Arc<Mutex<RingBuf<MapData>>>,
+    broker_clock: Mutex<kernel::BrokerClock>,
     outputs: Outputs,
     stop: Arc<AtomicBool>,
     reader: Mutex<Option<JoinHandle<()>>>,
@@ -273,9 +274,11 @@ impl Manager {
         state: Option<PathBuf>,
     ) -> anyhow::Result<Arc<Self>> {
         // Sessions may not signal or trace the agent itself.
-        let ring = enforcer.protect(std::process::id()).and_then(|()| enforcer.take_events());
-        let ring = match ring {
-            Ok(ring) => Arc::new(Mutex::new(ring)),
+        let taken = enforcer.protect(std::process::id()).and_then(|()| {
+            Ok((enforcer.take_events()?, enforcer.take_broker_clock()?))
+        });
+        let (ring, broker_clock) = match taken {
+            Ok((ring, clock)) => (Arc::new(Mutex::new(ring)), Mutex::new(clock)),
             Err(e) => {
                 let _ = enforcer.unload();
                 return Err(e);
@@ -288,6 +291,7 @@ impl Manager {
             sessions: Mutex::new(HashMap::new()),
             contexts: Arc::new(RwLock::new(HashMap::new())),
             ring,
+            broker_clock,
             outputs,
             stop: Arc::new(AtomicBool::new(false)),
             reader: Mutex::new(None),
@@ -707,7 +711,7 @@ impl Manager {
 
     /// Refreshes the prompt broker's heartbeat in the kernel.
     pub fn broker_heartbeat(&self) -> anyhow::Result<()> {
-        self.with_enforcer(|e| e.heartbeat())
+        self.broker_clock.lock().unwrap().beat()
     }
 
     /// The broker answered an open of (`st_dev`, `st_ino`): no session's reads of it are pending.
