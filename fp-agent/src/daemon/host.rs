@@ -178,11 +178,14 @@ impl KernelHost {
                 (path, info)
             })
             .collect();
-        *self.lookup.0.lock().unwrap() = Arc::new(snapshot);
-        if let Some(broker) = self.broker.lock().unwrap().as_ref()
-            && let Err(e) = broker.sessions_changed()
-        {
-            tracing::warn!("flushing the prompt broker's cache: {e:#}");
+        let snapshot: Arc<std::collections::HashMap<_, prompt::SessionInfo>> = Arc::new(snapshot);
+        *self.lookup.0.lock().unwrap() = snapshot.clone();
+        if let Some(broker) = self.broker.lock().unwrap().as_ref() {
+            if let Err(e) = broker.sessions_changed() {
+                tracing::warn!("flushing the prompt broker's cache: {e:#}");
+            }
+            // An ended session's grants go, in the kernel too.
+            broker.approvals().retain_grants_of(|id| snapshot.values().any(|s| s.id == id));
         }
     }
 
@@ -220,6 +223,13 @@ impl KernelHost {
             config.settled = Some(Arc::new(move |dev, ino| {
                 if let Err(e) = manager.settle(dev, ino) {
                     tracing::error!("settling a pending open: {e:#}");
+                }
+            }));
+            let manager = self.manager.clone();
+            config.grants_changed = Some(Arc::new(move |grants: &[prompt::Grant]| {
+                let entries = prompt::kernel_grants(grants, |session| manager.find(session));
+                if let Err(e) = manager.set_grants(&entries) {
+                    tracing::error!("installing the prompt grants in the kernel: {e:#}");
                 }
             }));
             let (started, mut outcomes) = PromptBroker::start(config, self.lookup.clone())?;

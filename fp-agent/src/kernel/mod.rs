@@ -13,7 +13,7 @@ use aya::{
     programs::{Lsm, links::FdLink, links::PinnedLink},
 };
 use fp_common::{
-    kernel::{ABI_VERSION, Hook, KERNEL_FIELDS, SessionCounters, SessionInfo},
+    kernel::{ABI_VERSION, GrantValue, Hook, KERNEL_FIELDS, SessionCounters, SessionInfo},
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
         TableHeader,
@@ -145,7 +145,7 @@ pub struct Enforcer {
     map_pins: Vec<PathBuf>,
 }
 
-const PINNED_MAPS: [&str; 11] = [
+const PINNED_MAPS: [&str; 12] = [
     "SESSIONS",
     "COUNTERS",
     "HEADERS",
@@ -157,6 +157,7 @@ const PINNED_MAPS: [&str; 11] = [
     "BROKER",
     "PENDING",
     "PROTECTED",
+    "GRANTS",
 ];
 
 impl Enforcer {
@@ -355,6 +356,31 @@ impl Enforcer {
             Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Makes the `GRANTS` map hold exactly `grants` (prefix length in bits, key, value; see
+    /// `fp_common::kernel::GrantScope::key`): the new ones are written first, then the others
+    /// removed. Prompt verdicts of opens they cover are allowed in the kernel until they expire.
+    pub fn set_grants(
+        &mut self,
+        grants: &[(u32, PrefixKeyData, GrantValue)],
+    ) -> anyhow::Result<()> {
+        let mut map: LpmTrie<_, PrefixKeyData, GrantValue> =
+            LpmTrie::try_from(self.map_mut("GRANTS")?)?;
+        for (bits, key, value) in grants {
+            map.insert(&Key::new(*bits, *key), value, 0)?;
+        }
+        let wanted = |k: &Key<PrefixKeyData>| {
+            grants.iter().any(|(bits, key, _)| k.prefix_len() == *bits && k.data() == *key)
+        };
+        let stale: Vec<_> = map.keys().collect::<Result<_, _>>()?;
+        for key in stale.iter().filter(|k| !wanted(k)) {
+            match map.remove(key) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     pub fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters> {

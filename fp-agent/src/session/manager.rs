@@ -413,6 +413,14 @@ impl Manager {
         self.with_enforcer(|e| ids.iter().try_for_each(|&id| e.settle(id, st_dev, st_ino)))
     }
 
+    /// Replaces the remembered prompt grants in the kernel (see `kernel::Enforcer::set_grants`).
+    pub fn set_grants(
+        &self,
+        grants: &[(u32, fp_common::policy::PrefixKeyData, fp_common::kernel::GrantValue)],
+    ) -> anyhow::Result<()> {
+        self.with_enforcer(|e| e.set_grants(grants))
+    }
+
     /// The hooks the programs are attached to.
     pub fn attached_hooks(&self) -> Vec<String> {
         self.enforcer.lock().unwrap().as_ref().map(|e| e.hooks()).unwrap_or_default()
