@@ -1,7 +1,7 @@
 //! The prompt tier end to end: a session's open of a prompt-tier file waits in the kernel until
 //! `fp approve` / `fp deny`, and a broker killed mid-prompt gives no data away.
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     process::Child,
     time::{Duration, Instant},
 };
@@ -56,20 +56,52 @@ fn wait_without_approval(socket: &Path, file: &Path) {
     }
 }
 
+/// A running daemon (approvals time out after 120 s) and a policy prompting for
+/// `<workspace>/secret/**`, in `t`.
+struct Daemon {
+    ws: PathBuf,
+    config: PathBuf,
+    socket: PathBuf,
+    policy: PathBuf,
+    daemon: Child,
+}
+
+impl Daemon {
+    fn start(t: &TempTree) -> Self {
+        let config = fp_tests::daemon_config(t, "[approval]\ntimeout_secs = 120\n");
+        let socket = t.join("fp.sock");
+        let policy = t.file(
+            "policy.toml",
+            "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
+        );
+        let mut daemon = start_daemon(&config);
+        wait_for_socket(&socket, &mut daemon);
+        Daemon { ws: t.join("ws"), config, socket, policy, daemon }
+    }
+}
+
+/// After a daemon was killed: a new one cleans up (the dead one's sessions killed, its pins
+/// removed) and stops cleanly, leaving nothing behind. Returns the audit log.
+fn restart_and_stop(t: &TempTree, config: &Path, socket: &Path) -> String {
+    let mut daemon = start_daemon(config);
+    wait_for_socket(socket, &mut daemon);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::SIGTERM,
+    )
+    .unwrap();
+    let stopped = daemon.wait_with_output().unwrap();
+    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
+    fp_tests::assert_nothing_left_behind();
+    std::fs::read_to_string(t.join("log/audit.log")).unwrap()
+}
+
 #[test]
 fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() {
     let _g = exclusive();
     let t = TempTree::new("prompt");
     let secret = t.file("ws/secret/f", "the secret\n");
-    let ws = t.join("ws");
-    let config = fp_tests::daemon_config(&t, "[approval]\ntimeout_secs = 120\n");
-    let socket = t.join("fp.sock");
-    let policy = t.file(
-        "policy.toml",
-        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
-    );
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
+    let Daemon { ws, config, socket, policy, mut daemon } = Daemon::start(&t);
 
     // Approved: the held read gets the data.
     let reader = cat_in_session(&socket, &policy, &ws, &secret);
@@ -94,19 +126,7 @@ fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() 
     assert!(!out.contains("the secret"), "data leaked after the broker died: {out}");
     assert!(out.contains("rc=1"), "{out}{}", fp_tests::stderr(&done));
 
-    // A new daemon cleans up after the dead one (its session is killed, its pins removed), and
-    // stops cleanly.
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    let stopped = daemon.wait_with_output().unwrap();
-    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
-    fp_tests::assert_nothing_left_behind();
-    let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
+    let log = restart_and_stop(&t, &config, &socket);
     assert!(log.contains("prompt-approved") || log.contains("prompt_approved"), "{log}");
     assert!(log.contains("the daemon hosting it had died"), "{log}");
 }
@@ -118,15 +138,7 @@ fn a_remembered_dir_grant_lets_later_opens_through_until_it_expires_also_without
     for name in ["a", "b", "c", "d", "e", "f"] {
         t.file(&format!("ws/secret/{name}"), &format!("secret {name}\n"));
     }
-    let ws = t.join("ws");
-    let config = fp_tests::daemon_config(&t, "[approval]\ntimeout_secs = 120\n");
-    let socket = t.join("fp.sock");
-    let policy = t.file(
-        "policy.toml",
-        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
-    );
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
+    let Daemon { ws, config, socket, policy, mut daemon } = Daemon::start(&t);
     // One session: each step waits for the test's marker file, and leaves one when done.
     let (w, m) = (ws.display(), t.join("").display().to_string());
     let step = |file: &str, done: &str| {
@@ -196,17 +208,6 @@ fn a_remembered_dir_grant_lets_later_opens_through_until_it_expires_also_without
         assert_eq!(out.contains(&format!("secret {file}")), read, "{file}: {out}");
     }
 
-    // A new daemon cleans up after the dead one and stops cleanly.
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    let stopped = daemon.wait_with_output().unwrap();
-    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
-    fp_tests::assert_nothing_left_behind();
-    let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
+    let log = restart_and_stop(&t, &config, &socket);
     assert!(log.contains("granted"), "no granted open in the audit log: {log}");
 }
