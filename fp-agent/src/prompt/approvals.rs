@@ -792,6 +792,39 @@ mod tests {
     }
 
     #[test]
+    fn the_host_hears_of_each_grant_made_expired_or_orphaned() {
+        let heard: Arc<Mutex<Vec<Vec<u64>>>> = Arc::default();
+        let changed: GrantsChanged = {
+            let heard = Arc::clone(&heard);
+            Arc::new(move |grants: &[Grant]| {
+                heard.lock().unwrap().push(grants.iter().map(|g| g.id).collect())
+            })
+        };
+        let (store, _outcomes) = Approvals::new(Duration::from_secs(60), None, Some(changed));
+        let reaper = {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || store.run_timeouts())
+        };
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for (session, remember) in [("s1", Duration::from_millis(500)), ("s2", Duration::ZERO)] {
+            store.hold(request(session, "/ws/f"), answer(&log));
+            let id = store.list()[0].id;
+            let duration = (!remember.is_zero()).then_some(remember);
+            store.decide(id, Decision::Approve, Some(Remember::Dir), duration, CLI).unwrap();
+        }
+        assert_eq!(heard.lock().unwrap()[..2], [vec![1], vec![1, 2]]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while heard.lock().unwrap().last() != Some(&vec![2]) {
+            assert!(Instant::now() < deadline, "the expiry was not heard: {heard:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        store.retain_grants_of(|session| session != "s2");
+        assert_eq!(heard.lock().unwrap().last(), Some(&vec![]));
+        store.close("done");
+        reaper.join().unwrap();
+    }
+
+    #[test]
     fn timeouts_deny_and_close_fails_closed() {
         let (timed, mut outcomes) = Approvals::new(Duration::from_millis(20), None, None);
         let reaper = {
