@@ -433,3 +433,34 @@ fn layered_over_can_downgrade_default() {
     let p = layered("[file_policy]\ndefault = \"write\"", "[file_policy]\ndefault = \"read\"");
     assert_eq!(verdict(&p, "/opt/x", Op::Write), Verdict::Deny);
 }
+
+/// A restarted daemon rebuilds a session's policy from what it saved: same hash, same tables,
+/// same decisions; a saved policy whose rules are out of order is refused.
+#[test]
+fn saved_policy_round_trips() {
+    let p = layered(&format!("{V1}floor_exceptions = [\"shell-rc\"]\n"), "");
+    let json = serde_json::to_string(&p.saved()).unwrap();
+    let back = EffectivePolicy::from_saved(serde_json::from_str(&json).unwrap()).unwrap();
+    assert_eq!(back.hash(), p.hash());
+    let tables = |p: &EffectivePolicy| {
+        let t = p.tables();
+        let mut names: Vec<String> = t.names().map(|n| format!("{n:?}")).collect();
+        names.sort();
+        format!(
+            "{:?} {:?} {names:?} {:?}",
+            t.header(),
+            t.prefixes().collect::<Vec<_>>(),
+            t.scopes()
+        )
+    };
+    assert!(tables(&back) == tables(&p), "the rebuilt tables differ");
+    assert_eq!(back.floor_exceptions(), p.floor_exceptions());
+    for path in ["/tmp/fp-test-ws/secrets/k", "/tmp/fp-test-ws/docs/a", "/etc/passwd", "/x"] {
+        for op in Op::ALL {
+            assert_eq!(back.decide(path.as_bytes(), op), p.decide(path.as_bytes(), op), "{path}");
+        }
+    }
+    let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    value["rules"].as_array_mut().unwrap().swap(0, 1);
+    assert!(EffectivePolicy::from_saved(serde_json::from_value(value).unwrap()).is_err());
+}

@@ -13,8 +13,8 @@ pub mod verify;
 pub mod writer;
 
 pub use record::{
-    Body, Event, FileDecision, Loss, Op, PolicyReload, RawPath, Record, SessionEnd, SessionStart,
-    Verdict,
+    Body, Event, FileDecision, Loss, Op, PolicyReload, RawPath, Record, SessionAdopt, SessionEnd,
+    SessionStart, Verdict,
 };
 pub use writer::{
     AuditHandle, AuditWriter, CheckpointSink, Health, LogWriter, WriterConfig, start,

@@ -192,6 +192,18 @@ pub struct SessionEnd {
     pub reason: String,
 }
 
+/// A restarted agent took over a session its predecessor left running (still confined by the
+/// pinned programs meanwhile).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionAdopt {
+    pub session: String,
+    pub agent: String,
+    pub cgroup: u64,
+    /// Processes in the session when it was taken over.
+    pub pids: u32,
+    pub policy_hash: String,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyReload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,6 +263,7 @@ pub enum Event {
     SessionEnd(SessionEnd),
     PolicyReload(PolicyReload),
     Loss(Loss),
+    SessionAdopt(SessionAdopt),
 }
 
 /// Everything a record can say; `kind` in JSON.
@@ -262,6 +275,7 @@ pub enum Body {
     SessionEnd(SessionEnd),
     PolicyReload(PolicyReload),
     Loss(Loss),
+    SessionAdopt(SessionAdopt),
     LogOpen(LogOpen),
     DaemonRestart(DaemonRestart),
     Recovery(Recovery),
@@ -276,6 +290,7 @@ impl From<Event> for Body {
             Event::SessionEnd(e) => Body::SessionEnd(e),
             Event::PolicyReload(e) => Body::PolicyReload(e),
             Event::Loss(e) => Body::Loss(e),
+            Event::SessionAdopt(e) => Body::SessionAdopt(e),
         }
     }
 }

@@ -34,6 +34,7 @@ fn session_and_agent(body: &Body) -> Option<(&str, &str)> {
         Body::Decision(d) => Some((&d.session, &d.agent)),
         Body::SessionStart(s) => Some((&s.session, &s.agent)),
         Body::SessionEnd(s) => Some((&s.session, &s.agent)),
+        Body::SessionAdopt(s) => Some((&s.session, &s.agent)),
         _ => None,
     }
 }
@@ -114,6 +115,10 @@ pub fn describe(record: &Record) -> String {
             s.session, s.agent, s.pid, s.policy_hash, s.command
         ),
         Body::SessionEnd(s) => format!("{} session end: {}", s.session, s.reason),
+        Body::SessionAdopt(s) => format!(
+            "{} session taken over by a restarted agent: {} process(es), policy {}",
+            s.session, s.pids, s.policy_hash
+        ),
         Body::PolicyReload(p) => {
             format!("policy reload {} -> {} ({})", p.old_policy_hash, p.policy_hash, p.source)
         }

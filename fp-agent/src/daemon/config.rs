@@ -231,6 +231,12 @@ impl Config {
         self.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"))
     }
 
+    /// Where the daemon saves its sessions for a restarted daemon to take over: `state/` next to
+    /// the socket (on /run, so a reboot, which ends every session, clears it).
+    pub fn state_dir(&self) -> PathBuf {
+        self.socket.parent().unwrap_or(Path::new("/")).join("state")
+    }
+
     /// The single-instance lock file, next to the socket.
     pub fn lock_path(&self) -> PathBuf {
         let mut name = self.socket.as_os_str().to_owned();

@@ -102,20 +102,18 @@ impl KernelHost {
         };
         let cgroup2 = Cgroup2::find()?;
         let parent = config.sessions_parent(&cgroup2);
-        let pin_dir = config.pin_dir.join(format!("v{}", fp_common::kernel::ABI_VERSION));
+        let pin_dir = refuse_other_abi_pins(&config.pin_dir)?;
         // A daemon that died left its programs pinned (still enforcing) and its sessions running:
-        // they are ended, not adopted (docs/operations.md).
-        for name in crate::session::manager::clean_stale(&parent, &pin_dir)? {
-            tracing::warn!("session {name} of a previous daemon was killed");
-            handle.record(audit::Event::SessionEnd(audit::SessionEnd {
-                session: name,
-                agent: String::new(),
-                exit_code: None,
-                reason: "killed: the daemon hosting it had died".into(),
-            }));
-        }
-        let manager = Manager::start(parent, pin_dir, Sink::Audit(handle), Some(observer))?;
-        let mut protected = vec![config.audit.log.clone(), config.socket.clone()];
+        // they are taken over (docs/operations.md).
+        let manager = Manager::start_or_adopt(
+            parent,
+            pin_dir,
+            config.state_dir(),
+            Sink::Audit(handle),
+            Some(observer),
+        )?;
+        let mut protected =
+            vec![config.audit.log.clone(), config.socket.clone(), config.state_dir()];
         protected.extend(config.file.clone());
         let host = Arc::new(Self {
             manager,
@@ -133,9 +131,34 @@ impl KernelHost {
             approval: config.approval.clone(),
             audit: audit_handle,
         });
+        host.resume_adopted();
         let reaper = host.clone();
         std::thread::spawn(move || reaper.reap());
         Ok(host)
+    }
+
+    /// Sessions taken over from a previous daemon: ended by the reaper once empty, and served by
+    /// the prompt broker if their policies need it.
+    fn resume_adopted(&self) {
+        let sessions = self.manager.sessions();
+        for s in &sessions {
+            self.armed.lock().unwrap().insert(s.cgroup);
+            let policy = self
+                .manager
+                .snapshot()
+                .into_iter()
+                .find(|(_, ctx)| ctx.session == s.name)
+                .map(|(_, ctx)| ctx.policy);
+            let workspace = self.manager.identity(s.cgroup).and_then(|(ws, _)| ws);
+            if let Some(policy) = policy
+                && let Err(e) = self.ensure_broker(&policy, workspace.as_deref())
+            {
+                tracing::error!("prompt broker for session {}: {e:#}", s.name);
+            }
+        }
+        if !sessions.is_empty() {
+            self.sessions_changed();
+        }
     }
 
     /// Ends sessions whose processes have all exited.
@@ -272,6 +295,30 @@ impl KernelHost {
     }
 }
 
+/// The pin directory of this fp's ABI under `pin_root`. Pins of another ABI version belong to
+/// another fp build whose programs may still be enforcing: this fp cannot read their maps, so it
+/// refuses to start beside them.
+fn refuse_other_abi_pins(pin_root: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let abi = fp_common::kernel::ABI_VERSION;
+    if let Ok(entries) = std::fs::read_dir(pin_root) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let other = name.strip_prefix('v').and_then(|v| v.parse::<u32>().ok());
+            let used = std::fs::read_dir(entry.path()).is_ok_and(|mut d| d.next().is_some());
+            if other.is_some_and(|v| v != abi) && used {
+                anyhow::bail!(
+                    "{} holds the pinned programs and maps of another fp version (ABI {name}, this \
+                     fp is ABI v{abi}); they may still be enforcing its sessions. Stop that fp's \
+                     daemon and sessions (or reboot), remove {}, then start this one",
+                    entry.path().display(),
+                    entry.path().display()
+                );
+            }
+        }
+    }
+    Ok(pin_root.join(format!("v{abi}")))
+}
+
 fn unavailable(e: anyhow::Error) -> ApiError {
     ApiError::new(ErrorCode::Unavailable, format!("{e:#}"))
 }
@@ -371,7 +418,12 @@ impl SessionHost for KernelHost {
         api::HostStatus {
             bpf_lsm: true,
             attached_hooks: self.manager.attached_hooks(),
-            maps: Vec::new(),
+            maps: self
+                .manager
+                .map_usage()
+                .into_iter()
+                .map(|m| api::MapUsage { name: m.name.into(), used: m.used, capacity: m.capacity })
+                .collect(),
             sessions: self.manager.sessions().len() as u32,
             counters: api::Counters {
                 events: self.counters.events.load(Ordering::Relaxed),

@@ -4,7 +4,10 @@ pub mod btf;
 pub mod event;
 pub mod tables;
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::{BTreeMap, HashSet},
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, anyhow, bail};
 use aya::{
@@ -139,10 +142,9 @@ pub fn probe() -> anyhow::Result<()> {
 /// The LSM programs of one enforcement scope, attached, with their maps and links pinned under
 /// `pin_dir` so enforcement survives the loader being paused or killed.
 pub struct Enforcer {
-    ebpf: Ebpf,
+    maps: BTreeMap<&'static str, aya::maps::Map>,
     pin_dir: PathBuf,
     links: Vec<(PathBuf, PinnedLink)>,
-    map_pins: Vec<PathBuf>,
 }
 
 const PINNED_MAPS: [&str; 12] = [
@@ -160,6 +162,14 @@ const PINNED_MAPS: [&str; 12] = [
     "GRANTS",
 ];
 
+/// How full one of the pinned hash maps is.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MapUsage {
+    pub name: &'static str,
+    pub used: u64,
+    pub capacity: u64,
+}
+
 impl Enforcer {
     /// Loads and attaches the programs for sessions whose cgroups sit at `session_cgroup_level`.
     /// The session tables start empty, so attaching denies nothing yet.
@@ -167,9 +177,16 @@ impl Enforcer {
         ensure_bpffs()?;
         std::fs::create_dir_all(&pin_dir)
             .with_context(|| format!("creating {}", pin_dir.display()))?;
-        let (ebpf, btf, hooks) = open(session_cgroup_level)?;
-        let mut this = Self { ebpf, pin_dir, links: Vec::new(), map_pins: Vec::new() };
-        if let Err(e) = this.pin_and_attach(&btf, &hooks) {
+        let (mut ebpf, btf, hooks) = open(session_cgroup_level)?;
+        let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
+        let attached = this.pin_and_attach(&mut ebpf, &btf, &hooks);
+        // The programs stay loaded through their links; the maps are what userspace keeps.
+        for name in PINNED_MAPS {
+            if let Some(map) = ebpf.take_map(name) {
+                this.maps.insert(name, map);
+            }
+        }
+        if let Err(e) = attached {
             // Leave nothing half-attached behind.
             let _ = this.unload();
             return Err(e);
@@ -177,18 +194,61 @@ impl Enforcer {
         Ok(this)
     }
 
-    fn pin_and_attach(&mut self, btf: &aya::Btf, hooks: &[(&str, Hook)]) -> anyhow::Result<()> {
+    /// Takes over the programs a previous agent left pinned under `pin_dir` (still attached and
+    /// enforcing): its links and maps, checked against the hooks this kernel and this fp attach.
+    /// `None` when nothing is pinned there.
+    pub fn adopt(pin_dir: PathBuf) -> anyhow::Result<Option<Self>> {
+        if !pin_dir.join("SESSIONS").exists() {
+            return Ok(None);
+        }
+        let hooks = available_hooks(&btf::Btf::from_sys()?)?;
+        let mut pinned: Vec<String> = std::fs::read_dir(&pin_dir)
+            .with_context(|| format!("reading {}", pin_dir.display()))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("link_").map(Into::into))
+            .collect();
+        pinned.sort();
+        let mut expected: Vec<String> = hooks.iter().map(|(_, h)| h.name().to_owned()).collect();
+        expected.sort();
+        if pinned != expected {
+            bail!(
+                "the programs pinned under {} attach {} hook(s), this fp attaches {}: they come \
+                 from another fp build",
+                pin_dir.display(),
+                pinned.len(),
+                expected.len()
+            );
+        }
+        let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
+        for name in PINNED_MAPS {
+            let path = this.pin_dir.join(name);
+            let data = MapData::from_pin(&path)
+                .with_context(|| format!("opening the pinned map {}", path.display()))?;
+            this.maps.insert(name, aya::maps::Map::from_map_data(data)?);
+        }
+        for hook in expected {
+            let path = this.pin_dir.join(format!("link_{hook}"));
+            let link = PinnedLink::from_pin(&path)
+                .with_context(|| format!("opening the pinned link {}", path.display()))?;
+            this.links.push((path, link));
+        }
+        Ok(Some(this))
+    }
+
+    fn pin_and_attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        btf: &aya::Btf,
+        hooks: &[(&str, Hook)],
+    ) -> anyhow::Result<()> {
         for name in PINNED_MAPS {
             let path = self.pin_dir.join(name);
-            self.ebpf
-                .map(name)
+            ebpf.map(name)
                 .ok_or_else(|| anyhow!("map {name} missing from the BPF object"))?
                 .pin(&path)
                 .with_context(|| format!("pinning {}", path.display()))?;
-            self.map_pins.push(path);
         }
         for (program, hook) in hooks.iter().map(|(p, h)| (p, h.name())) {
-            let link = attach(&mut self.ebpf, btf, program, hook)?;
+            let link = attach(ebpf, btf, program, hook)?;
             let path = self.pin_dir.join(format!("link_{hook}"));
             let pinned = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
             self.links.push((path, pinned));
@@ -206,8 +266,46 @@ impl Enforcer {
             .collect()
     }
 
+    /// Entries in use and capacity of each pinned hash map (what fills up as sessions start).
+    pub fn usage(&mut self) -> anyhow::Result<Vec<MapUsage>> {
+        fn count<K: aya::Pod, V: aya::Pod>(map: &mut aya::maps::Map) -> anyhow::Result<u64> {
+            let map: HashMap<_, K, V> = HashMap::try_from(map)?;
+            Ok(map.keys().filter(Result::is_ok).count() as u64)
+        }
+        let mut usage = Vec::new();
+        for name in
+            ["SESSIONS", "HEADERS", "PREFIXES", "NAMES", "SCOPES", "INODES", "PENDING", "GRANTS"]
+        {
+            let map = self.map_mut(name)?;
+            let capacity = match &*map {
+                aya::maps::Map::HashMap(d) | aya::maps::Map::LpmTrie(d) => {
+                    d.info()?.max_entries() as u64
+                }
+                _ => continue,
+            };
+            let used = match name {
+                "SESSIONS" => count::<u64, SessionInfo>(map)?,
+                "HEADERS" => count::<u64, TableHeader>(map)?,
+                "PREFIXES" => {
+                    let trie: LpmTrie<_, PrefixKeyData, PrefixValue> = LpmTrie::try_from(map)?;
+                    trie.keys().filter(Result::is_ok).count() as u64
+                }
+                "NAMES" => count::<NameKey, NameValue>(map)?,
+                "SCOPES" => count::<ScopeKey, ScopeValue>(map)?,
+                "INODES" => count::<InodeKey, InodeValue>(map)?,
+                "GRANTS" => {
+                    let trie: LpmTrie<_, PrefixKeyData, GrantValue> = LpmTrie::try_from(map)?;
+                    trie.keys().filter(Result::is_ok).count() as u64
+                }
+                _ => count::<InodeKey, u64>(map)?,
+            };
+            usage.push(MapUsage { name, used, capacity });
+        }
+        Ok(usage)
+    }
+
     fn map_mut(&mut self, name: &str) -> anyhow::Result<&mut aya::maps::Map> {
-        self.ebpf.map_mut(name).ok_or_else(|| anyhow!("map {name} missing from the BPF object"))
+        self.maps.get_mut(name).ok_or_else(|| anyhow!("map {name} missing from the BPF object"))
     }
 
     /// Installs `tables` under the new id `id`, the header last (evaluations of an id without a
@@ -268,10 +366,6 @@ impl Enforcer {
         tables: &KernelTables,
         inodes: &tables::InodeTable,
     ) -> anyhow::Result<()> {
-        let gone = |r: Result<(), aya::maps::MapError>| match r {
-            Err(aya::maps::MapError::KeyNotFound) | Ok(()) => Ok(()),
-            Err(e) => Err(e),
-        };
         let mut headers: HashMap<_, u64, TableHeader> =
             HashMap::try_from(self.map_mut("HEADERS")?)?;
         gone(headers.remove(&id))?;
@@ -330,10 +424,76 @@ impl Enforcer {
         Ok(())
     }
 
-    /// Sessions may not signal or trace the process `tgid` (one of fp's own).
+    /// Every session the programs confine now, by cgroup id.
+    pub fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>> {
+        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        Ok(map.iter().filter_map(Result::ok).collect())
+    }
+
+    /// Removes every table entry whose tables id is not in `tables`, and the counters of cgroups
+    /// not in `cgroups`: what an agent that died left behind. Returns the tables ids removed.
+    pub fn sweep(
+        &mut self,
+        tables: &HashSet<u64>,
+        cgroups: &HashSet<u64>,
+    ) -> anyhow::Result<usize> {
+        fn sweep<K: aya::Pod, V: aya::Pod>(
+            map: &mut aya::maps::Map,
+            stale: impl Fn(&K) -> bool,
+        ) -> anyhow::Result<Vec<K>> {
+            let mut map: HashMap<_, K, V> = HashMap::try_from(map)?;
+            let doomed: Vec<K> = map.keys().filter_map(Result::ok).filter(|k| stale(k)).collect();
+            for key in &doomed {
+                gone(map.remove(key))?;
+            }
+            Ok(doomed)
+        }
+        let removed =
+            sweep::<u64, TableHeader>(self.map_mut("HEADERS")?, |id| !tables.contains(id))?;
+        let mut trie: LpmTrie<_, PrefixKeyData, PrefixValue> =
+            LpmTrie::try_from(self.map_mut("PREFIXES")?)?;
+        let doomed: Vec<Key<PrefixKeyData>> = trie
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|k| !tables.contains(&k.data().session_id))
+            .collect();
+        for key in &doomed {
+            gone(trie.remove(key))?;
+        }
+        sweep::<NameKey, NameValue>(self.map_mut("NAMES")?, |k| !tables.contains(&k.session_id))?;
+        sweep::<ScopeKey, ScopeValue>(self.map_mut("SCOPES")?, |k| {
+            !tables.contains(&k.session_id)
+        })?;
+        sweep::<InodeKey, InodeValue>(self.map_mut("INODES")?, |k| {
+            !tables.contains(&k.session_id)
+        })?;
+        sweep::<u64, SessionCounters>(self.map_mut("COUNTERS")?, |c| !cgroups.contains(c))?;
+        sweep::<InodeKey, u64>(self.map_mut("PENDING")?, |k| !cgroups.contains(&k.session_id))?;
+        Ok(removed.len())
+    }
+
+    /// Opens the broker never answered (it died) that no agent has recorded yet: each is
+    /// returned once, and its reads stay refused until a broker answers a new open of the file.
+    pub fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>> {
+        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut("PENDING")?)?;
+        let fresh: Vec<InodeKey> =
+            map.iter().filter_map(Result::ok).filter(|(_, v)| *v == 1).map(|(k, _)| k).collect();
+        for key in &fresh {
+            // Present means pending to the programs, whatever the value: 2 marks it recorded.
+            map.insert(key, 2, 0)?;
+        }
+        Ok(fresh)
+    }
+
+    /// Sessions may not signal or trace the process `tgid` (the agent): it replaces whatever
+    /// process an earlier agent protected.
     pub fn protect(&mut self, tgid: u32) -> anyhow::Result<()> {
         let mut map: HashMap<_, u32, u8> = HashMap::try_from(self.map_mut("PROTECTED")?)?;
+        let earlier: Vec<u32> = map.keys().filter_map(Result::ok).collect();
         map.insert(tgid, 1, 0)?;
+        for old in earlier.into_iter().filter(|&t| t != tgid) {
+            map.remove(&old)?;
+        }
         Ok(())
     }
 
@@ -352,10 +512,7 @@ impl Enforcer {
     pub fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
         let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut("PENDING")?)?;
         let key = InodeKey { session_id: cgroup, ino: st_ino, dev: kernel_dev(st_dev), _pad: 0 };
-        match map.remove(&key) {
-            Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        Ok(gone(map.remove(&key))?)
     }
 
     /// Makes the `GRANTS` map hold exactly `grants` (prefix length in bits, key, value; see
@@ -388,25 +545,40 @@ impl Enforcer {
         Ok(map.get(&cgroup, 0)?)
     }
 
-    /// Takes the ring buffer of decision events (once).
+    /// Takes the ring buffer of decision events (once). It is pinned: events queued while no
+    /// agent read them are still there for the next one.
     pub fn take_events(&mut self) -> anyhow::Result<RingBuf<MapData>> {
-        let map = self.ebpf.take_map("EVENTS").ok_or_else(|| anyhow!("EVENTS already taken"))?;
+        let map = self.maps.remove("EVENTS").ok_or_else(|| anyhow!("EVENTS already taken"))?;
         Ok(RingBuf::try_from(map)?)
     }
 
     /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously
     /// once their last reference is gone.
     pub fn unload(self) -> anyhow::Result<()> {
-        let Self { ebpf, pin_dir, links, map_pins } = self;
+        let Self { maps, pin_dir, links } = self;
         for (path, link) in links {
             link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
         }
-        for path in map_pins {
-            std::fs::remove_file(&path).with_context(|| format!("unpinning {}", path.display()))?;
+        for name in PINNED_MAPS {
+            let path = pin_dir.join(name);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("unpinning {}", path.display()));
+                }
+                _ => {}
+            }
         }
-        drop(ebpf);
+        drop(maps);
         remove_empty_dirs(&pin_dir, Path::new("/sys/fs/bpf"));
         Ok(())
+    }
+}
+
+/// A removal of an entry already gone is not an error.
+fn gone(r: Result<(), aya::maps::MapError>) -> Result<(), aya::maps::MapError> {
+    match r {
+        Err(aya::maps::MapError::KeyNotFound) | Ok(()) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

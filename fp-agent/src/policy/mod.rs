@@ -35,7 +35,7 @@ pub const MAX_RULES: usize = 32768;
 pub const MAX_GLOB: usize = 4096;
 
 /// A user-facing verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Allow,
@@ -63,7 +63,9 @@ impl Verdict {
 }
 
 /// Which layer a rule comes from; a higher layer outranks every rule of a lower one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Layer {
     /// What any program needs to start; decides only where no policy rule matches.
@@ -77,7 +79,7 @@ pub enum Layer {
 }
 
 /// One rule of a session's effective policy.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rule {
     /// Index in [`EffectivePolicy::rules`]; the kernel tables name rules by it.
     pub id: u32,
@@ -148,6 +150,17 @@ pub struct EffectivePolicy {
     floor_exceptions: Vec<Spanned<String>>,
     exact: ExactEvaluator,
     tables: KernelTables,
+}
+
+/// An effective policy as a restarted daemon reads it back: its rules, already expanded, and its
+/// defaults. [`EffectivePolicy::from_saved`] rebuilds the same policy (same hash, same tables).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SavedPolicy {
+    schema: Option<Schema>,
+    defaults: [Verdict; 3],
+    base: Base,
+    rules: Vec<Rule>,
+    floor_exceptions: Vec<Spanned<String>>,
 }
 
 /// Where globs of one layer come from, for the rules built from them.
@@ -380,6 +393,46 @@ impl EffectivePolicy {
             base,
             rules: b.rules,
             floor_exceptions: exceptions,
+            exact,
+            tables,
+        })
+    }
+
+    /// The policy as saved across a daemon restart.
+    pub fn saved(&self) -> SavedPolicy {
+        SavedPolicy {
+            schema: self.schema,
+            defaults: self.defaults,
+            base: self.base,
+            rules: self.rules.clone(),
+            floor_exceptions: self.floor_exceptions.clone(),
+        }
+    }
+
+    /// The policy `saved` was made from.
+    pub fn from_saved(saved: SavedPolicy) -> Result<EffectivePolicy, PolicyError> {
+        if let Some(r) = saved.rules.iter().enumerate().find(|(i, r)| r.id as usize != *i) {
+            return Err(PolicyError::new(
+                ErrorKind::BadValue,
+                None,
+                format!("saved policy: rule {} is out of order", r.0),
+            ));
+        }
+        if saved.rules.len() > MAX_RULES {
+            return Err(PolicyError::new(
+                ErrorKind::Limit,
+                None,
+                format!("saved policy: {} rules, the limit is {MAX_RULES}", saved.rules.len()),
+            ));
+        }
+        let exact = ExactEvaluator::new(&saved.rules)?;
+        let tables = compile::compile(&saved.rules, saved.defaults)?;
+        Ok(EffectivePolicy {
+            schema: saved.schema,
+            defaults: saved.defaults,
+            base: saved.base,
+            rules: saved.rules,
+            floor_exceptions: saved.floor_exceptions,
             exact,
             tables,
         })

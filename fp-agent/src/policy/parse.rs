@@ -9,14 +9,14 @@ use toml::de::{DeTable, DeValue};
 use super::error::{ErrorKind, PolicyError, Source};
 
 /// A value and where it was written.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Spanned<T> {
     pub value: T,
     pub source: Source,
 }
 
 /// The two policy schemas. A file uses one of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Schema {
     /// `default` + `deny_paths`/`prompt_paths`/`read_paths`/`write_paths`.
@@ -70,7 +70,7 @@ impl V2Tier {
 }
 
 /// `base`: whether the runtime base (what any program needs to start) is granted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Base {
     System,

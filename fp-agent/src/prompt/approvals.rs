@@ -274,8 +274,8 @@ impl std::error::Error for DecideError {}
 /// Answers one held open: true allows it. The broker's answers write to the fanotify group.
 pub type Answer = Box<dyn FnOnce(bool) + Send>;
 
-/// Called with every live grant whenever a grant is created, expires or loses its session;
-/// calls are serialized, each with the grants at its time (the host mirrors them into the
+/// Called with every live grant when the store starts (none) and whenever a grant is created,
+/// expires or loses its session; calls are serialized, each with the grants at its time (the host mirrors them into the
 /// kernel). It must not open files on a marked filesystem or wait on the broker.
 pub type GrantsChanged = Arc<dyn Fn(&[Grant]) + Send + Sync>;
 
@@ -379,6 +379,9 @@ impl Approvals {
             publishing: Mutex::new(()),
             outcomes,
         };
+        // A new store has no grants: whatever an earlier one left in the kernel goes (a
+        // restarted daemon asks again rather than allow what it no longer knows of).
+        store.grants_changed();
         (Arc::new(store), receiver)
     }
 
@@ -812,7 +815,7 @@ mod tests {
             let duration = (!remember.is_zero()).then_some(remember);
             store.decide(id, Decision::Approve, Some(Remember::Dir), duration, CLI).unwrap();
         }
-        assert_eq!(heard.lock().unwrap()[..2], [vec![1], vec![1, 2]]);
+        assert_eq!(heard.lock().unwrap()[..3], [vec![], vec![1], vec![1, 2]]);
         let deadline = Instant::now() + Duration::from_secs(10);
         while heard.lock().unwrap().last() != Some(&vec![2]) {
             assert!(Instant::now() < deadline, "the expiry was not heard: {heard:?}");

@@ -72,8 +72,9 @@ pub struct BrokerConfig {
     /// Called with the (`st_dev`, `st_ino`) of a session's open once it is answered, before an
     /// allow reaches the opener (the kernel half stops refusing reads of it as pending).
     pub settled: Option<Settled>,
-    /// Called with every live grant whenever they change (the kernel half mirrors them into
-    /// its `GRANTS` map, so the opens they cover are allowed without a pending entry).
+    /// Called with every live grant at start (none) and whenever they change (the kernel half
+    /// mirrors them into its `GRANTS` map, so the opens they cover are allowed without a pending
+    /// entry).
     pub grants_changed: Option<GrantsChanged>,
 }
 
