@@ -106,7 +106,7 @@ impl Drop for Watcher {
 
 /// A store holding one open of `/ws/secrets/key`; the returned cell gets its answer.
 fn store_with_one_open() -> (Arc<Approvals>, Arc<Mutex<Option<bool>>>) {
-    let (approvals, _outcomes) = Approvals::new(Duration::from_secs(60), None);
+    let (approvals, _outcomes) = Approvals::new(Duration::from_secs(60), None, None);
     let answer = Arc::new(Mutex::new(None));
     let cell = Arc::clone(&answer);
     let open = Open {

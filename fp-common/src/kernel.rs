@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -169,6 +169,8 @@ pub enum Reason {
     /// fp protecting itself: bpf(), a signal or ptrace aimed at fp's own processes, or a change
     /// of the mount table (mount, umount, pivot_root).
     SelfProtection = 7,
+    /// A prompt verdict a remembered grant of the session allowed ([`after_grant`]).
+    Granted = 8,
 }
 
 impl Reason {
@@ -181,6 +183,7 @@ impl Reason {
             5 => Some(Self::Reloaded),
             6 => Some(Self::PromptPending),
             7 => Some(Self::SelfProtection),
+            8 => Some(Self::Granted),
             _ => None,
         }
     }
@@ -194,6 +197,7 @@ impl Reason {
             Self::Reloaded => "tables-reloaded",
             Self::PromptPending => "prompt-pending",
             Self::SelfProtection => "self-protection",
+            Self::Granted => "granted",
         }
     }
 }
@@ -257,6 +261,106 @@ pub struct DecisionEvent {
     pub path: [u8; PATH_MAX],
 }
 
+/// What a remembered prompt grant covers, in the session it was made in.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GrantScope {
+    /// The granted path exactly.
+    Path = 1,
+    /// Everything below the granted directory (not the directory itself).
+    Dir = 2,
+    /// Every path.
+    Session = 3,
+}
+
+impl GrantScope {
+    /// The grant on `path` as the bytes it matches: a grant covers an opened path when these are
+    /// a prefix of the path followed by NUL. `path` grants end with the NUL, so they match
+    /// exactly; `dir` grants with '/', so "/a/b" never covers "/a/bc"; `session` grants are
+    /// empty. This is also the grant's key in the kernel's LPM trie, where the longest-prefix
+    /// lookup of "<path>\0" finds exactly the grants that cover it.
+    pub fn pattern(self, path: &[u8]) -> (&[u8], Option<u8>) {
+        match self {
+            Self::Path => (path, Some(0)),
+            Self::Dir if path.last() == Some(&b'/') => (path, None),
+            Self::Dir => (path, Some(b'/')),
+            Self::Session => (&[], None),
+        }
+    }
+
+    /// Whether a grant of this scope on `granted` covers `path`.
+    pub fn covers(self, granted: &[u8], path: &[u8]) -> bool {
+        let (prefix, end) = self.pattern(granted);
+        let Some(rest) = path.strip_prefix(prefix) else {
+            return false;
+        };
+        match end {
+            None => true,
+            Some(0) => rest.is_empty(),
+            Some(byte) => rest.first() == Some(&byte),
+        }
+    }
+
+    /// The `GRANTS` key of a grant of this scope on `path` in the session of cgroup `session`,
+    /// with its prefix length in bits; None when the pattern is longer than an LPM key (such
+    /// grants stay with the broker, which still answers the opens they cover).
+    pub fn key(self, session: u64, path: &[u8]) -> Option<(u32, crate::policy::PrefixKeyData)> {
+        let (prefix, end) = self.pattern(path);
+        let len = prefix.len() + end.map_or(0, |_| 1);
+        let mut key = crate::policy::PrefixKeyData::new(session, prefix)?;
+        if let Some(byte) = end {
+            *key.1.path.get_mut(prefix.len())? = byte;
+        }
+        Some((64 + 8 * len as u32, key.1))
+    }
+}
+
+/// Value of the `GRANTS` LPM trie, keyed by [`GrantScope::key`]; written by userspace only.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrantValue {
+    /// CLOCK_BOOTTIME ns at which the grant ends; 0: when the session ends.
+    pub expires_at: u64,
+    /// A [`GrantScope`] byte.
+    pub scope: u8,
+    pub _pad: [u8; 7],
+}
+
+impl GrantValue {
+    pub fn new(scope: GrantScope, expires_at: u64) -> Self {
+        GrantValue { expires_at, scope: scope as u8, _pad: [0; 7] }
+    }
+
+    /// Whether the grant still applies at `now` (CLOCK_BOOTTIME ns).
+    pub fn live(&self, now: u64) -> bool {
+        self.expires_at == 0 || now < self.expires_at
+    }
+
+    /// The grant that lasts longer of two with the same key.
+    pub fn longer(self, other: GrantValue) -> GrantValue {
+        if self.expires_at == 0 || (other.expires_at != 0 && self.expires_at >= other.expires_at) {
+            self
+        } else {
+            other
+        }
+    }
+}
+
+/// The verdict after grants, for the BPF programs and the broker alike: a live grant covering
+/// the path turns a prompt into allow. Nothing else changes: a deny is never granted, and a
+/// defer stays with the exact evaluator (the broker), whose prompt then counts as a prompt.
+pub fn after_grant(
+    verdict: crate::policy::TableVerdict,
+    grant: Option<&GrantValue>,
+    now: u64,
+) -> crate::policy::TableVerdict {
+    use crate::policy::TableVerdict;
+    match grant {
+        Some(grant) if verdict == TableVerdict::Prompt && grant.live(now) => TableVerdict::Allow,
+        _ => verdict,
+    }
+}
+
 /// Kernel struct fields the programs read. Each becomes a read-only global `u32` in the BPF
 /// object named `global`, holding the byte offset of `field` in `struct strukt`, resolved from the
 /// running kernel's BTF. A dotted field walks nested members (anonymous unions included).
@@ -306,6 +410,7 @@ mod pod {
     unsafe impl aya::Pod for super::SessionInfo {}
     unsafe impl aya::Pod for super::SessionCounters {}
     unsafe impl aya::Pod for super::DecisionEvent {}
+    unsafe impl aya::Pod for super::GrantValue {}
 }
 
 #[cfg(test)]
@@ -317,6 +422,7 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<SessionInfo>(), 16);
         assert_eq!(size_of::<SessionCounters>(), 32);
+        assert_eq!(size_of::<GrantValue>(), 16);
         assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 7 * 4 + 5 + 7 + 16 + PATH_MAX);
     }
 
@@ -343,6 +449,65 @@ mod tests {
         assert_eq!(Hook::SbMount.program(mount), "fp_sb_mount");
         assert_eq!(Hook::MoveMount.program(&[b"from_path", b"to_path"]), "fp_move_mount");
         assert!(!Hook::SbKernMount.is_optional() && !Hook::SbPivotroot.is_optional());
+    }
+
+    /// Whether the LPM trie's lookup of `path` (its bytes and a NUL, as the programs look it up)
+    /// finds the key of a grant: the stored bits are a prefix of the looked-up bits.
+    fn lpm_matches(grant: (u32, crate::policy::PrefixKeyData), session: u64, path: &[u8]) -> bool {
+        let mut lookup = path.to_vec();
+        lookup.push(0);
+        let (bits, key) = grant;
+        let bytes = (bits / 8 - 8) as usize;
+        key.session_id == session
+            && lookup.len().min(crate::policy::MAX_PREFIX) >= bytes
+            && key.path[..bytes] == lookup[..bytes]
+    }
+
+    #[test]
+    fn grants_cover_their_scope_only_and_their_keys_match_the_same_paths() {
+        let cases: &[(GrantScope, &[u8], &[u8], bool)] = &[
+            (GrantScope::Path, b"/ws/s/key", b"/ws/s/key", true),
+            (GrantScope::Path, b"/ws/s/key", b"/ws/s/key2", false),
+            (GrantScope::Path, b"/ws/s/key", b"/ws/s", false),
+            (GrantScope::Dir, b"/ws/s", b"/ws/s/other", true),
+            (GrantScope::Dir, b"/ws/s", b"/ws/s/sub/deeper", true),
+            (GrantScope::Dir, b"/ws/s", b"/ws/sx", false),
+            (GrantScope::Dir, b"/ws/s", b"/ws/s", false),
+            (GrantScope::Dir, b"/", b"/etc/x", true),
+            (GrantScope::Session, b"", b"/anything", true),
+        ];
+        for &(scope, granted, path, covered) in cases {
+            let show = (scope, core::str::from_utf8(granted), core::str::from_utf8(path));
+            assert_eq!(scope.covers(granted, path), covered, "{show:?}");
+            let key = scope.key(7, granted).unwrap();
+            assert_eq!(lpm_matches(key, 7, path), covered, "{show:?}");
+            assert!(!lpm_matches(key, 8, path), "another session: {show:?}");
+        }
+        // Paths longer than a key: a dir grant still matches their first bytes, a path grant's
+        // own key cannot be stored.
+        let long = [b'/'; 600];
+        assert!(lpm_matches(GrantScope::Dir.key(7, b"/").unwrap(), 7, &long));
+        assert!(GrantScope::Path.key(7, &long).is_none());
+        assert!(GrantScope::Path.key(7, &long[..crate::policy::MAX_PREFIX]).is_none());
+        assert!(GrantScope::Path.key(7, &long[..crate::policy::MAX_PREFIX - 1]).is_some());
+        assert_eq!(GrantScope::Session.key(7, b"ignored").unwrap().0, 64);
+    }
+
+    #[test]
+    fn only_live_grants_turn_prompts_into_allows() {
+        use crate::policy::TableVerdict::*;
+        let until_end = GrantValue::new(GrantScope::Dir, 0);
+        let until_10 = GrantValue::new(GrantScope::Dir, 10);
+        assert_eq!(after_grant(Prompt, Some(&until_end), u64::MAX), Allow);
+        assert_eq!(after_grant(Prompt, Some(&until_10), 9), Allow);
+        assert_eq!(after_grant(Prompt, Some(&until_10), 10), Prompt);
+        assert_eq!(after_grant(Prompt, None, 0), Prompt);
+        for verdict in [Allow, Deny, Defer] {
+            assert_eq!(after_grant(verdict, Some(&until_end), 0), verdict);
+        }
+        assert_eq!(until_10.longer(until_end), until_end);
+        assert_eq!(until_end.longer(until_10), until_end);
+        assert_eq!(until_10.longer(GrantValue::new(GrantScope::Dir, 20)).expires_at, 20);
     }
 
     #[test]

@@ -125,7 +125,7 @@ impl OpEntry {
 /// LPM trie key data: session id then path bytes. The key's prefix length counts the session id's
 /// 64 bits plus 8 bits per path byte. Entries are `P/` (everything under P) or `P\0` (P exactly).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PrefixKeyData {
     pub session_id: u64,
     pub path: [u8; MAX_PREFIX],

@@ -26,9 +26,9 @@ use core::{
 };
 use fp_common::{
     kernel::{
-        BROKER_HEARTBEAT_TIMEOUT_NS, DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook,
-        MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SessionCounters,
-        SessionInfo,
+        BROKER_HEARTBEAT_TIMEOUT_NS, DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE,
+        GrantValue, Hook, MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT,
+        SessionCounters, SessionInfo, after_grant,
     },
     policy::{
         Evaluation, InodeKey, InodeValue, MAX_NAME, MAX_PREFIX, MAX_STEPS, NO_RULE, NameKey,
@@ -119,6 +119,12 @@ static BROKER: Array<u64> = Array::with_max_entries(1, 0);
 /// that dies mid-prompt (fanotify then lets the open through) gives no data away.
 #[map]
 static PENDING: HashMap<InodeKey, u64> = HashMap::with_max_entries(4096, 0);
+
+/// Remembered prompt grants, by session cgroup id and `GrantScope::key` pattern: a prompt
+/// verdict of an open or exec that a live grant covers is allowed here (`after_grant`), without a
+/// pending entry. Grants whose pattern is longer than a key stay with the broker.
+#[map]
+static GRANTS: LpmTrie<PrefixKeyData, GrantValue> = LpmTrie::with_max_entries(4096, 1); // BPF_F_NO_PREALLOC
 
 /// fp's own processes (the daemon, `fp run`), by tgid: sessions may not signal or trace them.
 #[map]
@@ -453,6 +459,32 @@ impl PathBytes for ScratchPath {
     }
 }
 
+/// The LPM key of `path` (its first [`MAX_PREFIX`] bytes) under `id`, in the scratch value.
+/// Exact entries are stored with their NUL, so the key covers the path's NUL too.
+#[inline(always)]
+fn prefix_key<'a>(s: *mut Scratch, id: u64, path: &ScratchPath) -> Option<&'a Key<PrefixKeyData>> {
+    let bytes = core::cmp::min(path.len + 1, MAX_PREFIX);
+    // SAFETY: this CPU's scratch value; the helper checks the source range.
+    unsafe {
+        let key = &mut (*s).prefix_key;
+        key.prefix_len = ((8 + bytes) * 8) as u32;
+        key.data.session_id = id;
+        let src = path.buf.add(path.start) as *const c_void;
+        let dst = key.data.path.as_mut_ptr() as *mut c_void;
+        if bpf_probe_read_kernel(dst, MAX_PREFIX as u32, src) != 0 {
+            return None;
+        }
+        Some(&*key)
+    }
+}
+
+/// The session's grant covering the path `check` resolved, if any (the longest: a shorter one
+/// it shadows is left to the broker).
+#[inline(always)]
+fn grant(session: u64, s: *mut Scratch) -> Option<GrantValue> {
+    GRANTS.get(prefix_key(s, session, &ScratchPath::of(s))?).copied()
+}
+
 /// One session's tables in the maps, as the decision core reads them.
 struct MapTables {
     id: u64,
@@ -470,24 +502,7 @@ impl RuleTables for MapTables {
 
     #[inline(always)]
     fn longest_prefix(&self, path: &ScratchPath) -> Option<&PrefixValue> {
-        // Exact entries are stored with their NUL, so the lookup covers the path's NUL too.
-        let bytes = core::cmp::min(path.len + 1, MAX_PREFIX);
-        // SAFETY: this CPU's scratch value; the helper checks the source range.
-        unsafe {
-            let key = &mut (*self.s).prefix_key;
-            key.prefix_len = ((8 + bytes) * 8) as u32;
-            key.data.session_id = self.id;
-            let src = path.buf.add(path.start) as *const c_void;
-            if bpf_probe_read_kernel(
-                key.data.path.as_mut_ptr() as *mut c_void,
-                MAX_PREFIX as u32,
-                src,
-            ) != 0
-            {
-                return None;
-            }
-            PREFIXES.get(&*key)
-        }
+        prefix_key(self.s, self.id, path).and_then(|key| PREFIXES.get(key))
     }
 
     #[inline(always)]
@@ -656,7 +671,7 @@ fn report(session: &Session, hook: Hook, op: Op, outcome: &Outcome, denied: bool
 
 /// The one decision of every hook: may the current task do `op` to (`vfsmount`, `dentry`)?
 /// Returns 0 or -EACCES. Prompt and Defer verdicts deny (with their verdict in the event) until
-/// a userspace broker answers them.
+/// a userspace broker answers them; a prompt of an open a remembered grant covers is allowed.
 #[inline(always)]
 fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
     let Some(session) = current_session() else {
@@ -671,11 +686,23 @@ fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
         core::ptr::write_volatile(&mut (*s).generation, g);
         g
     };
+    let tables = session.info.tables;
+    let mut outcome = check(s, tables, op.policy_op(), vfsmount, dentry);
+    // A remembered grant answers a prompt of an open or exec here: no pending entry, and no
+    // broker needed (fanotify still asks the broker, which answers from its own grants). Looked
+    // up before the generation check, which also covers this use of the scratch.
+    let held_by_broker = matches!(hook, Hook::FileOpen | Hook::BprmCheckSecurity);
+    if held_by_broker && outcome.verdict == TableVerdict::Prompt {
+        // SAFETY: a helper call without arguments.
+        let now = unsafe { bpf_ktime_get_boot_ns() };
+        let verdict = after_grant(outcome.verdict, grant(session.id, s).as_ref(), now);
+        if verdict != outcome.verdict {
+            outcome = Outcome { verdict, reason: Reason::Granted, rule_id: outcome.rule_id };
+        }
+    }
     // A reload replaces the session's tables id and then deletes the old tables: a decision that
     // ran while the id changed may have seen them half deleted, so it fails closed (redoing it
     // would double the code the verifier walks in every program).
-    let tables = session.info.tables;
-    let mut outcome = check(s, tables, op.policy_op(), vfsmount, dentry);
     if session_info(session.id).map_or(0, |i| i.tables) != tables {
         count(session.id, |c| unsafe { &raw mut (*c).raced_reload });
         outcome = Outcome::RELOADED;
@@ -687,7 +714,7 @@ fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
     // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:
     // fanotify holds them. The open's file is marked pending until the broker answers.
     let brokered = matches!(outcome.verdict, TableVerdict::Prompt | TableVerdict::Defer)
-        && matches!(hook, Hook::FileOpen | Hook::BprmCheckSecurity)
+        && held_by_broker
         && broker_alive();
     if brokered && (hook != Hook::FileOpen || mark_pending(session.id, s)) {
         return 0;

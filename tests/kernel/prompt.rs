@@ -13,17 +13,35 @@ fn cat_in_session(socket: &Path, policy: &Path, ws: &Path, file: &Path) -> Child
     fp_tests::run_with_daemon(socket, policy, ws, &format!("cat {}; echo rc=$?", file.display()))
 }
 
-/// The id of the one pending approval, once it is there.
-fn pending_approval(socket: &Path) -> u64 {
+/// The first pending approval, once there is one.
+fn first_approval(socket: &Path) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let out = fp().args(["approvals", "--json", "--socket"]).arg(socket).output().unwrap();
-        let list: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
-        if let Some(id) = list.as_array().and_then(|a| a.first()).and_then(|a| a["id"].as_u64()) {
-            return id;
+        if let Some(first) = approvals(socket).as_array().and_then(|a| a.first()) {
+            return first.clone();
         }
-        assert!(Instant::now() < deadline, "no approval appeared: {}", stdout(&out));
+        assert!(Instant::now() < deadline, "no approval appeared");
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The id of the one pending approval, once it is there.
+fn pending_approval(socket: &Path) -> u64 {
+    first_approval(socket)["id"].as_u64().unwrap()
+}
+
+/// Waits (at most a minute) for `file` to exist, while no approval is pending.
+fn wait_without_approval(socket: &Path, file: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !file.exists() {
+        let pending = approvals(socket);
+        assert!(
+            pending.as_array().is_none_or(Vec::is_empty),
+            "waiting for {}: asked again: {pending}",
+            file.display()
+        );
+        assert!(Instant::now() < deadline, "{} never appeared", file.display());
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -60,20 +78,17 @@ impl PromptDaemon {
 /// Stops the daemon with SIGTERM, checks it stopped cleanly and left nothing behind, and returns
 /// its audit log (in `t`'s `log/`).
 fn stop_daemon(daemon: Child, t: &TempTree) -> String {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(daemon.id() as i32),
-        nix::sys::signal::SIGTERM,
-    )
-    .unwrap();
-    let stopped = daemon.wait_with_output().unwrap();
-    assert!(stopped.status.success(), "{}", fp_tests::stderr(&stopped));
-    fp_tests::assert_nothing_left_behind();
+    fp_tests::stop_daemon(daemon);
     std::fs::read_to_string(t.join("log/audit.log")).unwrap()
 }
 
 fn decide(socket: &Path, verb: &str, id: u64) {
-    let out = fp().args([verb, &id.to_string(), "--socket"]).arg(socket).output().unwrap();
-    assert!(out.status.success(), "fp {verb}: {}", fp_tests::stderr(&out));
+    decide_with(socket, &[verb, &id.to_string()]);
+}
+
+fn decide_with(socket: &Path, args: &[&str]) {
+    let out = fp().args(args).arg("--socket").arg(socket).output().unwrap();
+    assert!(out.status.success(), "fp {args:?}: {}", fp_tests::stderr(&out));
 }
 
 #[test]
@@ -305,4 +320,87 @@ fn fp_run_without_a_daemon_asks_on_its_terminal() {
     assert!(rest.contains("the secret") && rest.contains("rc=0"), "{question}{rest}");
     assert!(rest.contains("via terminal"), "{rest}");
     fp_tests::assert_nothing_left_behind();
+}
+
+#[test]
+fn a_remembered_dir_grant_lets_later_opens_through_until_it_expires_also_without_a_broker() {
+    let _g = exclusive();
+    let PromptDaemon { t, mut daemon, config, socket, policy, ws, .. } =
+        PromptDaemon::start("grants", 120);
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        t.file(&format!("ws/secret/{name}"), &format!("secret {name}\n"));
+    }
+    // One session: each step waits for the test's marker file, and leaves one when done.
+    let (w, m) = (ws.display(), t.join("").display().to_string());
+    let step = |file: &str, done: &str| {
+        format!("cat {w}/secret/{file}; echo rc_{file}=$?; touch {m}{done}; ")
+    };
+    let wait = |marker: &str| format!("while [ ! -e {m}{marker} ]; do sleep 0.1; done; ");
+    let script = [
+        step("a", "a_done"),
+        step("b", "b_done"),
+        wait("go_c"),
+        step("c", "c_done"),
+        step("d", "d_done"),
+        wait("go_e"),
+        step("e", "e_done"),
+        wait("go_f"),
+        step("f", "f_done"),
+    ]
+    .concat();
+    let session = fp_tests::run_with_daemon(&socket, &policy, &ws, &script);
+
+    // Approved with a 4 s directory grant: b, in the same directory, is not asked for.
+    let approval = first_approval(&socket);
+    assert!(approval["path"].as_str().unwrap().ends_with("secret/a"), "{approval}");
+    let id = approval["id"].as_u64().unwrap().to_string();
+    decide_with(&socket, &["approve", &id, "--remember", "dir", "--for", "4s"]);
+    let approved = Instant::now();
+    wait_without_approval(&socket, &t.join("b_done"));
+
+    // Expired: c is asked for again (and denied).
+    std::thread::sleep(Duration::from_secs(5).saturating_sub(approved.elapsed()));
+    std::fs::write(t.join("go_c"), "").unwrap();
+    let approval = first_approval(&socket);
+    assert!(approval["path"].as_str().unwrap().ends_with("secret/c"), "{approval}");
+    decide(&socket, "deny", approval["id"].as_u64().unwrap());
+
+    // d: approved with a 10 s grant, then the broker dies. With no broker the kernel denies
+    // prompts, so e gets through on the kernel's copy of the grant alone, until it expires.
+    let approval = first_approval(&socket);
+    assert!(approval["path"].as_str().unwrap().ends_with("secret/d"), "{approval}");
+    let id = approval["id"].as_u64().unwrap().to_string();
+    decide_with(&socket, &["approve", &id, "--remember", "dir", "--for", "10s"]);
+    let approved = Instant::now();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    // The heartbeat goes stale after 2 s.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(approved.elapsed() < Duration::from_secs(8), "too slow to test before expiry");
+    std::fs::write(t.join("go_e"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !t.join("e_done").exists() {
+        assert!(Instant::now() < deadline, "e was never read");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(approved.elapsed()));
+    std::fs::write(t.join("go_f"), "").unwrap();
+    let done = session.wait_with_output().unwrap();
+    let out = stdout(&done);
+    for (file, read) in
+        [("a", true), ("b", true), ("c", false), ("d", true), ("e", true), ("f", false)]
+    {
+        let rc = if read { 0 } else { 1 };
+        assert!(
+            out.contains(&format!("rc_{file}={rc}")),
+            "{file}: {out}{}",
+            fp_tests::stderr(&done)
+        );
+        assert_eq!(out.contains(&format!("secret {file}")), read, "{file}: {out}");
+    }
+
+    let mut daemon = start_daemon(&config);
+    wait_for_socket(&socket, &mut daemon);
+    let log = stop_daemon(daemon, &t);
+    assert!(log.contains("granted"), "no granted open in the audit log: {log}");
 }

@@ -16,7 +16,7 @@ use aya::{
     programs::{Lsm, links::FdLink, links::PinnedLink},
 };
 use fp_common::{
-    kernel::{ABI_VERSION, Hook, KERNEL_FIELDS, SessionCounters, SessionInfo},
+    kernel::{ABI_VERSION, GrantValue, Hook, KERNEL_FIELDS, SessionCounters, SessionInfo},
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
         TableHeader,
@@ -147,7 +147,7 @@ pub struct Enforcer {
     links: Vec<(PathBuf, PinnedLink)>,
 }
 
-const PINNED_MAPS: [&str; 11] = [
+const PINNED_MAPS: [&str; 12] = [
     "SESSIONS",
     "COUNTERS",
     "HEADERS",
@@ -159,6 +159,7 @@ const PINNED_MAPS: [&str; 11] = [
     "BROKER",
     "PENDING",
     "PROTECTED",
+    "GRANTS",
 ];
 
 /// How full one of the pinned hash maps is.
@@ -272,7 +273,9 @@ impl Enforcer {
             Ok(map.keys().filter(Result::is_ok).count() as u64)
         }
         let mut usage = Vec::new();
-        for name in ["SESSIONS", "HEADERS", "PREFIXES", "NAMES", "SCOPES", "INODES", "PENDING"] {
+        for name in
+            ["SESSIONS", "HEADERS", "PREFIXES", "NAMES", "SCOPES", "INODES", "PENDING", "GRANTS"]
+        {
             let map = self.map_mut(name)?;
             let capacity = match &*map {
                 aya::maps::Map::HashMap(d) | aya::maps::Map::LpmTrie(d) => {
@@ -290,6 +293,10 @@ impl Enforcer {
                 "NAMES" => count::<NameKey, NameValue>(map)?,
                 "SCOPES" => count::<ScopeKey, ScopeValue>(map)?,
                 "INODES" => count::<InodeKey, InodeValue>(map)?,
+                "GRANTS" => {
+                    let trie: LpmTrie<_, PrefixKeyData, GrantValue> = LpmTrie::try_from(map)?;
+                    trie.keys().filter(Result::is_ok).count() as u64
+                }
                 _ => count::<InodeKey, u64>(map)?,
             };
             usage.push(MapUsage { name, used, capacity });
@@ -423,8 +430,8 @@ impl Enforcer {
         Ok(map.iter().filter_map(Result::ok).collect())
     }
 
-    /// Removes every table entry whose tables id is not in `tables`, and the counters of cgroups
-    /// not in `cgroups`: what an agent that died left behind. Returns the tables ids removed.
+    /// Removes every table entry whose tables id is not in `tables`, and the counters, pending
+    /// opens and grants of cgroups not in `cgroups`: what an agent that died left behind. Returns the tables ids removed.
     pub fn sweep(
         &mut self,
         tables: &HashSet<u64>,
@@ -441,18 +448,22 @@ impl Enforcer {
             }
             Ok(doomed)
         }
+        fn sweep_trie<V: aya::Pod>(
+            map: &mut aya::maps::Map,
+            stale: impl Fn(&PrefixKeyData) -> bool,
+        ) -> anyhow::Result<()> {
+            let mut trie: LpmTrie<_, PrefixKeyData, V> = LpmTrie::try_from(map)?;
+            let doomed: Vec<Key<PrefixKeyData>> =
+                trie.keys().filter_map(Result::ok).filter(|k| stale(&k.data())).collect();
+            for key in &doomed {
+                gone(trie.remove(key))?;
+            }
+            Ok(())
+        }
         let removed =
             sweep::<u64, TableHeader>(self.map_mut("HEADERS")?, |id| !tables.contains(id))?;
-        let mut trie: LpmTrie<_, PrefixKeyData, PrefixValue> =
-            LpmTrie::try_from(self.map_mut("PREFIXES")?)?;
-        let doomed: Vec<Key<PrefixKeyData>> = trie
-            .keys()
-            .filter_map(Result::ok)
-            .filter(|k| !tables.contains(&k.data().session_id))
-            .collect();
-        for key in &doomed {
-            gone(trie.remove(key))?;
-        }
+        sweep_trie::<PrefixValue>(self.map_mut("PREFIXES")?, |k| !tables.contains(&k.session_id))?;
+        sweep_trie::<GrantValue>(self.map_mut("GRANTS")?, |k| !cgroups.contains(&k.session_id))?;
         sweep::<NameKey, NameValue>(self.map_mut("NAMES")?, |k| !tables.contains(&k.session_id))?;
         sweep::<ScopeKey, ScopeValue>(self.map_mut("SCOPES")?, |k| {
             !tables.contains(&k.session_id)
@@ -503,6 +514,31 @@ impl Enforcer {
         let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut("PENDING")?)?;
         let key = InodeKey { session_id: cgroup, ino: st_ino, dev: kernel_dev(st_dev), _pad: 0 };
         Ok(gone(map.remove(&key))?)
+    }
+
+    /// Makes the `GRANTS` map hold exactly `grants` (prefix length in bits, key, value; see
+    /// `fp_common::kernel::GrantScope::key`): the new ones are written first, then the others
+    /// removed. Prompt verdicts of opens they cover are allowed in the kernel until they expire.
+    pub fn set_grants(
+        &mut self,
+        grants: &[(u32, PrefixKeyData, GrantValue)],
+    ) -> anyhow::Result<()> {
+        let mut map: LpmTrie<_, PrefixKeyData, GrantValue> =
+            LpmTrie::try_from(self.map_mut("GRANTS")?)?;
+        for (bits, key, value) in grants {
+            map.insert(&Key::new(*bits, *key), value, 0)?;
+        }
+        let wanted = |k: &Key<PrefixKeyData>| {
+            grants.iter().any(|(bits, key, _)| k.prefix_len() == *bits && k.data() == *key)
+        };
+        let stale: Vec<_> = map.keys().collect::<Result<_, _>>()?;
+        for key in stale.iter().filter(|k| !wanted(k)) {
+            match map.remove(key) {
+                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     pub fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters> {

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+use fp_common::kernel::{GrantScope, GrantValue, after_grant};
+use fp_common::policy::{PrefixKeyData, TableVerdict};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc, watch};
 
@@ -56,6 +58,16 @@ pub enum Remember {
 pub enum Decision {
     Approve,
     Deny,
+}
+
+impl From<Remember> for GrantScope {
+    fn from(remember: Remember) -> Self {
+        match remember {
+            Remember::Session => GrantScope::Session,
+            Remember::Dir => GrantScope::Dir,
+            Remember::Path => GrantScope::Path,
+        }
+    }
 }
 
 /// Where a decision came from.
@@ -118,26 +130,60 @@ pub struct Grant {
     /// RFC 3339, UTC; None: until the session ends.
     pub expires_at: Option<String>,
     pub created_by: Decider,
+    /// When it ends, CLOCK_BOOTTIME ns (the kernel's clock for it); 0: with the session.
     #[serde(skip)]
-    expires: Option<Instant>,
+    expires: u64,
     #[serde(skip)]
     key: Vec<u8>,
 }
 
 impl Grant {
-    fn covers(&self, session: &str, path: &[u8]) -> bool {
-        self.session == session
-            && match self.scope {
-                Remember::Session => true,
-                Remember::Path => path == self.key.as_slice(),
-                Remember::Dir => path
-                    .strip_prefix(self.key.as_slice())
-                    .is_some_and(|rest| rest.first() == Some(&b'/') || self.key.as_slice() == b"/"),
-            }
+    /// What the broker and the kernel both decide with.
+    fn value(&self) -> GrantValue {
+        GrantValue::new(self.scope.into(), self.expires)
     }
 
-    fn expired(&self, now: Instant) -> bool {
-        self.expires.is_some_and(|e| e <= now)
+    /// Whether this grant turns a prompt of `session` on `path` into an allow at `now`
+    /// (CLOCK_BOOTTIME ns).
+    fn allows(&self, session: &str, path: &[u8], now: u64) -> bool {
+        self.session == session
+            && GrantScope::from(self.scope).covers(&self.key, path)
+            && after_grant(TableVerdict::Prompt, Some(&self.value()), now) == TableVerdict::Allow
+    }
+
+    fn live(&self, now: u64) -> bool {
+        self.value().live(now)
+    }
+
+    /// This grant's entry in the kernel's `GRANTS` map for the session of cgroup `cgroup`
+    /// (prefix length in bits, key, value); None if its path is longer than a key holds.
+    pub fn kernel_entry(&self, cgroup: u64) -> Option<(u32, PrefixKeyData, GrantValue)> {
+        let (bits, key) = GrantScope::from(self.scope).key(cgroup, &self.key)?;
+        Some((bits, key, self.value()))
+    }
+}
+
+/// The kernel's `GRANTS` entries for `grants`, whose sessions `cgroup_of` names by cgroup id:
+/// grants of sessions it does not know and grants longer than a key are left to the broker;
+/// grants with the same key merge into the one that lasts longer.
+pub fn kernel_grants(
+    grants: &[Grant],
+    cgroup_of: impl Fn(&str) -> Option<u64>,
+) -> Vec<(u32, PrefixKeyData, GrantValue)> {
+    let mut entries: HashMap<(u32, PrefixKeyData), GrantValue> = HashMap::new();
+    for (bits, key, value) in grants.iter().filter_map(|g| g.kernel_entry(cgroup_of(&g.session)?)) {
+        let merged = entries.get(&(bits, key)).map_or(value, |other| value.longer(*other));
+        entries.insert((bits, key), merged);
+    }
+    entries.into_iter().map(|((bits, key), value)| (bits, key, value)).collect()
+}
+
+/// CLOCK_BOOTTIME in ns: grants expire on the clock the BPF programs read
+/// (`bpf_ktime_get_boot_ns`). Unreadable: the end of time, so every expiring grant has expired.
+fn boottime_ns() -> u64 {
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME) {
+        Ok(t) => t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64,
+        Err(_) => u64::MAX,
     }
 }
 
@@ -230,6 +276,11 @@ impl std::error::Error for DecideError {}
 /// Answers one held open: true allows it. The broker's answers write to the fanotify group.
 pub type Answer = Box<dyn FnOnce(bool) + Send>;
 
+/// Called with every live grant when the store starts (none) and whenever a grant is created,
+/// expires or loses its session; calls are serialized, each with the grants at its time (the host mirrors them into the
+/// kernel). It must not open files on a marked filesystem or wait on the broker.
+pub type GrantsChanged = Arc<dyn Fn(&[Grant]) + Send + Sync>;
+
 /// An open the broker wants decided.
 #[derive(Clone, Debug)]
 pub struct OpenRequest {
@@ -304,6 +355,9 @@ pub struct Approvals {
     command: Option<ApprovalCommand>,
     events: broadcast::Sender<ApprovalEvent>,
     grant_generation: watch::Sender<u64>,
+    grants_changed: Option<GrantsChanged>,
+    /// Serializes `grants_changed` calls.
+    publishing: Mutex<()>,
     outcomes: mpsc::UnboundedSender<PromptOutcome>,
 }
 
@@ -313,6 +367,7 @@ impl Approvals {
     pub fn new(
         timeout: Duration,
         command: Option<ApprovalCommand>,
+        grants_changed: Option<GrantsChanged>,
     ) -> (Arc<Approvals>, mpsc::UnboundedReceiver<PromptOutcome>) {
         let (outcomes, receiver) = mpsc::unbounded_channel();
         let store = Approvals {
@@ -322,8 +377,13 @@ impl Approvals {
             command,
             events: broadcast::channel(EVENTS_CAPACITY).0,
             grant_generation: watch::channel(0).0,
+            grants_changed,
+            publishing: Mutex::new(()),
             outcomes,
         };
+        // A new store has no grants: whatever an earlier one left in the kernel goes (a
+        // restarted daemon asks again rather than allow what it no longer knows of).
+        store.grants_changed();
         (Arc::new(store), receiver)
     }
 
@@ -346,13 +406,34 @@ impl Approvals {
 
     /// Live remembered grants.
     pub fn grants(&self) -> Vec<Grant> {
-        let now = Instant::now();
-        self.lock().grants.iter().filter(|g| !g.expired(now)).cloned().collect()
+        let now = boottime_ns();
+        self.lock().grants.iter().filter(|g| g.live(now)).cloned().collect()
     }
 
     /// Changes whenever a grant is created or expires.
     pub fn grant_changes(&self) -> watch::Receiver<u64> {
         self.grant_generation.subscribe()
+    }
+
+    /// Drops the grants of sessions that ended (`live` says which still run).
+    pub fn retain_grants_of(&self, live: impl Fn(&str) -> bool) {
+        let mut state = self.lock();
+        let before = state.grants.len();
+        state.grants.retain(|g| live(&g.session));
+        let changed = state.grants.len() != before;
+        drop(state);
+        if changed {
+            self.grants_changed();
+        }
+    }
+
+    /// Tells the watchers of grants.
+    fn grants_changed(&self) {
+        self.grant_generation.send_modify(|g| *g += 1);
+        if let Some(changed) = &self.grants_changed {
+            let _serial = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
+            changed(&self.grants());
+        }
     }
 
     /// Holds `answer` until the open is decided: at once if a grant covers it, otherwise with the
@@ -368,10 +449,9 @@ impl Approvals {
             self.emit(outcome);
             return;
         }
-        if let Some(grant) = state
-            .grants
-            .iter()
-            .find(|g| !g.expired(now) && g.covers(&request.open.session, &request.path))
+        let boottime = boottime_ns();
+        if let Some(grant) =
+            state.grants.iter().find(|g| g.allows(&request.open.session, &request.path, boottime))
         {
             let grant = grant.clone();
             drop(state);
@@ -432,7 +512,9 @@ impl Approvals {
         state.by_key.remove(&pending.key());
         let grant = match (decision, remember) {
             (Decision::Approve, Some(scope)) => {
-                let grant = new_grant(&mut state, &pending.request, scope, duration, decider, now);
+                let boottime = boottime_ns();
+                let grant =
+                    new_grant(&mut state, &pending.request, scope, duration, decider, boottime);
                 state.grants.push(grant.clone());
                 Some(grant)
             }
@@ -451,8 +533,8 @@ impl Approvals {
         );
         drop(state);
         if outcome.grant.is_some() {
-            self.grant_generation.send_modify(|g| *g += 1);
             self.wake.notify_all();
+            self.grants_changed();
         }
         Ok(outcome)
     }
@@ -509,17 +591,26 @@ impl Approvals {
                     finish(self, &mut state, pending, ending, now);
                 }
             }
+            let boottime = boottime_ns();
             let before = state.grants.len();
-            state.grants.retain(|g| !g.expired(now));
+            state.grants.retain(|g| g.live(boottime));
             if state.grants.len() != before {
-                self.grant_generation.send_modify(|g| *g += 1);
+                drop(state);
+                self.grants_changed();
+                state = self.lock();
+                continue;
             }
-            let next = state
-                .pending
-                .values()
-                .map(|p| p.deadline)
-                .chain(state.grants.iter().filter_map(|g| g.expires))
-                .min();
+            let next =
+                state
+                    .pending
+                    .values()
+                    .map(|p| p.deadline)
+                    .chain(
+                        state.grants.iter().filter(|g| g.expires != 0).map(|g| {
+                            now + Duration::from_nanos(g.expires.saturating_sub(boottime))
+                        }),
+                    )
+                    .min();
             let wait = next.map_or(Duration::from_secs(3600), |t| t.saturating_duration_since(now));
             state = self.wake.wait_timeout(state, wait).unwrap_or_else(|e| e.into_inner()).0;
         }
@@ -550,7 +641,7 @@ fn new_grant(
     scope: Remember,
     duration: Option<Duration>,
     decider: Decider,
-    now: Instant,
+    boottime: u64,
 ) -> Grant {
     let key = match scope {
         Remember::Session => Vec::new(),
@@ -570,7 +661,7 @@ fn new_grant(
         path: String::from_utf8_lossy(&key).into_owned(),
         expires_at: duration.map(|d| rfc3339(SystemTime::now() + d)),
         created_by: decider,
-        expires: duration.map(|d| now + d),
+        expires: duration.map_or(0, |d| boottime.saturating_add(d.as_nanos() as u64).max(1)),
         key,
     }
 }
@@ -645,29 +736,55 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn grants_cover_their_scope_only() {
+    fn grants_allow_their_scope_until_they_expire() {
         let mut state = State::default();
-        let now = Instant::now();
+        let now = boottime_ns();
         let r = request("s1", "/ws/secrets/key");
         let dir = new_grant(&mut state, &r, Remember::Dir, None, CLI, now);
-        assert!(dir.covers("s1", b"/ws/secrets/other"));
-        assert!(dir.covers("s1", b"/ws/secrets/sub/deeper"));
-        assert!(!dir.covers("s1", b"/ws/secrets-not"));
-        assert!(!dir.covers("s2", b"/ws/secrets/other"));
+        assert_eq!(dir.path, "/ws/secrets");
+        assert!(dir.allows("s1", b"/ws/secrets/other", now));
+        assert!(!dir.allows("s1", b"/ws/secrets-not", now));
+        assert!(!dir.allows("s2", b"/ws/secrets/other", now));
         let path = new_grant(&mut state, &r, Remember::Path, None, CLI, now);
-        assert!(path.covers("s1", b"/ws/secrets/key"));
-        assert!(!path.covers("s1", b"/ws/secrets/key2"));
+        assert!(path.allows("s1", b"/ws/secrets/key", now));
+        assert!(!path.allows("s1", b"/ws/secrets/key2", now));
         let session = new_grant(&mut state, &r, Remember::Session, None, CLI, now);
-        assert!(session.covers("s1", b"/anything"));
+        assert!(session.allows("s1", b"/anything", u64::MAX));
         let root = new_grant(&mut state, &request("s1", "/top"), Remember::Dir, None, CLI, now);
-        assert!(root.covers("s1", b"/etc/x"));
+        assert_eq!(root.path, "/");
+        assert!(root.allows("s1", b"/etc/x", now));
         let brief = new_grant(&mut state, &r, Remember::Path, Some(Duration::ZERO), CLI, now);
-        assert!(brief.expired(now));
+        assert!(!brief.allows("s1", b"/ws/secrets/key", now));
+        let ten = new_grant(&mut state, &r, Remember::Dir, Some(Duration::from_secs(10)), CLI, now);
+        assert!(ten.allows("s1", b"/ws/secrets/x", now + 9_999_999_999));
+        assert!(!ten.allows("s1", b"/ws/secrets/x", now + 10_000_000_000));
+    }
+
+    #[test]
+    fn kernel_entries_merge_grants_with_one_key_and_skip_unknown_sessions() {
+        let mut state = State::default();
+        let now = boottime_ns();
+        let r = request("s1", "/ws/secrets/key");
+        let short = Some(Duration::from_secs(5));
+        let grants = [
+            new_grant(&mut state, &r, Remember::Dir, short, CLI, now),
+            new_grant(&mut state, &r, Remember::Dir, None, CLI, now),
+            new_grant(&mut state, &r, Remember::Path, short, CLI, now),
+            new_grant(&mut state, &request("s2", "/x"), Remember::Session, None, CLI, now),
+        ];
+        let entries = kernel_grants(&grants, |s| (s == "s1").then_some(42));
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        let dir = GrantScope::Dir.key(42, b"/ws/secrets").unwrap();
+        let merged = entries.iter().find(|(b, k, _)| (*b, *k) == dir).unwrap();
+        assert_eq!(merged.2, GrantValue::new(GrantScope::Dir, 0), "the longer-lived grant wins");
+        let long = request("s1", &format!("/{}", "x".repeat(300)));
+        let long = new_grant(&mut state, &long, Remember::Path, None, CLI, now);
+        assert!(long.kernel_entry(42).is_none());
     }
 
     #[test]
     fn one_approval_per_session_and_path_and_the_first_decision_wins() {
-        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None);
+        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None, None);
         let log = Arc::new(Mutex::new(Vec::new()));
         store.hold(request("s1", "/f"), answer(&log));
         store.hold(request("s1", "/f"), answer(&log));
@@ -691,8 +808,41 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn the_host_hears_of_each_grant_made_expired_or_orphaned() {
+        let heard: Arc<Mutex<Vec<Vec<u64>>>> = Arc::default();
+        let changed: GrantsChanged = {
+            let heard = Arc::clone(&heard);
+            Arc::new(move |grants: &[Grant]| {
+                heard.lock().unwrap().push(grants.iter().map(|g| g.id).collect())
+            })
+        };
+        let (store, _outcomes) = Approvals::new(Duration::from_secs(60), None, Some(changed));
+        let reaper = {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || store.run_timeouts())
+        };
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for (session, remember) in [("s1", Duration::from_millis(500)), ("s2", Duration::ZERO)] {
+            store.hold(request(session, "/ws/f"), answer(&log));
+            let id = store.list()[0].id;
+            let duration = (!remember.is_zero()).then_some(remember);
+            store.decide(id, Decision::Approve, Some(Remember::Dir), duration, CLI).unwrap();
+        }
+        assert_eq!(heard.lock().unwrap()[..3], [vec![], vec![1], vec![1, 2]]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while heard.lock().unwrap().last() != Some(&vec![2]) {
+            assert!(Instant::now() < deadline, "the expiry was not heard: {heard:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        store.retain_grants_of(|session| session != "s2");
+        assert_eq!(heard.lock().unwrap().last(), Some(&vec![]));
+        store.close("done");
+        reaper.join().unwrap();
+    }
+
+    #[test]
     fn timeouts_deny_and_close_fails_closed() {
-        let (timed, mut outcomes) = Approvals::new(Duration::from_millis(20), None);
+        let (timed, mut outcomes) = Approvals::new(Duration::from_millis(20), None, None);
         let reaper = {
             let timed = Arc::clone(&timed);
             std::thread::spawn(move || timed.run_timeouts())
@@ -709,7 +859,7 @@ pub(super) mod tests {
         timed.close("done");
         reaper.join().unwrap();
 
-        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None);
+        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None, None);
         store.hold(request("s1", "/g"), answer(&log));
         store.close("stopping");
         store.hold(request("s1", "/h"), answer(&log));

@@ -23,7 +23,7 @@ use nix::sys::fanotify::{
 };
 use tokio::sync::mpsc;
 
-use super::approvals::{Access, Approvals, Open, OpenRequest, PromptOutcome};
+use super::approvals::{Access, Approvals, GrantsChanged, Open, OpenRequest, PromptOutcome};
 use super::command::ApprovalCommand;
 use crate::policy::{EffectivePolicy, KernelDisposition, Op, Verdict};
 use crate::session::Cgroup2;
@@ -75,6 +75,10 @@ pub struct BrokerConfig {
     /// Called with the (`st_dev`, `st_ino`) of a session's open once it is answered, before an
     /// allow reaches the opener (the kernel half stops refusing reads of it as pending).
     pub settled: Option<Settled>,
+    /// Called with every live grant at start (none) and whenever they change (the kernel half
+    /// mirrors them into its `GRANTS` map, so the opens they cover are allowed without a pending
+    /// entry).
+    pub grants_changed: Option<GrantsChanged>,
 }
 
 pub type Heartbeat = Arc<dyn Fn() + Send + Sync>;
@@ -95,6 +99,7 @@ impl BrokerConfig {
             heartbeat: None,
             heartbeat_interval: Self::DEFAULT_HEARTBEAT_INTERVAL,
             settled: None,
+            grants_changed: None,
         }
     }
 }
@@ -154,8 +159,11 @@ impl PromptBroker {
             EventFFlags::O_RDONLY,
         )
         .context("fanotify_init of the rename watch")?;
-        let (approvals, outcomes) =
-            Approvals::new(config.approval_timeout, config.approval_command.clone());
+        let (approvals, outcomes) = Approvals::new(
+            config.approval_timeout,
+            config.approval_command.clone(),
+            config.grants_changed.clone(),
+        );
         let shared = Arc::new(Shared {
             group,
             renames,

@@ -129,11 +129,14 @@ impl PromptHost {
                 (path, info)
             })
             .collect();
-        *self.sessions.0.lock().unwrap() = Arc::new(snapshot);
-        if let Some((broker, _)) = self.broker.lock().unwrap().as_ref()
-            && let Err(e) = broker.sessions_changed()
-        {
-            tracing::warn!("flushing the prompt broker's cache: {e:#}");
+        let snapshot: Arc<std::collections::HashMap<_, SessionInfo>> = Arc::new(snapshot);
+        *self.sessions.0.lock().unwrap() = snapshot.clone();
+        if let Some((broker, _)) = self.broker.lock().unwrap().as_ref() {
+            if let Err(e) = broker.sessions_changed() {
+                tracing::warn!("flushing the prompt broker's cache: {e:#}");
+            }
+            // An ended session's grants go, in the kernel too.
+            broker.approvals().retain_grants_of(|id| snapshot.values().any(|s| s.id == id));
         }
     }
 
@@ -184,6 +187,13 @@ impl PromptHost {
         config.settled = Some(Arc::new(move |dev, ino| {
             if let Err(e) = manager.settle(dev, ino) {
                 tracing::error!("settling a pending open: {e:#}");
+            }
+        }));
+        let manager = self.manager.clone();
+        config.grants_changed = Some(Arc::new(move |grants: &[super::Grant]| {
+            let entries = super::kernel_grants(grants, |session| manager.find(session));
+            if let Err(e) = manager.set_grants(&entries) {
+                tracing::error!("installing the prompt grants in the kernel: {e:#}");
             }
         }));
         let timeout = config.approval_timeout;
@@ -452,7 +462,7 @@ mod tests {
 
     #[test]
     fn with_nobody_to_ask_approvals_are_denied_at_once() {
-        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None);
+        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None, None);
         let (events, weak) = (store.subscribe(), Arc::downgrade(&store));
         let asker = std::thread::spawn(move || Asker::Nobody.serve(events, weak, Duration::ZERO));
         let answers = Arc::new(Mutex::new(Vec::new()));

@@ -16,7 +16,8 @@ pub mod host;
 pub(crate) use approvals::serde_plain;
 pub use approvals::{
     Access, Answer, Approval, ApprovalEvent, ApprovalId, Approvals, DecideError, Decider, Decision,
-    Grant, Open, OpenRequest, OutcomeKind, PromptOutcome, Remember, Surface,
+    Grant, GrantsChanged, Open, OpenRequest, OutcomeKind, PromptOutcome, Remember, Surface,
+    kernel_grants,
 };
 pub use broker::{BrokerConfig, Heartbeat, PromptBroker, SessionInfo, SessionLookup};
 pub use command::{ApprovalCommand, CommandVerdict, parse_duration};

@@ -274,9 +274,9 @@ impl Manager {
         state: Option<PathBuf>,
     ) -> anyhow::Result<Arc<Self>> {
         // Sessions may not signal or trace the agent itself.
-        let taken = enforcer.protect(std::process::id()).and_then(|()| {
-            Ok((enforcer.take_events()?, enforcer.take_broker_clock()?))
-        });
+        let taken = enforcer
+            .protect(std::process::id())
+            .and_then(|()| Ok((enforcer.take_events()?, enforcer.take_broker_clock()?)));
         let (ring, broker_clock) = match taken {
             Ok((ring, clock)) => (Arc::new(Mutex::new(ring)), Mutex::new(clock)),
             Err(e) => {
@@ -718,6 +718,14 @@ impl Manager {
     pub fn settle(&self, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
         let ids: Vec<u64> = self.contexts.read().unwrap().keys().copied().collect();
         self.with_enforcer(|e| ids.iter().try_for_each(|&id| e.settle(id, st_dev, st_ino)))
+    }
+
+    /// Replaces the remembered prompt grants in the kernel (see `kernel::Enforcer::set_grants`).
+    pub fn set_grants(
+        &self,
+        grants: &[(u32, fp_common::policy::PrefixKeyData, fp_common::kernel::GrantValue)],
+    ) -> anyhow::Result<()> {
+        self.with_enforcer(|e| e.set_grants(grants))
     }
 
     /// How full the kernel maps are (empty if they cannot be read).
