@@ -247,3 +247,19 @@ fn writer_thread_checkpoints_by_time_and_rotates_by_age() {
     let report = verify_with(&log, Some(&key.verifier()), None);
     assert_eq!(report.exit_code(), 0, "{report:#?}");
 }
+
+/// An event handed over with `record_written` is in the log file when the call returns (before
+/// any shutdown), so an agent killed right after loses nothing it let go of.
+#[test]
+fn record_written_returns_once_the_event_is_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let (handle, writer) = start(config(&log, &signer())).unwrap();
+    for i in 0..50 {
+        assert!(handle.record_written(decision(i), Duration::from_secs(10)));
+        let in_file =
+            records(&log).iter().filter(|r| matches!(r.body, Body::Decision(_))).count() as u64;
+        assert_eq!(in_file, i + 1, "event {i} not yet in the file");
+    }
+    writer.shutdown().unwrap();
+}

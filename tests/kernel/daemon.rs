@@ -178,7 +178,13 @@ fn daemon_killed_under_load_keeps_enforcing_and_takes_its_sessions_over() {
         .count() as u64;
     let lost: u64 =
         records.iter().filter(|r| kind(r, "loss")).filter_map(|r| r["count"].as_u64()).sum();
-    assert_eq!(denials + lost, count(&d, "no"), "every denial recorded or counted as lost");
+    // Every denial is recorded or counted as lost; one may be recorded twice, if the kill landed
+    // between its record reaching the log file and its release from the ring buffer.
+    let no = count(&d, "no");
+    assert!(
+        denials + lost >= no && denials <= no + 1,
+        "{denials} recorded, {lost} lost, {no} made"
+    );
     assert!(denials > 0);
 }
 

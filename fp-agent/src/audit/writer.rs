@@ -6,9 +6,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
@@ -520,6 +520,11 @@ struct Shared {
     dropped: AtomicU64,
     health: AtomicU8,
     shutdown: AtomicBool,
+    /// Events put in the channel so far, counted in channel order (under the lock).
+    sent: Mutex<u64>,
+    /// Events the writer has written to the log file (or counted in a loss record) so far.
+    written: Mutex<u64>,
+    written_changed: Condvar,
 }
 
 impl Shared {
@@ -528,7 +533,7 @@ impl Shared {
     }
 }
 
-/// What producers hold: cheap to clone, never blocks.
+/// What producers hold: cheap to clone; only [`AuditHandle::record_written`] waits.
 #[derive(Clone)]
 pub struct AuditHandle {
     tx: SyncSender<Event>,
@@ -540,11 +545,34 @@ impl AuditHandle {
     /// gone) the event is counted and the count later written as a `loss` record. Returns
     /// whether the event was queued.
     pub fn record(&self, event: Event) -> bool {
+        self.send(event).is_some()
+    }
+
+    /// [`AuditHandle::record`], then waits (at most `timeout`) until the writer has written the
+    /// event to the log file, where a crash of the agent cannot lose it: an event read from the
+    /// kernel's pinned ring buffer is let go there only then. Returns whether it was written.
+    pub fn record_written(&self, event: Event, timeout: Duration) -> bool {
+        let Some(ticket) = self.send(event) else { return false };
+        let written = self.shared.written.lock().unwrap();
+        let (written, _) = self
+            .shared
+            .written_changed
+            .wait_timeout_while(written, timeout, |w| *w < ticket)
+            .unwrap();
+        *written >= ticket
+    }
+
+    /// Queues `event`; its place in the channel, or None if it was dropped (and counted).
+    fn send(&self, event: Event) -> Option<u64> {
+        let mut sent = self.shared.sent.lock().unwrap();
         match self.tx.try_send(event) {
-            Ok(()) => true,
+            Ok(()) => {
+                *sent += 1;
+                Some(*sent)
+            }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.shared.dropped.fetch_add(1, Ordering::Relaxed);
-                false
+                None
             }
         }
     }
@@ -585,6 +613,9 @@ pub fn start(config: WriterConfig) -> anyhow::Result<(AuditHandle, AuditWriter)>
         dropped: AtomicU64::new(0),
         health: AtomicU8::new(Health::Ok as u8),
         shutdown: AtomicBool::new(false),
+        sent: Mutex::new(0),
+        written: Mutex::new(0),
+        written_changed: Condvar::new(),
     });
     let thread_shared = Arc::clone(&shared);
     let thread = std::thread::Builder::new()
@@ -605,11 +636,16 @@ pub fn start(config: WriterConfig) -> anyhow::Result<(AuditHandle, AuditWriter)>
 fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Result<()> {
     let poll = log.config.sync_interval.min(Duration::from_millis(100));
     let mut no_space_since: Option<Instant> = None;
+    // Events taken from the channel: once flushed, what `record_written` waits for.
+    let mut received = 0u64;
     loop {
         let wait = if no_space_since.is_some() { log.config.enospc_retry.min(poll) } else { poll };
         let mut disconnected = false;
         match rx.recv_timeout(wait) {
-            Ok(event) => stage(&mut log, event, shared),
+            Ok(event) => {
+                received += 1;
+                stage(&mut log, event, shared);
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => disconnected = true,
         }
@@ -617,6 +653,7 @@ fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Res
         // Shutting down drains everything queued; otherwise a batch is bounded.
         let batch = if stopping { usize::MAX } else { MAX_BATCH };
         for event in rx.try_iter().take(batch) {
+            received += 1;
             stage(&mut log, event, shared);
         }
         if let Some(since) = no_space_since
@@ -640,6 +677,8 @@ fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Res
         })();
         match result {
             Ok(()) => {
+                *shared.written.lock().unwrap() = received;
+                shared.written_changed.notify_all();
                 if no_space_since.take().is_some() {
                     tracing::warn!("audit log has space again; resuming");
                     shared.set_health(Health::Ok);

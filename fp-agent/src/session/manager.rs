@@ -80,6 +80,10 @@ pub enum Sink {
     Audit(audit::AuditHandle),
 }
 
+/// How long the event reader waits for the audit writer to write one event before reading on
+/// (a writer stalled on a full disk must not stall the reader: its queue still holds the event).
+const RING_HANDOFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Sees every record the manager produces (decisions, session start and end, reloads), e.g. to
 /// stream them to the daemon's subscribers. Called on the event reader's thread: must not block.
 pub type Observer = Arc<dyn Fn(&audit::Event) + Send + Sync>;
@@ -107,7 +111,15 @@ impl Outputs {
             let _ = std::io::stderr().write_all(kernel::event::line(ev, ctx).as_bytes());
         }
         if matches!(self.sink, Sink::Audit(_)) || self.observer.is_some() {
-            self.record(audit::Event::Decision(kernel::event::audit_record(ev, ctx)));
+            let event = audit::Event::Decision(kernel::event::audit_record(ev, ctx));
+            if let Some(observe) = &self.observer {
+                observe(&event);
+            }
+            // The ring buffer lets the event go once this returns: it must be in the log file by
+            // then, or an agent killed now would lose it from both.
+            if let Sink::Audit(handle) = &self.sink {
+                handle.record_written(event, RING_HANDOFF_TIMEOUT);
+            }
         }
     }
 }
