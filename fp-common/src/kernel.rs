@@ -397,7 +397,8 @@ kernel_fields! {
     OFF_MOUNT_MNT_PARENT = "mount"."mnt_parent";
     OFF_MOUNT_MNT_MOUNTPOINT = "mount"."mnt_mountpoint";
     OFF_MOUNT_MNT_NS = "mount"."mnt_ns";
-    OFF_MNT_NAMESPACE_SEQ = "mnt_namespace"."seq";
+    OFF_MNT_NAMESPACE_NS = "mnt_namespace"."ns";
+    OFF_NS_COMMON_INUM = "ns_common"."inum";
     OFF_FILE_F_MODE = "file"."f_mode";
     OFF_FILE_F_FLAGS = "file"."f_flags";
     OFF_LINUX_BINPRM_FILE = "linux_binprm"."file";

@@ -72,7 +72,8 @@ offsets!(
     OFF_MOUNT_MNT_PARENT,
     OFF_MOUNT_MNT_MOUNTPOINT,
     OFF_MOUNT_MNT_NS,
-    OFF_MNT_NAMESPACE_SEQ,
+    OFF_MNT_NAMESPACE_NS,
+    OFF_NS_COMMON_INUM,
     OFF_FILE_F_MODE,
     OFF_FILE_F_FLAGS,
     OFF_LINUX_BINPRM_FILE,
@@ -326,12 +327,11 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
                 // The top of the file's mount tree, where its path starts: the root of a mount
                 // namespace, or a kernel-internal mount (pipes, sockets, memfd). A detached
                 // tree — lazily unmounted (no namespace), or a clone from open_tree(2) or
-                // fsmount(2) in an anonymous namespace (sequence number 0) — gives paths
-                // relative to some directory, which rules on real paths would miss.
+                // fsmount(2) in an anonymous namespace (one without an nsfs inode number) —
+                // gives paths relative to some directory, which rules on real paths would miss.
                 let ns: u64 = read(w.mount, off(&OFF_MOUNT_MNT_NS))?;
-                if ns == 0
-                    || (ns != MNT_NS_INTERNAL && read::<u64>(ns, off(&OFF_MNT_NAMESPACE_SEQ))? == 0)
-                {
+                let inum = off(&OFF_MNT_NAMESPACE_NS) + off(&OFF_NS_COMMON_INUM);
+                if ns == 0 || (ns != MNT_NS_INTERNAL && read::<u32>(ns, inum)? == 0) {
                     return Err(());
                 }
                 w.state = RESOLVED;
