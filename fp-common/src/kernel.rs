@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -148,6 +148,12 @@ pub const EVENT_PATH_FS_RELATIVE: u8 = 1;
 /// `DecisionEvent::flags`: the kernel refused the operation (EACCES). Without it the event reports
 /// an allowed operation (full audit) or a verdict an audit-mode session did not enforce.
 pub const EVENT_DENIED: u8 = 2;
+/// `DecisionEvent::flags` of a rename or link: what moved is a directory.
+pub const EVENT_MOVE_DIR: u8 = 4;
+/// `DecisionEvent::flags` of a rename: the target name existed (its file is replaced).
+pub const EVENT_TARGET_EXISTS: u8 = 8;
+/// `DecisionEvent::flags` of a rename: RENAME_EXCHANGE (both names stay, their content swaps).
+pub const EVENT_EXCHANGE: u8 = 16;
 
 /// What decided an event's verdict.
 #[repr(u8)]
@@ -171,6 +177,9 @@ pub enum Reason {
     SelfProtection = 7,
     /// A prompt verdict a remembered grant of the session allowed ([`after_grant`]).
     Granted = 8,
+    /// A rename or link refused because the content would gain an access under its new name, or
+    /// because a prompt or defer verdict is involved ([`crate::refer`]): EXDEV.
+    Refer = 9,
 }
 
 impl Reason {
@@ -184,6 +193,7 @@ impl Reason {
             6 => Some(Self::PromptPending),
             7 => Some(Self::SelfProtection),
             8 => Some(Self::Granted),
+            9 => Some(Self::Refer),
             _ => None,
         }
     }
@@ -198,6 +208,7 @@ impl Reason {
             Self::PromptPending => "prompt-pending",
             Self::SelfProtection => "self-protection",
             Self::Granted => "granted",
+            Self::Refer => "refer",
         }
     }
 }
@@ -247,6 +258,8 @@ pub struct DecisionEvent {
     pub path_len: u32,
     /// The deciding rule (`policy::NO_RULE` for the default or an unresolved path).
     pub rule_id: u32,
+    /// Valid bytes of `target` (0 unless the event is a rename's or link's).
+    pub target_len: u32,
     pub hook: u8,
     /// A [`Reason`] byte.
     pub reason: u8,
@@ -256,9 +269,12 @@ pub struct DecisionEvent {
     pub flags: u8,
     /// The tables' verdict, a `policy::TableVerdict` byte (Deny for an unresolved path).
     pub verdict: u8,
-    pub _pad: [u8; 7],
+    pub _pad: [u8; 3],
     pub comm: [u8; 16],
+    /// The file the operation touches; of a rename or link, the existing name (the source).
     pub path: [u8; PATH_MAX],
+    /// Of a rename or link: the new name.
+    pub target: [u8; PATH_MAX],
 }
 
 /// What a remembered prompt grant covers, in the session it was made in.
@@ -323,12 +339,15 @@ pub struct GrantValue {
     pub expires_at: u64,
     /// A [`GrantScope`] byte.
     pub scope: u8,
-    pub _pad: [u8; 7],
+    /// [`crate::policy::Op::bit`] mask of the ops the grant answers: an approval of a read does
+    /// not answer the prompt of an open for reading and writing.
+    pub ops: u8,
+    pub _pad: [u8; 6],
 }
 
 impl GrantValue {
-    pub fn new(scope: GrantScope, expires_at: u64) -> Self {
-        GrantValue { expires_at, scope: scope as u8, _pad: [0; 7] }
+    pub fn new(scope: GrantScope, ops: u8, expires_at: u64) -> Self {
+        GrantValue { expires_at, scope: scope as u8, ops, _pad: [0; 6] }
     }
 
     /// Whether the grant still applies at `now` (CLOCK_BOOTTIME ns).
@@ -336,7 +355,8 @@ impl GrantValue {
         self.expires_at == 0 || now < self.expires_at
     }
 
-    /// The grant that lasts longer of two with the same key.
+    /// The grant that lasts longer of two with the same key. The other's ops are not merged in
+    /// (they may last shorter): the broker, which keeps every grant, still answers them.
     pub fn longer(self, other: GrantValue) -> GrantValue {
         if self.expires_at == 0 || (other.expires_at != 0 && self.expires_at >= other.expires_at) {
             self
@@ -346,17 +366,23 @@ impl GrantValue {
     }
 }
 
-/// The verdict after grants, for the BPF programs and the broker alike: a live grant covering
-/// the path turns a prompt into allow. Nothing else changes: a deny is never granted, and a
-/// defer stays with the exact evaluator (the broker), whose prompt then counts as a prompt.
+/// The verdict of `op` after grants, for the BPF programs and the broker alike: a live grant
+/// covering the path that answers `op` turns a prompt into allow. Nothing else changes: a deny
+/// is never granted, and a defer stays with the exact evaluator (the broker), whose prompt then
+/// counts as a prompt.
 pub fn after_grant(
     verdict: crate::policy::TableVerdict,
     grant: Option<&GrantValue>,
+    op: crate::policy::Op,
     now: u64,
 ) -> crate::policy::TableVerdict {
     use crate::policy::TableVerdict;
     match grant {
-        Some(grant) if verdict == TableVerdict::Prompt && grant.live(now) => TableVerdict::Allow,
+        Some(grant)
+            if verdict == TableVerdict::Prompt && grant.live(now) && grant.ops & op.bit() != 0 =>
+        {
+            TableVerdict::Allow
+        }
         _ => verdict,
     }
 }
@@ -389,6 +415,7 @@ kernel_fields! {
     OFF_QSTR_LEN = "qstr"."len";
     OFF_QSTR_NAME = "qstr"."name";
     OFF_INODE_I_INO = "inode"."i_ino";
+    OFF_INODE_I_MODE = "inode"."i_mode";
     OFF_INODE_I_SB = "inode"."i_sb";
     OFF_SUPER_BLOCK_S_DEV = "super_block"."s_dev";
     OFF_SUPER_BLOCK_S_MAGIC = "super_block"."s_magic";
@@ -424,7 +451,7 @@ mod tests {
         assert_eq!(size_of::<SessionInfo>(), 16);
         assert_eq!(size_of::<SessionCounters>(), 32);
         assert_eq!(size_of::<GrantValue>(), 16);
-        assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 7 * 4 + 5 + 7 + 16 + PATH_MAX);
+        assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 2 * PATH_MAX);
     }
 
     #[test]
@@ -495,20 +522,22 @@ mod tests {
     }
 
     #[test]
-    fn only_live_grants_turn_prompts_into_allows() {
-        use crate::policy::TableVerdict::*;
-        let until_end = GrantValue::new(GrantScope::Dir, 0);
-        let until_10 = GrantValue::new(GrantScope::Dir, 10);
-        assert_eq!(after_grant(Prompt, Some(&until_end), u64::MAX), Allow);
-        assert_eq!(after_grant(Prompt, Some(&until_10), 9), Allow);
-        assert_eq!(after_grant(Prompt, Some(&until_10), 10), Prompt);
-        assert_eq!(after_grant(Prompt, None, 0), Prompt);
+    fn only_live_grants_of_the_op_turn_prompts_into_allows() {
+        use crate::policy::{Op, TableVerdict::*};
+        let read = Op::Read.bit();
+        let until_end = GrantValue::new(GrantScope::Dir, read, 0);
+        let until_10 = GrantValue::new(GrantScope::Dir, read, 10);
+        assert_eq!(after_grant(Prompt, Some(&until_end), Op::Read, u64::MAX), Allow);
+        assert_eq!(after_grant(Prompt, Some(&until_10), Op::Read, 9), Allow);
+        assert_eq!(after_grant(Prompt, Some(&until_10), Op::Read, 10), Prompt);
+        assert_eq!(after_grant(Prompt, Some(&until_end), Op::Write, 0), Prompt, "a read grant");
+        assert_eq!(after_grant(Prompt, None, Op::Read, 0), Prompt);
         for verdict in [Allow, Deny, Defer] {
-            assert_eq!(after_grant(verdict, Some(&until_end), 0), verdict);
+            assert_eq!(after_grant(verdict, Some(&until_end), Op::Read, 0), verdict);
         }
         assert_eq!(until_10.longer(until_end), until_end);
         assert_eq!(until_end.longer(until_10), until_end);
-        assert_eq!(until_10.longer(GrantValue::new(GrantScope::Dir, 20)).expires_at, 20);
+        assert_eq!(until_10.longer(GrantValue::new(GrantScope::Dir, read, 20)).expires_at, 20);
     }
 
     #[test]

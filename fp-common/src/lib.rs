@@ -6,3 +6,4 @@
 
 pub mod kernel;
 pub mod policy;
+pub mod refer;

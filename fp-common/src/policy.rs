@@ -66,6 +66,23 @@ pub enum TableVerdict {
 }
 
 impl TableVerdict {
+    /// Order of strictness: Allow < Prompt < Defer < Deny. Defer ranks above Prompt because the
+    /// exact evaluator may still deny what the kernel could not decide.
+    pub const fn strictness(self) -> u8 {
+        match self {
+            TableVerdict::Allow => 0,
+            TableVerdict::Prompt => 1,
+            TableVerdict::Defer => 2,
+            TableVerdict::Deny => 3,
+        }
+    }
+
+    /// The stricter of two verdicts: what one operation that needs both accesses gets (an open
+    /// for reading and writing needs read and write).
+    pub const fn stricter(self, other: TableVerdict) -> TableVerdict {
+        if other.strictness() > self.strictness() { other } else { self }
+    }
+
     /// Decodes a map byte; anything unknown is Deny (fail closed).
     pub const fn from_u8(v: u8) -> Self {
         match v {
@@ -155,6 +172,10 @@ impl PrefixKeyData {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PrefixValue {
     pub ops: [OpEntry; 3],
+    /// Unique per entry of one session's tables (never 0): two paths whose longest match is the
+    /// same entry see the same LPM entries and the same name scopes above them
+    /// ([`crate::refer`] compares directories by it).
+    pub id: u32,
 }
 
 /// Which component a name-table entry is compared with.
@@ -320,7 +341,7 @@ const _: () = {
     assert!(size_of::<OpEntry>() == 4 + 4 + 1 + 3);
     assert!(size_of::<PrefixKeyData>() == 8 + MAX_PREFIX);
     assert!(size_of::<PrefixKeyData>() == 256);
-    assert!(size_of::<PrefixValue>() == 3 * 12);
+    assert!(size_of::<PrefixValue>() == 3 * 12 + 4);
     assert!(size_of::<NameKey>() == 8 + 1 + 1 + 6 + MAX_NAME);
     assert!(size_of::<NameSlot>() == 4 + 4 + 2 + 1 + 1);
     assert!(size_of::<NameValue>() == 4 + NAME_SLOTS * 12);
@@ -399,16 +420,19 @@ const PHASE_SLOT: u32 = 3;
 /// rule.
 const FORCED: u32 = u32::MAX;
 
-/// One evaluation of (path, op), advanced a bounded piece of work at a time by
-/// [`Evaluation::step`]: a component scan, or one name-table slot. Plain integers only: the BPF
-/// programs keep it in map memory between the iterations of a `bpf_loop`, so that each iteration
-/// is verified once, with no loop-carried state the verifier would have to follow.
+/// One evaluation of a path for all three ops at once, advanced a bounded piece of work at a
+/// time by [`Evaluation::step`]: a component scan, or one name-table slot. One walk and one
+/// evaluation answer every op an operation needs (an open for reading and writing, both names of
+/// a rename). Plain integers only: the BPF programs keep it in map memory between the iterations
+/// of a `bpf_loop`, so that each iteration is verified once, with no loop-carried state the
+/// verifier would have to follow.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Evaluation {
-    /// The best hit so far (see [`OpEntry::outranks`]); rank 0 is the op's default.
-    pub best: OpEntry,
-    op: u32,
+    /// The best hit so far per op (see [`OpEntry::outranks`]); rank 0 is the op's default.
+    pub best: [OpEntry; 3],
+    /// [`PrefixValue::id`] of the longest LPM match (0: none).
+    pub prefix_id: u32,
     phase: u32,
     /// Start of the current component.
     cursor: u64,
@@ -428,19 +452,28 @@ pub struct Evaluation {
     resume: u64,
 }
 
+/// The tables' answer for all three ops of one path.
+pub type Decisions = [TableDecision; 3];
+
 impl Evaluation {
-    /// Starts evaluating `path` (absolute, normalized, no trailing NUL) for `op`: the default, a
-    /// `seed` hit found by other means (the kernel's inode-identity entries; rank 0 for none) and
-    /// the LPM lookup. Name lookups, if the tables have names, are left to [`Self::step`].
-    pub fn start<T: RuleTables>(tables: &T, path: &T::Path, op: Op, seed: OpEntry) -> Self {
+    /// Starts evaluating `path` (absolute, normalized, no trailing NUL) for every op: the
+    /// defaults, a `seed` hit per op found by other means (the kernel's inode-identity entries;
+    /// rank 0 for none) and the LPM lookup. Name lookups, if the tables have names, are left to
+    /// [`Self::step`].
+    ///
+    /// A path ending in '/' (`/a/b/`) evaluates what decides everything below the directory
+    /// `/a/b` except the names of what lies below: its LPM entry and its own components as
+    /// directory names (the context [`crate::refer`] compares when a directory moves).
+    pub fn start<T: RuleTables>(tables: &T, path: &T::Path, seed: &[OpEntry; 3]) -> Self {
+        let forced = OpEntry {
+            rank: FORCED,
+            rule_id: NO_RULE,
+            verdict: TableVerdict::Deny as u8,
+            _pad: [0; 3],
+        };
         let mut e = Evaluation {
-            best: OpEntry {
-                rank: FORCED,
-                rule_id: NO_RULE,
-                verdict: TableVerdict::Deny as u8,
-                _pad: [0; 3],
-            },
-            op: op as u32,
+            best: [forced; 3],
+            prefix_id: 0,
             phase: PHASE_DONE,
             cursor: 1,
             end: 0,
@@ -459,13 +492,18 @@ impl Evaluation {
         if path.is_empty() || len > MAX_PATH || path.at(0) != b'/' {
             return e;
         }
-        let default = header.defaults.get(op.index()).copied().unwrap_or(TableVerdict::Deny as u8);
-        e.best = OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] };
-        e.offer(seed.rank, seed.rule_id, seed.verdict);
-        if let Some(value) = tables.longest_prefix(path)
-            && let Some(entry) = value.ops.get(op.index())
-        {
-            e.offer(entry.rank, entry.rule_id, entry.verdict);
+        let prefix = tables.longest_prefix(path);
+        if let Some(value) = prefix {
+            e.prefix_id = value.id;
+        }
+        for op in Op::ALL {
+            let i = op.index();
+            let default = header.defaults.get(i).copied().unwrap_or(TableVerdict::Deny as u8);
+            e.best[i] = OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] };
+            e.offer(i, &seed[i]);
+            if let Some(entry) = prefix.and_then(|v| v.ops.get(i)) {
+                e.offer(i, entry);
+            }
         }
         let names = header.flags & (HEADER_BASENAMES | HEADER_DIRNAMES) != 0
             || header.suffix_lengths != 0
@@ -487,25 +525,38 @@ impl Evaluation {
         self.phase == PHASE_DONE
     }
 
-    /// The verdict: the best hit once done; Deny if asked before.
-    pub fn decision(&self) -> TableDecision {
+    /// The verdict for `op`: the best hit once done; Deny if asked before.
+    pub fn decision(&self, op: Op) -> TableDecision {
+        let best = self.best[op.index()];
         if self.phase != PHASE_DONE {
             return decision(TableVerdict::Deny, NO_RULE);
         }
-        decision(TableVerdict::from_u8(self.best.verdict), self.best.rule_id)
+        decision(TableVerdict::from_u8(best.verdict), best.rule_id)
     }
 
-    fn offer(&mut self, rank: u32, rule_id: u32, verdict: u8) {
-        let candidate = OpEntry { rank, rule_id, verdict, _pad: [0; 3] };
-        if candidate.outranks(&self.best) {
-            self.best = candidate;
+    /// Whether the evaluation has finished.
+    pub fn done(&self) -> bool {
+        self.phase == PHASE_DONE
+    }
+
+    /// The verdicts of all three ops.
+    pub fn decisions(&self) -> Decisions {
+        Op::ALL.map(|op| self.decision(op))
+    }
+
+    fn offer(&mut self, op: usize, candidate: &OpEntry) {
+        if let Some(best) = self.best.get_mut(op)
+            && candidate.outranks(best)
+        {
+            *best = *candidate;
         }
     }
 
     /// Stops with a verdict no rule can override.
     fn force(&mut self, verdict: TableVerdict) {
-        self.best =
+        let entry =
             OpEntry { rank: FORCED, rule_id: NO_RULE, verdict: verdict as u8, _pad: [0; 3] };
+        self.best = [entry; 3];
         self.phase = PHASE_DONE;
     }
 
@@ -590,13 +641,30 @@ impl Evaluation {
         let value = tables.name(kind, path, start, len);
         let count = value.map_or(0, |v| v.count as usize);
         if let Some(slot) = value.and_then(|v| v.slots.get(slot)).filter(|_| slot < count) {
-            let bit = 1u8 << (self.op & 7);
-            if slot.ops & bit != 0 && slot.rank >= self.best.rank {
-                match in_scope(tables, slot.scope_id, path, self.cursor as usize) {
-                    Some(true) => self.offer(slot.rank, slot.rule_id, slot.verdict),
-                    Some(false) => {}
-                    // A scope missing from the tables: the rule might apply; userspace decides.
-                    None => self.offer(slot.rank, slot.rule_id, TableVerdict::Defer as u8),
+            // The ops this slot could still decide.
+            let mut wanted = 0u8;
+            for op in Op::ALL {
+                if slot.ops & op.bit() != 0 && slot.rank >= self.best[op.index()].rank {
+                    wanted |= op.bit();
+                }
+            }
+            let scope = match wanted {
+                0 => Some(false),
+                _ => in_scope(tables, slot.scope_id, path, self.cursor as usize),
+            };
+            let verdict = match scope {
+                Some(true) => Some(slot.verdict),
+                Some(false) => None,
+                // A scope missing from the tables: the rule might apply; userspace decides.
+                None => Some(TableVerdict::Defer as u8),
+            };
+            if let Some(verdict) = verdict {
+                let candidate =
+                    OpEntry { rank: slot.rank, rule_id: slot.rule_id, verdict, _pad: [0; 3] };
+                for op in Op::ALL {
+                    if wanted & op.bit() != 0 {
+                        self.offer(op.index(), &candidate);
+                    }
                 }
             }
         }
@@ -644,15 +712,31 @@ const fn decision(verdict: TableVerdict, rule_id: u32) -> TableDecision {
     TableDecision { verdict, rule_id }
 }
 
-/// Evaluates `path` (absolute, normalized, no trailing NUL) for `op` against one session's tables.
-pub fn evaluate<T: RuleTables>(tables: &T, path: &T::Path, op: Op) -> TableDecision {
-    let mut e = Evaluation::start(tables, path, op, OpEntry::default());
+/// Evaluates `path` (absolute, normalized, no trailing NUL) for every op against one session's
+/// tables, seeded with `seed` (inode-identity hits; `[OpEntry::default(); 3]` for none). A
+/// trailing '/' asks for the context below a directory (see [`Evaluation::start`]).
+pub fn evaluate_seeded<T: RuleTables>(
+    tables: &T,
+    path: &T::Path,
+    seed: &[OpEntry; 3],
+) -> Evaluation {
+    let mut e = Evaluation::start(tables, path, seed);
     for _ in 0..MAX_STEPS {
         if e.step(tables, path) {
             break;
         }
     }
-    e.decision()
+    e
+}
+
+/// Evaluates `path` (absolute, normalized, no trailing NUL) for every op.
+pub fn evaluate_all<T: RuleTables>(tables: &T, path: &T::Path) -> Decisions {
+    evaluate_seeded(tables, path, &[OpEntry::default(); 3]).decisions()
+}
+
+/// Evaluates `path` (absolute, normalized, no trailing NUL) for `op` against one session's tables.
+pub fn evaluate<T: RuleTables>(tables: &T, path: &T::Path, op: Op) -> TableDecision {
+    evaluate_all(tables, path)[op.index()]
 }
 
 /// Index of the '/' ending the component at `start`, or the path's length; None if the component

@@ -26,19 +26,23 @@ use core::{
 };
 use fp_common::{
     kernel::{
-        BROKER_HEARTBEAT_TIMEOUT_NS, DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE,
-        GrantValue, Hook, MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT,
-        SessionCounters, SessionInfo, after_grant,
+        BROKER_HEARTBEAT_TIMEOUT_NS, DecisionEvent, EVENT_DENIED, EVENT_EXCHANGE, EVENT_MOVE_DIR,
+        EVENT_PATH_FS_RELATIVE, EVENT_TARGET_EXISTS, GrantValue, Hook, MAX_WALK, Op, PATH_MAX,
+        Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SessionCounters, SessionInfo, after_grant,
     },
     policy::{
         Evaluation, InodeKey, InodeValue, MAX_NAME, MAX_PREFIX, MAX_STEPS, NO_RULE, NameKey,
         NameKind, NameValue, Op as PolicyOp, OpEntry, PathBytes, PrefixKeyData, PrefixValue,
         RuleTables, ScopeKey, ScopeValue, TableHeader, TableVerdict,
     },
+    refer::{self, Below, MoveKind, MoveSide, MoveVerdict},
 };
 
 const EACCES: i32 = 13;
+/// A rename or link the REFER rule refuses (fp_common::refer): as Landlock, so `mv` copies.
+const EXDEV: i32 = 18;
 /// `fmode_t` bits of `file.f_mode`, and `__FMODE_EXEC` as it stays in `file.f_flags`.
+const FMODE_READ: u32 = 0x1;
 const FMODE_WRITE: u32 = 0x2;
 const FMODE_EXEC: u32 = 0x20;
 const F_FLAGS_EXEC: u32 = 0x20;
@@ -64,6 +68,7 @@ offsets!(
     OFF_QSTR_LEN,
     OFF_QSTR_NAME,
     OFF_INODE_I_INO,
+    OFF_INODE_I_MODE,
     OFF_INODE_I_SB,
     OFF_SUPER_BLOCK_S_DEV,
     OFF_SUPER_BLOCK_S_MAGIC,
@@ -108,6 +113,11 @@ static SCOPES: HashMap<ScopeKey, ScopeValue> = HashMap::with_max_entries(4096, 0
 #[map]
 static INODES: HashMap<InodeKey, InodeValue> = HashMap::with_max_entries(65536, 0);
 
+/// Directories with a rule anchored at or below them, as exact `dir\0` keys by tables id: a
+/// directory moved from or to one is refused (fp_common::refer).
+#[map]
+static INTERIOR: LpmTrie<PrefixKeyData, u8> = LpmTrie::with_max_entries(65536, 1); // BPF_F_NO_PREALLOC
+
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
 
@@ -145,6 +155,14 @@ struct Scratch {
     /// The resolved path is written backwards so that it ends at `PATH_MAX` (where a NUL sits);
     /// twice PATH_MAX so that bounded writes never leave the buffer.
     path: [u8; 2 * PATH_MAX],
+    /// A move's source path (`other[..other_len]`) while its target is walked.
+    other: [u8; PATH_MAX],
+    other_len: u64,
+    /// A move's source and target as the REFER rule reads them, and their outcomes per op.
+    sides: [MoveSide; 2],
+    side_outcomes: [[Outcome; 3]; 2],
+    /// [`below`]'s answer: a rule is anchored at or below the directory.
+    anchored: u64,
     prefix_key: Key<PrefixKeyData>,
     name_key: NameKey,
 }
@@ -213,6 +231,10 @@ struct Outcome {
 impl Outcome {
     const UNRESOLVED: Outcome =
         Outcome { verdict: TableVerdict::Deny, reason: Reason::Unresolved, rule_id: NO_RULE };
+    const REFER: Outcome =
+        Outcome { verdict: TableVerdict::Deny, reason: Reason::Refer, rule_id: NO_RULE };
+    const ALLOWED: Outcome =
+        Outcome { verdict: TableVerdict::Allow, reason: Reason::Default, rule_id: NO_RULE };
     const RELOADED: Outcome =
         Outcome { verdict: TableVerdict::Deny, reason: Reason::Reloaded, rule_id: NO_RULE };
 }
@@ -224,20 +246,23 @@ impl Outcome {
 #[repr(C)]
 struct Walk {
     tables: u64,
-    /// Policy op index (fp_common::policy::Op).
-    op: u64,
     vfsmount: u64,
     mount: u64,
     dentry: u64,
     /// Dentries visited; 0 while at the file itself.
     depth: u64,
-    /// Start of the path in `Scratch::path`; the path ends at PATH_MAX.
+    /// Start of the path in `Scratch::path`.
     pos: u64,
+    /// End of the path: PATH_MAX, or PATH_MAX + 1 while a directory's trailing '/' is appended
+    /// for its context (fp_common::policy::Evaluation::start).
+    end: u64,
     /// Identity of the file itself (the first positive dentry; 0 until then).
     ino: u64,
     dev: u64,
-    /// The best inode-table hit on the way (rank 0: none).
-    hit: OpEntry,
+    /// The best inode-table hit per op on the way, for the file itself (rank 0: none).
+    hit: [OpEntry; 3],
+    /// The same for what lies below the file as a directory (its own subtree entries count).
+    below: [OpEntry; 3],
     state: u64,
 }
 
@@ -264,8 +289,8 @@ extern "C" fn walk_step(_index: u64, _ctx: *mut c_void) -> i64 {
     }
 }
 
-/// Offers the inode-table entry of (`ino`, `dev`) for the walk's op: the file's own entries at
-/// depth 0, the subtree entries above it.
+/// Offers the inode-table entry of (`ino`, `dev`) for every op: the file's own entries at depth
+/// 0, the subtree entries above it (and, for the context below a directory, its own).
 #[inline(always)]
 fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
     let key = InodeKey { session_id: w.tables, ino, dev, _pad: 0 };
@@ -273,16 +298,14 @@ fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
     let Some(value) = (unsafe { INODES.get(&key) }) else {
         return;
     };
-    let entries = if w.depth == 0 { &value.this } else { &value.below };
-    // `>=`, not a mask: older verifiers learn no bound from the `!= 3` LLVM makes of a masked index.
-    let op = w.op as usize;
-    if op >= entries.len() {
-        return;
-    }
-    // SAFETY: op < 3.
-    let entry = unsafe { entries.get_unchecked(op) };
-    if entry.outranks(&w.hit) {
-        w.hit = *entry;
+    let own = if w.depth == 0 { &value.this } else { &value.below };
+    for i in 0..3 {
+        if own[i].outranks(&w.hit[i]) {
+            w.hit[i] = own[i];
+        }
+        if value.below[i].outranks(&w.below[i]) {
+            w.below[i] = value.below[i];
+        }
     }
 }
 
@@ -421,7 +444,7 @@ fn is_current_tgid(path: &[u8; 2 * PATH_MAX], at: usize, len: usize) -> bool {
 /// the root of the file's filesystem and only inode identity decides (docs/hooks.md).
 const NO_MOUNT: u64 = 0;
 
-/// The resolved path in the scratch buffer, `path[pos..PATH_MAX]`, read with masked indexes.
+/// The resolved path in the scratch buffer, `path[pos..end]`, read with masked indexes.
 struct ScratchPath {
     buf: *const u8,
     start: usize,
@@ -435,11 +458,15 @@ impl ScratchPath {
         // would drop the masks in `at` as redundant after `i < len`, and older verifiers learn no
         // bound from comparing two unknown registers. The masks alone keep every read in bounds.
         // SAFETY: this CPU's scratch value.
-        let (start, end) = unsafe {
-            (core::ptr::read_volatile(&(*s).walk.pos), core::ptr::read_volatile(&(*s).walk.pos))
+        let (start, pos, end) = unsafe {
+            (
+                core::ptr::read_volatile(&(*s).walk.pos),
+                core::ptr::read_volatile(&(*s).walk.pos),
+                core::ptr::read_volatile(&(*s).walk.end),
+            )
         };
         let start = start as usize & (PATH_MAX - 1);
-        let len = (PATH_MAX as u64).wrapping_sub(end) as usize;
+        let len = end.wrapping_sub(pos) as usize;
         // SAFETY: as above.
         let buf = unsafe { (*s).path.as_ptr() };
         ScratchPath { buf, start, len }
@@ -554,27 +581,29 @@ extern "C" fn eval_step(_index: u64, _ctx: *mut c_void) -> i64 {
 
 /// Resolves (`vfsmount`, `dentry`) to its path from the root of the mount tree (not the task's
 /// root: chroot does not change it), offering every dentry's inode-table entry on the way, then
-/// evaluates the path against the session's tables with the decision core. Leaves the walk's
-/// results in `s.walk` for the event. With [`NO_MOUNT`] only inode identity decides: a path
-/// relative to a filesystem root must never be matched against rules written from the system root.
+/// evaluates the path against the session's tables with the decision core, for all three ops at
+/// once. Leaves the walk's results in `s.walk` for the event. With [`NO_MOUNT`] only inode
+/// identity decides: a path relative to a filesystem root must never be matched against rules
+/// written from the system root.
 ///
 /// `s` is a raw pointer, not `&mut`: bpf_loop's callback writes the scratch value behind the
 /// compiler's back, so a `&mut` (noalias) would let it reuse values from before the loop.
 #[inline(always)]
-fn check(s: *mut Scratch, tables: u64, op: PolicyOp, vfsmount: u64, dentry: u64) -> Outcome {
+fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> [Outcome; 3] {
     // SAFETY: `s` is this CPU's scratch value; every access goes through the raw pointer.
     unsafe {
         (*s).walk = Walk {
             tables,
-            op: op as u64,
             vfsmount,
             mount: vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64), // unused for NO_MOUNT
             dentry,
             depth: 0,
             pos: PATH_MAX as u64,
+            end: PATH_MAX as u64,
             ino: 0,
             dev: 0,
-            hit: OpEntry::default(),
+            hit: [OpEntry::default(); 3],
+            below: [OpEntry::default(); 3],
             state: WALKING,
         };
         (*s).path[PATH_MAX] = 0;
@@ -582,7 +611,7 @@ fn check(s: *mut Scratch, tables: u64, op: PolicyOp, vfsmount: u64, dentry: u64)
         bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
         let state = core::ptr::read_volatile(&(*s).walk.state);
         if state != RESOLVED {
-            return Outcome::UNRESOLVED;
+            return [Outcome::UNRESOLVED; 3];
         }
         let pos = core::ptr::read_volatile(&(*s).walk.pos) as usize;
         if pos == PATH_MAX {
@@ -590,42 +619,84 @@ fn check(s: *mut Scratch, tables: u64, op: PolicyOp, vfsmount: u64, dentry: u64)
             (*s).walk.pos = (PATH_MAX - 1) as u64;
         }
         let hit = core::ptr::read_volatile(&(*s).walk.hit);
+        let mut out = [Outcome::UNRESOLVED; 3];
         if vfsmount == NO_MOUNT {
-            return match hit.rank {
-                0 => Outcome {
-                    verdict: TableVerdict::Allow,
-                    reason: Reason::Default,
-                    rule_id: NO_RULE,
-                },
-                _ => Outcome {
-                    verdict: TableVerdict::from_u8(hit.verdict),
-                    reason: Reason::InodeRule,
-                    rule_id: hit.rule_id,
-                },
-            };
+            for i in 0..3 {
+                out[i] = match hit[i].rank {
+                    0 => Outcome {
+                        verdict: TableVerdict::Allow,
+                        reason: Reason::Default,
+                        rule_id: NO_RULE,
+                    },
+                    _ => Outcome {
+                        verdict: TableVerdict::from_u8(hit[i].verdict),
+                        reason: Reason::InodeRule,
+                        rule_id: hit[i].rule_id,
+                    },
+                };
+            }
+            return out;
         }
-        let map_tables = MapTables { id: tables, s };
-        (*s).eval = Evaluation::start(&map_tables, &ScratchPath::of(s), op, hit);
-        bpf_loop(MAX_STEPS as u32, eval_step as *mut c_void, core::ptr::null_mut(), 0);
-        let eval = core::ptr::read_volatile(&(*s).eval);
-        let decision = eval.decision();
-        let reason = if hit.rank != 0 && eval.best == hit {
-            Reason::InodeRule
-        } else if decision.rule_id == NO_RULE {
-            Reason::Default
-        } else {
-            Reason::PathRule
-        };
-        Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id }
+        evaluate(s, tables, &hit);
+        let eval = &(*s).eval;
+        for op in PolicyOp::ALL {
+            let i = op.index();
+            let decision = eval.decision(op);
+            let reason = if hit[i].rank != 0 && eval.best[i] == hit[i] {
+                Reason::InodeRule
+            } else if decision.rule_id == NO_RULE {
+                Reason::Default
+            } else {
+                Reason::PathRule
+            };
+            out[i] = Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id };
+        }
+        out
     }
 }
 
-fn report(session: &Session, hook: Hook, op: Op, outcome: &Outcome, denied: bool) {
+/// Runs the decision core on the path in the scratch buffer, seeded with inode-table hits; the
+/// result is `s.eval` (read in place: an Evaluation is too large to copy onto the BPF stack).
+#[inline(always)]
+fn evaluate(s: *mut Scratch, tables: u64, seed: &[OpEntry; 3]) {
+    // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
+    unsafe {
+        let map_tables = MapTables { id: tables, s };
+        (*s).eval = Evaluation::start(&map_tables, &ScratchPath::of(s), seed);
+        bpf_loop(MAX_STEPS as u32, eval_step as *mut c_void, core::ptr::null_mut(), 0);
+    }
+}
+
+/// What the event of a rename or link carries besides the one of a file.
+#[derive(Clone, Copy)]
+struct MoveEvent {
+    /// `EVENT_MOVE_DIR`, `EVENT_TARGET_EXISTS`, `EVENT_EXCHANGE`.
+    flags: u8,
+    /// The source's identity (the walk's is the target's by then).
+    ino: u64,
+    dev: u64,
+}
+
+/// What an event says besides the outcome (one argument: BPF functions take at most five).
+#[derive(Clone, Copy)]
+struct Report {
+    hook: Hook,
+    op: Op,
+    /// The kernel refused the operation.
+    denied: bool,
+    /// A rename's or link's.
+    mv: Option<MoveEvent>,
+}
+
+/// Reports a decision. For a move, `path` is the source saved in `other` and `target` the
+/// target's path the walk left in the buffer.
+fn report(session: &Session, outcome: &Outcome, what: &Report) {
+    let Report { hook, op, denied, mv } = *what;
     let Some(s) = SCRATCH.get_ptr(0) else {
         return;
     };
     // SAFETY: this CPU's scratch value, filled by `check`.
-    let (w, path) = unsafe { (&(*s).walk, &(*s).path) };
+    let (w, path, other) = unsafe { (&(*s).walk, &(*s).path, &(*s).other) };
     if denied {
         count(session.id, |c| unsafe { &raw mut (*c).denied });
     }
@@ -655,62 +726,112 @@ fn report(session: &Session, hook: Hook, op: Op, outcome: &Outcome, denied: bool
         (*ev).flags = if w.vfsmount == NO_MOUNT { EVENT_PATH_FS_RELATIVE } else { 0 }
             | if denied { EVENT_DENIED } else { 0 };
         (*ev).verdict = outcome.verdict as u8;
-        (*ev)._pad = [0; 7];
+        (*ev)._pad = [0; 3];
         (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
         // An unresolved path is never reported as a (truncated) string.
         let start = w.pos as usize & (PATH_MAX - 1);
         let len = if w.state == RESOLVED { (PATH_MAX - start) & (PATH_MAX - 1) } else { 0 };
-        (*ev).path_len = len as u32;
         let src = (path.as_ptr() as usize + start) as *const c_void;
-        if bpf_probe_read_kernel((*ev).path.as_mut_ptr() as *mut c_void, len as u32, src) != 0 {
-            (*ev).path_len = 0;
+        let (first, second) = match mv {
+            Some(_) => ((*ev).target.as_mut_ptr(), (*ev).path.as_mut_ptr()),
+            None => ((*ev).path.as_mut_ptr(), (*ev).target.as_mut_ptr()),
+        };
+        let mut first_len = len as u32;
+        if bpf_probe_read_kernel(first as *mut c_void, len as u32, src) != 0 {
+            first_len = 0;
         }
+        let mut second_len = 0u32;
+        if let Some(mv) = mv {
+            (*ev).flags |= mv.flags;
+            (*ev).ino = mv.ino;
+            (*ev).dev = mv.dev as u32;
+            second_len = ((*s).other_len as usize & (PATH_MAX - 1)) as u32;
+            let from = other.as_ptr() as *const c_void;
+            if bpf_probe_read_kernel(second as *mut c_void, second_len, from) != 0 {
+                second_len = 0;
+            }
+        }
+        (*ev).path_len = if mv.is_some() { second_len } else { first_len };
+        (*ev).target_len = if mv.is_some() { first_len } else { 0 };
     }
     entry.submit(0);
 }
 
-/// The one decision of every hook: may the current task do `op` to (`vfsmount`, `dentry`)?
-/// Returns 0 or -EACCES. Prompt and Defer verdicts deny (with their verdict in the event) until
-/// a userspace broker answers them; a prompt of an open a remembered grant covers is allowed.
+/// Starts a decision: bumps this CPU's scratch generation (see [`Scratch`]).
 #[inline(always)]
-fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
+fn begin(s: *mut Scratch) -> u64 {
+    // SAFETY: this CPU's scratch value; accessed through the raw pointer (see `check`).
+    unsafe {
+        let g = core::ptr::read_volatile(&(*s).generation).wrapping_add(1);
+        core::ptr::write_volatile(&mut (*s).generation, g);
+        g
+    }
+}
+
+/// Ends a decision: the outcome, unless the session's tables were replaced meanwhile or another
+/// decision reused the scratch (both fail closed).
+#[inline(always)]
+fn settle(session: &Session, s: *mut Scratch, generation: u64, outcome: Outcome) -> Outcome {
+    // A reload replaces the session's tables id and then deletes the old tables: a decision that
+    // ran while the id changed may have seen them half deleted, so it fails closed (redoing it
+    // would double the code the verifier walks in every program).
+    if session_info(session.id).map_or(0, |i| i.tables) != session.info.tables {
+        count(session.id, |c| unsafe { &raw mut (*c).raced_reload });
+        return Outcome::RELOADED;
+    }
+    // SAFETY: as above.
+    if unsafe { core::ptr::read_volatile(&(*s).generation) } != generation {
+        return Outcome::UNRESOLVED;
+    }
+    outcome
+}
+
+/// An op's outcome after a remembered grant of the session (opens and execs only).
+#[inline(always)]
+fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: PolicyOp, now: u64) -> Outcome {
+    let verdict = after_grant(outcome.verdict, grant, op, now);
+    if verdict == outcome.verdict {
+        return outcome;
+    }
+    Outcome { verdict, reason: Reason::Granted, rule_id: outcome.rule_id }
+}
+
+/// The one decision of every hook but renames and links: may the current task do `op` (and, if
+/// `and_write`, also write: an open for reading and writing) to (`vfsmount`, `dentry`)? Returns
+/// 0 or -EACCES. The strictest verdict of the ops decides. Prompt and Defer verdicts deny (with
+/// their verdict in the event) until a userspace broker answers them; a prompt of an open a
+/// remembered grant covers is allowed.
+#[inline(always)]
+fn decide(hook: Hook, op: Op, and_write: bool, vfsmount: u64, dentry: u64) -> i32 {
     let Some(session) = current_session() else {
         return 0;
     };
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES; // fail closed: no scratch space means no check
     };
-    // SAFETY: this CPU's scratch value; accessed through the raw pointer (see `check`).
-    let generation = unsafe {
-        let g = core::ptr::read_volatile(&(*s).generation).wrapping_add(1);
-        core::ptr::write_volatile(&mut (*s).generation, g);
-        g
-    };
-    let tables = session.info.tables;
-    let mut outcome = check(s, tables, op.policy_op(), vfsmount, dentry);
-    // A remembered grant answers a prompt of an open or exec here: no pending entry, and no
-    // broker needed (fanotify still asks the broker, which answers from its own grants). Looked
-    // up before the generation check, which also covers this use of the scratch.
+    let generation = begin(s);
+    let outcomes = check(s, session.info.tables, vfsmount, dentry);
+    let (first, second) = (op.policy_op(), PolicyOp::Write);
+    let mut outcome = outcomes[first.index()];
+    let mut other = outcomes[second.index()];
+    // A remembered grant answers a prompt of an open or exec here, per op: no pending entry, and
+    // no broker needed (fanotify still asks the broker, which answers from its own grants).
+    // Looked up before the generation check, which also covers this use of the scratch.
     let held_by_broker = matches!(hook, Hook::FileOpen | Hook::BprmCheckSecurity);
-    if held_by_broker && outcome.verdict == TableVerdict::Prompt {
+    let prompts = outcome.verdict == TableVerdict::Prompt
+        || (and_write && other.verdict == TableVerdict::Prompt);
+    if held_by_broker && prompts {
         // SAFETY: a helper call without arguments.
         let now = unsafe { bpf_ktime_get_boot_ns() };
-        let verdict = after_grant(outcome.verdict, grant(session.id, s).as_ref(), now);
-        if verdict != outcome.verdict {
-            outcome = Outcome { verdict, reason: Reason::Granted, rule_id: outcome.rule_id };
-        }
+        let grant = grant(session.id, s);
+        outcome = granted(outcome, grant.as_ref(), first, now);
+        other = granted(other, grant.as_ref(), second, now);
     }
-    // A reload replaces the session's tables id and then deletes the old tables: a decision that
-    // ran while the id changed may have seen them half deleted, so it fails closed (redoing it
-    // would double the code the verifier walks in every program).
-    if session_info(session.id).map_or(0, |i| i.tables) != tables {
-        count(session.id, |c| unsafe { &raw mut (*c).raced_reload });
-        outcome = Outcome::RELOADED;
+    let mut reported = op;
+    if and_write && other.verdict.strictness() > outcome.verdict.strictness() {
+        (outcome, reported) = (other, Op::Write);
     }
-    // SAFETY: as above.
-    if unsafe { core::ptr::read_volatile(&(*s).generation) } != generation {
-        outcome = Outcome::UNRESOLVED;
-    }
+    let outcome = settle(&session, s, generation, outcome);
     // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:
     // fanotify holds them. The open's file is marked pending until the broker answers.
     let brokered = matches!(outcome.verdict, TableVerdict::Prompt | TableVerdict::Defer)
@@ -721,11 +842,163 @@ fn decide(hook: Hook, op: Op, vfsmount: u64, dentry: u64) -> i32 {
     }
     let refused = outcome.verdict != TableVerdict::Allow;
     let enforced = refused && session.info.flags & SESSION_AUDIT_ONLY == 0;
-    let full_audit = session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(op, Op::Read);
+    let full_audit = session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(reported, Op::Read);
     if refused || full_audit {
-        report(&session, hook, op, &outcome, enforced);
+        report(&session, &outcome, &Report { hook, op: reported, denied: enforced, mv: None });
     }
     if enforced { -EACCES } else { 0 }
+}
+
+/// The inode of a dentry (0 for a negative one) and whether it is a directory.
+#[inline(always)]
+fn dentry_kind(dentry: u64) -> Result<(u64, bool), ()> {
+    let inode: u64 = read(dentry, off(&OFF_DENTRY_D_INODE))?;
+    if inode == 0 {
+        return Ok((0, false));
+    }
+    let mode: u16 = read(inode, off(&OFF_INODE_I_MODE))?;
+    Ok((inode, mode & S_IFMT == S_IFDIR))
+}
+
+const S_IFMT: u16 = 0o170000;
+const S_IFDIR: u16 = 0o040000;
+
+/// One name of a move (`side` 0 the source, 1 the target), walked and evaluated once for all
+/// ops (plus the context below it when a directory moves), into `s.sides[side]` and
+/// `s.side_outcomes[side]`; leaves its path in the scratch buffer. False: it cannot be resolved.
+#[inline(always)]
+fn move_side(
+    s: *mut Scratch,
+    side: usize,
+    (tables, vfsmount, dentry): (u64, u64, u64),
+    (exists, dir, dirs): (bool, bool, bool),
+) -> bool {
+    let outcomes = check(s, tables, vfsmount, dentry);
+    if outcomes[0].reason == Reason::Unresolved || side > 1 {
+        return false;
+    }
+    let node = [outcomes[0].verdict, outcomes[1].verdict, outcomes[2].verdict];
+    // SAFETY: this CPU's scratch value; side < 2.
+    unsafe {
+        (*s).side_outcomes[side] = outcomes;
+        (*s).sides[side] = MoveSide { node, exists, dir, below: None };
+        if dirs {
+            below(s, tables);
+            let eval = &(*s).eval;
+            let mut context = [(0u32, TableVerdict::Deny); 3];
+            for op in PolicyOp::ALL {
+                let best = eval.best[op.index()];
+                context[op.index()] = (best.rank, TableVerdict::from_u8(best.verdict));
+            }
+            let anchored = (*s).anchored != 0 || !eval.done();
+            (*s).sides[side].below = Some(Below { context, prefix_id: eval.prefix_id, anchored });
+        }
+    }
+    true
+}
+
+/// Evaluates what decides everything below the directory whose path `check` left in the buffer
+/// (`path/`, seeded with the subtree identities on the way) into `s.eval`, and whether a rule is
+/// anchored at or below it into `s.anchored`.
+#[inline(always)]
+fn below(s: *mut Scratch, tables: u64) {
+    // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
+    unsafe {
+        let len = PATH_MAX as u64 - core::ptr::read_volatile(&(*s).walk.pos);
+        // The root never moves; a key too long cannot be looked up: both count as anchored.
+        let anchored = len <= 1
+            || len as usize + 1 > MAX_PREFIX
+            || prefix_key(s, tables, &ScratchPath::of(s)).is_none_or(|k| INTERIOR.get(k).is_some());
+        (*s).anchored = anchored as u64;
+        (*s).path[PATH_MAX] = b'/';
+        (*s).path[PATH_MAX + 1] = 0;
+        (*s).walk.end = PATH_MAX as u64 + 1;
+        let seed = core::ptr::read_volatile(&(*s).walk.below);
+        evaluate(s, tables, &seed);
+        (*s).path[PATH_MAX] = 0;
+        (*s).walk.end = PATH_MAX as u64;
+    }
+}
+
+/// Saves the path `check` left in the buffer as a move's source, for the event.
+#[inline(always)]
+fn save_source(s: *mut Scratch) {
+    // SAFETY: this CPU's scratch value; the copy reads `path[start..start + PATH_MAX]`, inside
+    // the 2 * PATH_MAX buffer.
+    unsafe {
+        let start = core::ptr::read_volatile(&(*s).walk.pos) as usize & (PATH_MAX - 1);
+        let src = ((*s).path.as_ptr() as usize + start) as *const c_void;
+        let dst = (*s).other.as_mut_ptr() as *mut c_void;
+        let ok = bpf_probe_read_kernel(dst, PATH_MAX as u32, src) == 0;
+        let resolved = core::ptr::read_volatile(&(*s).walk.state) == RESOLVED;
+        (*s).other_len = if ok && resolved { (PATH_MAX - start) as u64 } else { 0 };
+    }
+}
+
+/// A rename or link: the REFER rule of fp_common::refer on both names, each walked once.
+/// Returns 0, -EACCES (an access the move needs is denied, or a name cannot be resolved) or
+/// -EXDEV (the content would gain access under its new name).
+#[inline(always)]
+fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64, u64)) -> i32 {
+    let Some(session) = current_session() else {
+        return 0;
+    };
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return -EACCES;
+    };
+    let generation = begin(s);
+    let tables = session.info.tables;
+    let (Ok((_, src_dir)), Ok((dst_inode, dst_dir))) = (dentry_kind(src.1), dentry_kind(dst.1))
+    else {
+        return unreadable();
+    };
+    let dirs = src_dir || (kind == MoveKind::Exchange && dst_dir);
+    let exists = dst_inode != 0;
+    let source = move_side(s, 0, (tables, src.0, src.1), (true, src_dir, dirs));
+    save_source(s);
+    // SAFETY: this CPU's scratch value, filled by the source's walk.
+    let (ino, dev) = unsafe { ((*s).walk.ino, (*s).walk.dev) };
+    let target = move_side(s, 1, (tables, dst.0, dst.1), (exists, dst_dir, dirs));
+    let (errno, op, outcome) = if source && target {
+        // SAFETY: this CPU's scratch value, filled by move_side.
+        let (a, b) = unsafe { (&(*s).sides[0], &(*s).sides[1]) };
+        match refer::decide(kind, a, b) {
+            MoveVerdict::Allow => (0, Op::Write, Outcome::ALLOWED),
+            MoveVerdict::Denied { op, target } => {
+                // SAFETY: as above.
+                let outcome = unsafe { (*s).side_outcomes[target as usize][op.index()] };
+                (EACCES, op_event(op), outcome)
+            }
+            MoveVerdict::Refused { op } => (EXDEV, op_event(op), Outcome::REFER),
+        }
+    } else {
+        (EACCES, Op::Write, Outcome::UNRESOLVED)
+    };
+    let outcome = settle(&session, s, generation, outcome);
+    let errno = match outcome.reason {
+        Reason::Reloaded | Reason::Unresolved => EACCES,
+        _ => errno,
+    };
+    let refused = outcome.verdict != TableVerdict::Allow;
+    let enforced = refused && session.info.flags & SESSION_AUDIT_ONLY == 0;
+    if refused || session.info.flags & SESSION_FULL_AUDIT != 0 {
+        let flags = if dirs { EVENT_MOVE_DIR } else { 0 }
+            | if exists { EVENT_TARGET_EXISTS } else { 0 }
+            | if kind == MoveKind::Exchange { EVENT_EXCHANGE } else { 0 };
+        let mv = Some(MoveEvent { flags, ino, dev });
+        report(&session, &outcome, &Report { hook, op, denied: enforced, mv });
+    }
+    if enforced { -errno } else { 0 }
+}
+
+/// The event op of a policy op.
+#[inline(always)]
+fn op_event(op: PolicyOp) -> Op {
+    match op {
+        PolicyOp::Read => Op::Read,
+        PolicyOp::Write => Op::Write,
+        PolicyOp::Delete => Op::Delete,
+    }
 }
 
 #[inline(always)]
@@ -793,7 +1066,7 @@ fn refuse_without_path(
         if reason == Reason::PromptPending { TableVerdict::Prompt } else { TableVerdict::Deny };
     let outcome = Outcome { verdict, reason, rule_id: NO_RULE };
     let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
-    report(session, hook, op, &outcome, enforced);
+    report(session, &outcome, &Report { hook, op, denied: enforced, mv: None });
     if enforced { -EACCES } else { 0 }
 }
 
@@ -834,7 +1107,7 @@ fn unless_denied(ret: i32, decision: impl FnOnce() -> i32) -> i32 {
 /// `decide` for the inode hooks, which get a dentry but no mount: a write decided by identity.
 #[inline(always)]
 fn decide_inode(hook: Hook, dentry: u64) -> i32 {
-    decide(hook, Op::Write, NO_MOUNT, dentry)
+    decide(hook, Op::Write, false, NO_MOUNT, dentry)
 }
 
 /// Fail closed for session tasks when a hook's own arguments cannot be read.
@@ -846,11 +1119,11 @@ fn unreadable() -> i32 {
     }
 }
 
-/// `decide` for a `struct path *`.
+/// `decide` for a `struct path *`; `and_write`: the operation also writes (see [`decide`]).
 #[inline(always)]
-fn decide_path(hook: Hook, op: Op, path: u64) -> i32 {
+fn decide_path(hook: Hook, op: Op, and_write: bool, path: u64) -> i32 {
     match (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY))) {
-        (Ok(mnt), Ok(dentry)) => decide(hook, op, mnt, dentry),
+        (Ok(mnt), Ok(dentry)) => decide(hook, op, and_write, mnt, dentry),
         _ => unreadable(),
     }
 }
@@ -860,19 +1133,20 @@ fn decide_path(hook: Hook, op: Op, path: u64) -> i32 {
 #[inline(always)]
 fn decide_in_dir(hook: Hook, op: Op, dir: u64, dentry: u64) -> i32 {
     match read::<u64>(dir, off(&OFF_PATH_MNT)) {
-        Ok(mnt) => decide(hook, op, mnt, dentry),
+        Ok(mnt) => decide(hook, op, false, mnt, dentry),
         Err(()) => unreadable(),
     }
 }
 
 /// `decide` for a `struct file *`.
 #[inline(always)]
-fn decide_file(hook: Hook, op: Op, file: u64) -> i32 {
-    decide_path(hook, op, file + off(&OFF_FILE_F_PATH) as u64)
+fn decide_file(hook: Hook, op: Op, and_write: bool, file: u64) -> i32 {
+    decide_path(hook, op, and_write, file + off(&OFF_FILE_F_PATH) as u64)
 }
 
-/// Every open, including the open of an executable and of a file created by O_CREAT. Write when
-/// opened for writing, exec for execve/uselib, read otherwise. O_TRUNC is checked as a write by
+/// Every open, including the open of an executable and of a file created by O_CREAT. An open
+/// decides every access it grants: read and write both for O_RDWR (the stricter verdict wins),
+/// write for O_WRONLY, exec for execve/uselib, read otherwise. O_TRUNC is checked as a write by
 /// path_truncate (6.1) or file_truncate (6.2+).
 #[lsm(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
@@ -884,14 +1158,17 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         else {
             return unreadable();
         };
-        let op = if mode & FMODE_WRITE != 0 {
-            Op::Write
+        let writes = mode & FMODE_WRITE != 0;
+        let (op, and_write) = if writes && mode & FMODE_READ != 0 {
+            (Op::Read, true)
+        } else if writes {
+            (Op::Write, false)
         } else if mode & FMODE_EXEC != 0 || flags & F_FLAGS_EXEC != 0 {
-            Op::Exec
+            (Op::Exec, false)
         } else {
-            Op::Read
+            (Op::Read, false)
         };
-        decide_file(Hook::FileOpen, op, file)
+        decide_file(Hook::FileOpen, op, and_write, file)
     })
 }
 
@@ -933,9 +1210,9 @@ pub fn fp_path_symlink(ctx: LsmContext) -> i32 {
     })
 }
 
-/// A hardlink writes the new name and makes the source readable under it: both are checked, so a
-/// denied file cannot be linked out of its tree (the kernel refuses links across mounts before
-/// this hook, so the source lies on the new name's mount).
+/// A hardlink makes the file's content reachable under a new name: the new name must be
+/// writable and no more permissive than the old one for any op (fp_common::refer). The kernel
+/// refuses links across mounts before this hook, so the source lies on the new name's mount.
 #[lsm(hook = "path_link")]
 pub fn fp_path_link(ctx: LsmContext) -> i32 {
     // path_link(struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
@@ -943,25 +1220,26 @@ pub fn fp_path_link(ctx: LsmContext) -> i32 {
         let Ok(mnt) = read::<u64>(ctx.arg(1), off(&OFF_PATH_MNT)) else {
             return unreadable();
         };
-        unless_denied(decide(Hook::PathLink, Op::Read, mnt, ctx.arg(0)), || {
-            decide(Hook::PathLink, Op::Write, mnt, ctx.arg(2))
-        })
+        decide_move(Hook::PathLink, MoveKind::Link, (mnt, ctx.arg(0)), (mnt, ctx.arg(2)))
     })
 }
 
-/// Delete at the source, write at the target, for files and directories. RENAME_EXCHANGE also
-/// deletes the target's name, and writes the source's, but the verdict does not depend on the op
-/// yet: each side is checked once.
+/// rename(2) and RENAME_EXCHANGE, of files and directories: the accesses the move needs and the
+/// REFER rule (fp_common::refer), both names walked once.
 #[lsm(hook = "path_rename")]
 pub fn fp_path_rename(ctx: LsmContext) -> i32 {
     // path_rename(const struct path *old_dir, struct dentry *old_dentry,
     //             const struct path *new_dir, struct dentry *new_dentry, unsigned int flags, int ret)
     unless_denied(ctx.arg(5), || {
         let flags: u32 = ctx.arg(4);
-        let new_op = if flags & RENAME_EXCHANGE != 0 { Op::Delete } else { Op::Write };
-        unless_denied(decide_in_dir(Hook::PathRename, Op::Delete, ctx.arg(0), ctx.arg(1)), || {
-            decide_in_dir(Hook::PathRename, new_op, ctx.arg(2), ctx.arg(3))
-        })
+        let kind = if flags & RENAME_EXCHANGE != 0 { MoveKind::Exchange } else { MoveKind::Rename };
+        let (Ok(old_mnt), Ok(new_mnt)) = (
+            read::<u64>(ctx.arg(0), off(&OFF_PATH_MNT)),
+            read::<u64>(ctx.arg(2), off(&OFF_PATH_MNT)),
+        ) else {
+            return unreadable();
+        };
+        decide_move(Hook::PathRename, kind, (old_mnt, ctx.arg(1)), (new_mnt, ctx.arg(3)))
     })
 }
 
@@ -969,26 +1247,26 @@ pub fn fp_path_rename(ctx: LsmContext) -> i32 {
 #[lsm(hook = "path_truncate")]
 pub fn fp_path_truncate(ctx: LsmContext) -> i32 {
     // path_truncate(const struct path *path, int ret)
-    unless_denied(ctx.arg(1), || decide_path(Hook::PathTruncate, Op::Write, ctx.arg(0)))
+    unless_denied(ctx.arg(1), || decide_path(Hook::PathTruncate, Op::Write, false, ctx.arg(0)))
 }
 
 /// ftruncate(2) and open(O_TRUNC) since 6.2.
 #[lsm(hook = "file_truncate")]
 pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
     // file_truncate(struct file *file, int ret)
-    unless_denied(ctx.arg(1), || decide_file(Hook::FileTruncate, Op::Write, ctx.arg(0)))
+    unless_denied(ctx.arg(1), || decide_file(Hook::FileTruncate, Op::Write, false, ctx.arg(0)))
 }
 
 #[lsm(hook = "path_chmod")]
 pub fn fp_path_chmod(ctx: LsmContext) -> i32 {
     // path_chmod(const struct path *path, umode_t mode, int ret)
-    unless_denied(ctx.arg(2), || decide_path(Hook::PathChmod, Op::Write, ctx.arg(0)))
+    unless_denied(ctx.arg(2), || decide_path(Hook::PathChmod, Op::Write, false, ctx.arg(0)))
 }
 
 #[lsm(hook = "path_chown")]
 pub fn fp_path_chown(ctx: LsmContext) -> i32 {
     // path_chown(const struct path *path, kuid_t uid, kgid_t gid, int ret)
-    unless_denied(ctx.arg(3), || decide_path(Hook::PathChown, Op::Write, ctx.arg(0)))
+    unless_denied(ctx.arg(3), || decide_path(Hook::PathChown, Op::Write, false, ctx.arg(0)))
 }
 
 /// Every attribute change (utimes, and again chmod/chown/truncate after their path hooks). The
@@ -1047,7 +1325,7 @@ pub fn fp_inode_remove_acl(ctx: LsmContext) -> i32 {
 pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
     // bprm_check_security(struct linux_binprm *bprm, int ret)
     unless_denied(ctx.arg(1), || match read::<u64>(ctx.arg(0), off(&OFF_LINUX_BINPRM_FILE)) {
-        Ok(file) => decide_file(Hook::BprmCheckSecurity, Op::Exec, file),
+        Ok(file) => decide_file(Hook::BprmCheckSecurity, Op::Exec, false, file),
         Err(()) => unreadable(),
     })
 }

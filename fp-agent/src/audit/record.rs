@@ -19,6 +19,8 @@ pub enum Op {
     Create,
     Delete,
     Rename,
+    /// renameat2(RENAME_EXCHANGE): both names stay and swap their content.
+    Exchange,
     Link,
     Exec,
     Setattr,
@@ -32,6 +34,7 @@ impl Op {
             Op::Create => "create",
             Op::Delete => "delete",
             Op::Rename => "rename",
+            Op::Exchange => "exchange",
             Op::Link => "link",
             Op::Exec => "exec",
             Op::Setattr => "setattr",
@@ -156,6 +159,15 @@ pub struct FileDecision {
     /// The kernel hook that saw the operation, e.g. `file_open` or `inode_unlink`.
     pub hook: String,
     pub path: RawPath,
+    /// Of a rename, exchange or link: the new name (`path` is the existing one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_path: Option<RawPath>,
+    /// Of a rename, exchange or link: what moved is a directory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub directory: bool,
+    /// Of a rename: the new name existed (its file was to be replaced).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub target_exists: bool,
     pub dev: u64,
     pub ino: u64,
     pub decision: Verdict,

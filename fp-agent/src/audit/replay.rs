@@ -164,6 +164,12 @@ pub struct Reevaluation {
 /// The decision core as replay needs it.
 pub trait Reevaluate {
     fn decide(&self, path: &[u8], op: Op) -> Reevaluation;
+
+    /// A recorded decision re-decided: by its path and op, or for a rename, exchange or link
+    /// that names its target, as the move it was.
+    fn decide_record(&self, decision: &FileDecision) -> Reevaluation {
+        self.decide(decision.path.as_bytes(), decision.op)
+    }
 }
 
 /// Replay re-evaluates with the very decision core sessions are compiled from.
@@ -189,6 +195,49 @@ impl Reevaluate for crate::policy::EffectivePolicy {
         };
         Reevaluation { verdict, rule }
     }
+
+    fn decide_record(&self, decision: &FileDecision) -> Reevaluation {
+        use fp_common::refer::{MoveKind, MoveVerdict};
+        let kind = match decision.op {
+            Op::Rename => MoveKind::Rename,
+            Op::Exchange => MoveKind::Exchange,
+            Op::Link => MoveKind::Link,
+            _ => return Reevaluate::decide(self, decision.path.as_bytes(), decision.op),
+        };
+        let Some(target) = &decision.target_path else {
+            return Reevaluate::decide(self, decision.path.as_bytes(), decision.op);
+        };
+        let normalized = |p: &super::record::RawPath| crate::policy::normalize_path(p.as_bytes());
+        let (Some(src), Some(dst)) = (normalized(&decision.path), normalized(target)) else {
+            return Reevaluation {
+                verdict: PolicyVerdict::Deny,
+                rule: "unresolved path".to_owned(),
+            };
+        };
+        let dir = decision.directory;
+        let source = crate::policy::Name { path: &src, exists: true, dir };
+        let target = crate::policy::Name {
+            path: &dst,
+            exists: decision.target_exists || kind == MoveKind::Exchange,
+            dir: dir && kind == MoveKind::Exchange,
+        };
+        let (verdict, rule) = match self.decide_move(kind, source, target) {
+            MoveVerdict::Allow => (PolicyVerdict::Allow, "refer: no access gained".to_owned()),
+            MoveVerdict::Denied { op, target } => (
+                PolicyVerdict::Deny,
+                format!(
+                    "{} denied at the {}",
+                    crate::policy::op_name(op),
+                    if target { "target" } else { "source" }
+                ),
+            ),
+            MoveVerdict::Refused { op } => (
+                PolicyVerdict::Deny,
+                format!("refer: {} would be gained (EXDEV)", crate::policy::op_name(op)),
+            ),
+        };
+        Reevaluation { verdict, rule }
+    }
 }
 
 /// The policy op that governs a recorded op: exec needs read; creating, renaming (the target),
@@ -196,7 +245,9 @@ impl Reevaluate for crate::policy::EffectivePolicy {
 pub fn policy_op(op: Op) -> crate::policy::Op {
     match op {
         Op::Read | Op::Exec => crate::policy::Op::Read,
-        Op::Write | Op::Create | Op::Rename | Op::Link | Op::Setattr => crate::policy::Op::Write,
+        Op::Write | Op::Create | Op::Rename | Op::Exchange | Op::Link | Op::Setattr => {
+            crate::policy::Op::Write
+        }
         Op::Delete => crate::policy::Op::Delete,
     }
 }
@@ -233,7 +284,7 @@ pub fn what_if<'a>(
     let mut result = WhatIf::default();
     for (record, decision) in decisions {
         result.evaluated += 1;
-        let now = policy.decide(decision.path.as_bytes(), decision.op);
+        let now = policy.decide_record(decision);
         if now.verdict == PolicyVerdict::of_recorded(decision.decision) {
             result.unchanged += 1;
             continue;
@@ -267,7 +318,7 @@ pub fn to_ocsf(record: &Record, decision: &FileDecision) -> serde_json::Value {
         Op::Read => 2,
         Op::Write => 3,
         Op::Delete => 4,
-        Op::Rename => 5,
+        Op::Rename | Op::Exchange => 5,
         Op::Setattr => 6,
         Op::Link | Op::Exec => 99,
     };

@@ -7,8 +7,10 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
+use fp_common::refer::{MoveKind, MoveVerdict};
+
 use crate::policy::{
-    Decision, EffectivePolicy, LoadOptions, Op, PolicyError, Rule, TableVerdict, Verdict,
+    Decision, EffectivePolicy, LoadOptions, Name, Op, PolicyError, Rule, TableVerdict, Verdict,
     normalize_path, op_name,
 };
 
@@ -25,7 +27,8 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Decide PATHs for an op: verdict, deciding rule, and whether the kernel decides it.
+    /// Decide PATHs for an op: verdict, deciding rule, and whether the kernel decides it. With
+    /// `--op rename|exchange|link`: decide moving the content of the first PATH to the second.
     Explain {
         /// The per-agent policy file.
         #[arg(long)]
@@ -72,14 +75,29 @@ pub enum OpArg {
     Read,
     Write,
     Delete,
+    /// rename(SRC, DST)
+    Rename,
+    /// renameat2(SRC, DST, RENAME_EXCHANGE)
+    Exchange,
+    /// link(SRC, DST)
+    Link,
 }
 
-impl From<OpArg> for Op {
-    fn from(op: OpArg) -> Op {
+/// What `explain` decides: one op on each path, or a move from one path to another.
+enum Question {
+    File(Op),
+    Move(MoveKind),
+}
+
+impl From<OpArg> for Question {
+    fn from(op: OpArg) -> Question {
         match op {
-            OpArg::Read => Op::Read,
-            OpArg::Write => Op::Write,
-            OpArg::Delete => Op::Delete,
+            OpArg::Read => Question::File(Op::Read),
+            OpArg::Write => Question::File(Op::Write),
+            OpArg::Delete => Question::File(Op::Delete),
+            OpArg::Rename => Question::Move(MoveKind::Rename),
+            OpArg::Exchange => Question::Move(MoveKind::Exchange),
+            OpArg::Link => Question::Move(MoveKind::Link),
         }
     }
 }
@@ -90,9 +108,10 @@ const USAGE_ERROR: u8 = 2;
 pub fn main(cmd: Command) -> ExitCode {
     let result = match cmd {
         Command::Check { session, json, files } => check(&session, json, &files),
-        Command::Explain { policy, session, op, json, paths } => {
-            explain(&policy, &session, op.into(), json, &paths)
-        }
+        Command::Explain { policy, session, op, json, paths } => match op.into() {
+            Question::File(op) => explain(&policy, &session, op, json, &paths),
+            Question::Move(kind) => explain_move(&policy, &session, kind, json, &paths),
+        },
         Command::Compile { policy, session, json } => compile(&policy, &session, json),
     };
     match result {
@@ -269,9 +288,7 @@ fn explain(
 ) -> Result<(), Failure> {
     let policy = load(policy_file, session, session.workspace.clone())?;
     for path in paths {
-        let abs = absolute(path)?;
-        let normalized = normalize_path(abs.as_os_str().as_bytes())
-            .ok_or_else(|| Failure::Usage(format!("{} is not absolute", path.display())))?;
+        let normalized = normalized(path)?;
         let decision = policy.decide(&normalized, op);
         let shown = String::from_utf8_lossy(&normalized).into_owned();
         if json {
@@ -294,6 +311,111 @@ fn explain(
         }
     }
     Ok(())
+}
+
+fn normalized(path: &Path) -> Result<Vec<u8>, Failure> {
+    let abs = absolute(path)?;
+    normalize_path(abs.as_os_str().as_bytes())
+        .ok_or_else(|| Failure::Usage(format!("{} is not absolute", path.display())))
+}
+
+/// `explain --op rename|exchange|link SRC DST`: the kernel's answer to the move, with the
+/// errno it gives and why. Whether each name exists and is a directory is read from the
+/// filesystem (a name that does not exist is a new name; the source must exist to be moved,
+/// but is decided as a file when it does not).
+fn explain_move(
+    policy_file: &Path,
+    session: &Session,
+    kind: MoveKind,
+    json: bool,
+    paths: &[PathBuf],
+) -> Result<(), Failure> {
+    let [src, dst] = paths else {
+        return Err(Failure::Usage(format!(
+            "--op {} takes two paths, SRC and DST",
+            move_name(kind)
+        )));
+    };
+    let policy = load(policy_file, session, session.workspace.clone())?;
+    let (src_path, dst_path) = (normalized(src)?, normalized(dst)?);
+    fn name<'a>(path: &Path, bytes: &'a [u8]) -> Name<'a> {
+        let md = std::fs::symlink_metadata(path).ok();
+        Name { path: bytes, exists: md.is_some(), dir: md.is_some_and(|m| m.is_dir()) }
+    }
+    let (s, d) = (name(src, &src_path), name(dst, &dst_path));
+    let verdict = policy.decide_move(kind, s, d);
+    let dirs = s.dir || (kind == MoveKind::Exchange && d.dir);
+    let sides = [policy.move_side(s, dirs), policy.move_side(d, dirs)];
+    let (shown_src, shown_dst) =
+        (String::from_utf8_lossy(&src_path), String::from_utf8_lossy(&dst_path));
+    let verdicts = |i: usize| -> serde_json::Map<String, serde_json::Value> {
+        Op::ALL
+            .iter()
+            .map(|op| (op_name(*op).to_string(), json!(table_name(sides[i].node[op.index()]))))
+            .collect()
+    };
+    let (answer, errno, why) = match verdict {
+        MoveVerdict::Allow => {
+            ("allow", None, "the content gains no access under its new name".to_string())
+        }
+        MoveVerdict::Denied { op, target } => (
+            "deny",
+            Some("EACCES"),
+            format!(
+                "{} of {} is denied",
+                op_name(op),
+                if target { "the target" } else { "the source" }
+            ),
+        ),
+        MoveVerdict::Refused { op } => (
+            "deny",
+            Some("EXDEV"),
+            format!(
+                "refer: the {} would gain {} (or a prompt, defer or directory context cannot be \
+                 proven equal); mv falls back to copy and unlink",
+                if dirs { "tree" } else { "content" },
+                op_name(op)
+            ),
+        ),
+    };
+    if json {
+        println!(
+            "{}",
+            json!({
+                "op": move_name(kind),
+                "path": shown_src,
+                "target": shown_dst,
+                "verdict": answer,
+                "errno": errno,
+                "reason": why,
+                "directory": dirs,
+                "target_exists": d.exists,
+                "source_verdicts": verdicts(0),
+                "target_verdicts": verdicts(1),
+            })
+        );
+    } else {
+        let errno = errno.map(|e| format!(" ({e})")).unwrap_or_default();
+        println!("{shown_src} -> {shown_dst}: {} {answer}{errno}: {why}", move_name(kind));
+    }
+    Ok(())
+}
+
+fn move_name(kind: MoveKind) -> &'static str {
+    match kind {
+        MoveKind::Rename => "rename",
+        MoveKind::Exchange => "exchange",
+        MoveKind::Link => "link",
+    }
+}
+
+fn table_name(v: TableVerdict) -> &'static str {
+    match v {
+        TableVerdict::Allow => "allow",
+        TableVerdict::Prompt => "prompt",
+        TableVerdict::Deny => "deny",
+        TableVerdict::Defer => "defer",
+    }
 }
 
 fn explain_json(policy: &EffectivePolicy, path: &str, op: Op, d: &Decision) -> serde_json::Value {

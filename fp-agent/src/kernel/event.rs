@@ -2,7 +2,10 @@
 use std::sync::Arc;
 
 use fp_common::{
-    kernel::{DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook, Op, PATH_MAX, Reason},
+    kernel::{
+        DecisionEvent, EVENT_DENIED, EVENT_EXCHANGE, EVENT_MOVE_DIR, EVENT_PATH_FS_RELATIVE,
+        EVENT_TARGET_EXISTS, Hook, Op, PATH_MAX, Reason,
+    },
     policy::{NO_RULE, TableVerdict},
 };
 
@@ -14,6 +17,15 @@ use crate::{
 /// The path bytes of an event (empty when the kernel could not resolve it).
 pub fn path(ev: &DecisionEvent) -> &[u8] {
     &ev.path[..(ev.path_len as usize).min(PATH_MAX)]
+}
+
+/// The new name of a rename's or link's event (None for other events).
+pub fn target(ev: &DecisionEvent) -> Option<&[u8]> {
+    is_move(ev).then(|| &ev.target[..(ev.target_len as usize).min(PATH_MAX)])
+}
+
+fn is_move(ev: &DecisionEvent) -> bool {
+    matches!(Hook::from_u8(ev.hook), Some(Hook::PathRename | Hook::PathLink))
 }
 
 fn comm(ev: &DecisionEvent) -> String {
@@ -38,6 +50,12 @@ fn reason(ev: &DecisionEvent) -> String {
         }
         _ => {}
     }
+    if ev.reason == Reason::Refer as u8 {
+        reason.push_str(
+            "; the content would gain this access under its new name, or a prompt or defer \
+             verdict cannot hold a move (EXDEV: mv copies instead)",
+        );
+    }
     if ev.flags & EVENT_DENIED == 0 && TableVerdict::from_u8(ev.verdict) != TableVerdict::Allow {
         reason.push_str("; audit mode: not enforced");
     }
@@ -54,9 +72,12 @@ pub fn line(ev: &DecisionEvent, ctx: &SessionContext) -> String {
     let action = if ev.flags & EVENT_DENIED != 0 { "denied" } else { "allowed" };
     let rule =
         ctx.rule(ev).map(|r| format!(" by rule \"{}\" ({})", r.text, r.source)).unwrap_or_default();
+    let mut shown = audit::RawPath(path(ev).to_vec()).display();
+    if let Some(target) = target(ev) {
+        shown = format!("{shown} -> {}", audit::RawPath(target.to_vec()).display());
+    }
     format!(
-        "fp: {action} {hook} {} by {} ({op}, pid {}, uid {}): {}{rule}\n",
-        audit::RawPath(path(ev).to_vec()).display(),
+        "fp: {action} {hook} {shown} by {} ({op}, pid {}, uid {}): {}{rule}\n",
         comm(ev),
         ev.tgid,
         ev.uid,
@@ -65,16 +86,17 @@ pub fn line(ev: &DecisionEvent, ctx: &SessionContext) -> String {
 }
 
 /// The audit op of an event: the hook says more than the policy op (a write may be a create, a
-/// rename's target, a link or an attribute change).
-fn audit_op(hook: Option<Hook>, op: Option<Op>) -> audit::Op {
+/// link or an attribute change; a rename is one record whatever op decided it).
+fn audit_op(hook: Option<Hook>, op: Option<Op>, flags: u8) -> audit::Op {
     use Hook::*;
     match (op, hook) {
+        (_, Some(PathRename)) if flags & EVENT_EXCHANGE != 0 => audit::Op::Exchange,
+        (_, Some(PathRename)) => audit::Op::Rename,
+        (_, Some(PathLink)) => audit::Op::Link,
         (Some(Op::Read), _) => audit::Op::Read,
         (Some(Op::Exec), _) => audit::Op::Exec,
         (Some(Op::Delete), _) => audit::Op::Delete,
         (_, Some(PathMknod | PathMkdir | PathSymlink)) => audit::Op::Create,
-        (_, Some(PathLink)) => audit::Op::Link,
-        (_, Some(PathRename)) => audit::Op::Rename,
         (
             _,
             Some(
@@ -122,9 +144,12 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
         gid: ev.gid,
         comm: comm(ev),
         exe: audit::RawPath(Vec::new()),
-        op: audit_op(Hook::from_u8(ev.hook), Op::from_u8(ev.op)),
+        op: audit_op(Hook::from_u8(ev.hook), Op::from_u8(ev.op), ev.flags),
         hook: hook.to_owned(),
         path: audit::RawPath(path(ev).to_vec()),
+        target_path: target(ev).map(|t| audit::RawPath(t.to_vec())),
+        directory: is_move(ev) && ev.flags & EVENT_MOVE_DIR != 0,
+        target_exists: is_move(ev) && ev.flags & EVENT_TARGET_EXISTS != 0,
         dev: u64::from(ev.dev),
         ino: ev.ino,
         decision: if allowed { audit::Verdict::Allow } else { audit::Verdict::Deny },
@@ -166,6 +191,26 @@ mod tests {
     }
 
     #[test]
+    fn moves_show_and_record_both_names() {
+        let mut ev = event(Hook::PathRename, Op::Read, b"/w/c.secret");
+        ev.target[..8].copy_from_slice(b"/w/c.txt");
+        ev.target_len = 8;
+        ev.reason = Reason::Refer as u8;
+        ev.flags |= EVENT_EXCHANGE;
+        let l = line(&ev, &ctx());
+        assert!(
+            l.starts_with("fp: denied path_rename /w/c.secret -> /w/c.txt by cat (read, "),
+            "{l}"
+        );
+        assert!(l.contains("refer"), "{l}");
+        let record = audit_record(&ev, &ctx());
+        assert_eq!(record.op, audit::Op::Exchange);
+        assert_eq!(record.target_path, Some(audit::RawPath(b"/w/c.txt".to_vec())));
+        let open = audit_record(&event(Hook::FileOpen, Op::Read, b"/x"), &ctx());
+        assert_eq!(open.target_path, None, "only moves have a second name");
+    }
+
+    #[test]
     fn unanswerable_verdicts_and_audit_mode_say_so() {
         let mut ev = event(Hook::FileOpen, Op::Read, b"/x");
         ev.verdict = TableVerdict::Prompt as u8;
@@ -184,8 +229,9 @@ mod tests {
         let op = |h, o| audit_record(&event(h, o, b"/x"), &ctx()).op;
         assert_eq!(op(Hook::FileOpen, Op::Read), audit::Op::Read);
         assert_eq!(op(Hook::PathMknod, Op::Write), audit::Op::Create);
-        assert_eq!(op(Hook::PathRename, Op::Delete), audit::Op::Delete);
+        assert_eq!(op(Hook::PathRename, Op::Delete), audit::Op::Rename, "one record a move");
         assert_eq!(op(Hook::PathRename, Op::Write), audit::Op::Rename);
+        assert_eq!(op(Hook::PathLink, Op::Read), audit::Op::Link);
         assert_eq!(op(Hook::PathChmod, Op::Write), audit::Op::Setattr);
         assert_eq!(op(Hook::BprmCheckSecurity, Op::Exec), audit::Op::Exec);
         assert_eq!(op(Hook::PathTruncate, Op::Write), audit::Op::Write);

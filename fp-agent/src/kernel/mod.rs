@@ -147,11 +147,12 @@ pub struct Enforcer {
     links: Vec<(PathBuf, PinnedLink)>,
 }
 
-const PINNED_MAPS: [&str; 12] = [
+const PINNED_MAPS: [&str; 13] = [
     "SESSIONS",
     "COUNTERS",
     "HEADERS",
     "PREFIXES",
+    "INTERIOR",
     "NAMES",
     "SCOPES",
     "INODES",
@@ -161,6 +162,20 @@ const PINNED_MAPS: [&str; 12] = [
     "PROTECTED",
     "GRANTS",
 ];
+
+/// The `INTERIOR` keys of tables `id`: each directory with its NUL, so that the longest-prefix
+/// lookup of `dir\0` finds exactly it. Directories too long for a key are left out: the
+/// programs count such a directory as anchored without looking.
+fn interior_keys(
+    id: u64,
+    tables: &KernelTables,
+) -> impl Iterator<Item = (u32, PrefixKeyData)> + '_ {
+    tables.interior().filter_map(move |dir| {
+        let mut bytes = dir.to_vec();
+        bytes.push(0);
+        PrefixKeyData::new(id, &bytes)
+    })
+}
 
 /// How full one of the pinned hash maps is.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -273,9 +288,10 @@ impl Enforcer {
             Ok(map.keys().filter(Result::is_ok).count() as u64)
         }
         let mut usage = Vec::new();
-        for name in
-            ["SESSIONS", "HEADERS", "PREFIXES", "NAMES", "SCOPES", "INODES", "PENDING", "GRANTS"]
-        {
+        for name in [
+            "SESSIONS", "HEADERS", "PREFIXES", "INTERIOR", "NAMES", "SCOPES", "INODES", "PENDING",
+            "GRANTS",
+        ] {
             let map = self.map_mut(name)?;
             let capacity = match &*map {
                 aya::maps::Map::HashMap(d) | aya::maps::Map::LpmTrie(d) => {
@@ -288,6 +304,10 @@ impl Enforcer {
                 "HEADERS" => count::<u64, TableHeader>(map)?,
                 "PREFIXES" => {
                     let trie: LpmTrie<_, PrefixKeyData, PrefixValue> = LpmTrie::try_from(map)?;
+                    trie.keys().filter(Result::is_ok).count() as u64
+                }
+                "INTERIOR" => {
+                    let trie: LpmTrie<_, PrefixKeyData, u8> = LpmTrie::try_from(map)?;
                     trie.keys().filter(Result::is_ok).count() as u64
                 }
                 "NAMES" => count::<NameKey, NameValue>(map)?,
@@ -336,6 +356,11 @@ impl Enforcer {
                 .ok_or_else(|| anyhow!("compiled prefix longer than an LPM key"))?;
             prefixes.insert(&Key::new(bits, key), value, 0)?;
         }
+        let mut interior: LpmTrie<_, PrefixKeyData, u8> =
+            LpmTrie::try_from(self.map_mut("INTERIOR")?)?;
+        for (bits, key) in interior_keys(id, tables) {
+            interior.insert(&Key::new(bits, key), 1, 0)?;
+        }
         let mut names: HashMap<_, NameKey, NameValue> = HashMap::try_from(self.map_mut("NAMES")?)?;
         for (key, value) in tables.names() {
             names.insert(NameKey { session_id: id, ..*key }, value, 0)?;
@@ -375,6 +400,11 @@ impl Enforcer {
             if let Some((bits, key)) = PrefixKeyData::new(id, bytes) {
                 gone(prefixes.remove(&Key::new(bits, key)))?;
             }
+        }
+        let mut interior: LpmTrie<_, PrefixKeyData, u8> =
+            LpmTrie::try_from(self.map_mut("INTERIOR")?)?;
+        for (bits, key) in interior_keys(id, tables) {
+            gone(interior.remove(&Key::new(bits, key)))?;
         }
         let mut names: HashMap<_, NameKey, NameValue> = HashMap::try_from(self.map_mut("NAMES")?)?;
         for (key, _) in tables.names() {
@@ -463,6 +493,7 @@ impl Enforcer {
         let removed =
             sweep::<u64, TableHeader>(self.map_mut("HEADERS")?, |id| !tables.contains(id))?;
         sweep_trie::<PrefixValue>(self.map_mut("PREFIXES")?, |k| !tables.contains(&k.session_id))?;
+        sweep_trie::<u8>(self.map_mut("INTERIOR")?, |k| !tables.contains(&k.session_id))?;
         sweep_trie::<GrantValue>(self.map_mut("GRANTS")?, |k| !cgroups.contains(&k.session_id))?;
         sweep::<NameKey, NameValue>(self.map_mut("NAMES")?, |k| !tables.contains(&k.session_id))?;
         sweep::<ScopeKey, ScopeValue>(self.map_mut("SCOPES")?, |k| {

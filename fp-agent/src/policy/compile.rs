@@ -6,7 +6,7 @@
 //! a scope), or a Defer entry on its longest literal directory prefix. Anything over a limit
 //! (key length, name length, slots per name) also becomes a Defer entry on a shorter prefix, so
 //! the tables are never silently weaker than the rules.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use fp_common::policy::{
     HEADER_BASENAMES, HEADER_DIRNAMES, MAX_NAME, MAX_PREFIX, NameKey, NameKind, NameSlot,
@@ -28,6 +28,9 @@ pub struct KernelTables {
     scopes: Vec<ScopeValue>,
     /// Targets of exact and subtree rules with restrictive verdicts, for the inode table.
     anchors: BTreeMap<Anchor, [OpEntry; 3]>,
+    /// Directories with an LPM entry at or below them (`/` is the root), without their trailing
+    /// '/': a directory moved from or to one of them is refused ([`fp_common::refer`]).
+    interior: BTreeSet<Vec<u8>>,
 }
 
 /// A rule target the kernel also matches by inode identity: a path, and whether the rule covers
@@ -206,8 +209,15 @@ impl Compiler {
             // Keys longer than MAX_PREFIX never get a scope id (they defer).
             scopes[*id as usize] = ScopeValue::new(key).unwrap_or_else(empty_scope);
         }
+        // Every scope has an LPM entry (its covering entries' values, so no verdict changes):
+        // then the longest match of a directory names the deepest scope above it too, which is
+        // what lets the kernel compare two directories by that entry alone.
+        for key in self.scope_ids.keys() {
+            self.direct.entry(key.clone()).or_default();
+        }
         let prefixes = self.fold();
-        Ok(KernelTables { header, prefixes, names, scopes, anchors: self.anchors })
+        let interior = interior(prefixes.keys());
+        Ok(KernelTables { header, prefixes, names, scopes, anchors: self.anchors, interior })
     }
 
     fn defer_slot(&mut self, slot: &NameSlot, scope: &[u8]) {
@@ -220,12 +230,14 @@ impl Compiler {
         }
     }
 
-    /// Folds every entry's ancestors into it, so the longest match alone answers.
+    /// Folds every entry's ancestors into it, so the longest match alone answers; numbers the
+    /// entries from 1.
     fn fold(&self) -> BTreeMap<Vec<u8>, PrefixValue> {
         self.direct
             .keys()
-            .map(|key| {
-                let mut value = PrefixValue::default();
+            .zip(1..)
+            .map(|(key, id)| {
+                let mut value = PrefixValue { id, ..PrefixValue::default() };
                 let ends = key.iter().enumerate().filter(|(_, b)| **b == b'/').map(|(i, _)| i + 1);
                 for end in ends.chain(std::iter::once(key.len())) {
                     let Some(entries) = self.direct.get(&key[..end]) else { continue };
@@ -239,6 +251,22 @@ impl Compiler {
             })
             .collect()
     }
+}
+
+/// The directories at or above which some LPM key lies: for `P/` the directory `P` and its
+/// ancestors, for `P\0` the ancestors of `P`. The root is `/`.
+fn interior<'a>(keys: impl Iterator<Item = &'a Vec<u8>>) -> BTreeSet<Vec<u8>> {
+    let mut dirs = BTreeSet::new();
+    for key in keys {
+        let Some((_, path)) = key.split_last() else { continue };
+        // Every '/' of the key ends a directory that lies above (or is) what the key covers.
+        for (i, b) in key.iter().enumerate().take(path.len() + 1) {
+            if *b == b'/' {
+                dirs.insert(if i == 0 { b"/".to_vec() } else { key[..i].to_vec() });
+            }
+        }
+    }
+    dirs
 }
 
 /// A rule's ops grouped by (verdict, rank), as name slots carry them; Defer if not `exact`.
@@ -307,6 +335,17 @@ impl KernelTables {
     /// Scopes by id (index 0, the root, is never looked up).
     pub fn scopes(&self) -> &[ScopeValue] {
         &self.scopes
+    }
+
+    /// Directories with an LPM entry at or below them (see [`fp_common::refer`]).
+    pub fn interior(&self) -> impl Iterator<Item = &[u8]> {
+        self.interior.iter().map(Vec::as_slice)
+    }
+
+    /// Whether a directory move from or to `dir` must be refused because a rule is anchored at
+    /// or below it, or because its key would not fit (the kernel cannot tell).
+    pub fn anchored(&self, dir: &[u8]) -> bool {
+        dir.len() + 1 > MAX_PREFIX || self.interior.contains(dir)
     }
 
     /// Targets to enter into the inode table once resolved, with their restrictive entries.
@@ -381,6 +420,7 @@ impl KernelTables {
             "prefixes": prefixes,
             "names": names,
             "scopes": scopes,
+            "interior": self.interior.iter().map(|d| text(d)).collect::<Vec<_>>(),
         })
     }
 }

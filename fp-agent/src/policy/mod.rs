@@ -11,6 +11,7 @@ mod exact;
 mod floors;
 mod glob;
 mod layer;
+mod moves;
 mod parse;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ pub use floors::{
 pub use fp_common::policy::{Op, TableVerdict};
 use glob::Expansion;
 pub use layer::layer;
+pub use moves::Name;
 pub use parse::{
     Base, FileKind, PolicyFields, Schema, Spanned, V1Default, V1Tier, V2Tier, parse_str,
 };

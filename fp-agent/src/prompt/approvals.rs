@@ -31,6 +31,11 @@ pub enum Access {
 }
 
 impl Access {
+    /// [`Op::bit`] mask of [`Self::policy_ops`].
+    pub fn op_bits(self) -> u8 {
+        self.policy_ops().iter().fold(0, |bits, op| bits | op.bit())
+    }
+
     /// The policy ops that decide this access; exec decides as read, as the kernel does.
     pub fn policy_ops(self) -> &'static [Op] {
         match self {
@@ -133,6 +138,10 @@ pub struct Grant {
     /// When it ends, CLOCK_BOOTTIME ns (the kernel's clock for it); 0: with the session.
     #[serde(skip)]
     expires: u64,
+    /// [`Op::bit`] mask of the ops the approved open needed: a grant answers only those (an
+    /// approved read does not answer an open for reading and writing).
+    #[serde(skip)]
+    ops: u8,
     #[serde(skip)]
     key: Vec<u8>,
 }
@@ -140,15 +149,18 @@ pub struct Grant {
 impl Grant {
     /// What the broker and the kernel both decide with.
     fn value(&self) -> GrantValue {
-        GrantValue::new(self.scope.into(), self.expires)
+        GrantValue::new(self.scope.into(), self.ops, self.expires)
     }
 
-    /// Whether this grant turns a prompt of `session` on `path` into an allow at `now`
-    /// (CLOCK_BOOTTIME ns).
-    fn allows(&self, session: &str, path: &[u8], now: u64) -> bool {
+    /// Whether this grant turns the prompt of an `access` of `session` on `path` into an allow at
+    /// `now` (CLOCK_BOOTTIME ns): it must answer every op of the access.
+    fn allows(&self, session: &str, path: &[u8], access: Access, now: u64) -> bool {
         self.session == session
             && GrantScope::from(self.scope).covers(&self.key, path)
-            && after_grant(TableVerdict::Prompt, Some(&self.value()), now) == TableVerdict::Allow
+            && access.policy_ops().iter().all(|op| {
+                after_grant(TableVerdict::Prompt, Some(&self.value()), *op, now)
+                    == TableVerdict::Allow
+            })
     }
 
     fn live(&self, now: u64) -> bool {
@@ -450,8 +462,10 @@ impl Approvals {
             return;
         }
         let boottime = boottime_ns();
-        if let Some(grant) =
-            state.grants.iter().find(|g| g.allows(&request.open.session, &request.path, boottime))
+        if let Some(grant) = state
+            .grants
+            .iter()
+            .find(|g| g.allows(&request.open.session, &request.path, request.open.access, boottime))
         {
             let grant = grant.clone();
             drop(state);
@@ -662,6 +676,7 @@ fn new_grant(
         expires_at: duration.map(|d| rfc3339(SystemTime::now() + d)),
         created_by: decider,
         expires: duration.map_or(0, |d| boottime.saturating_add(d.as_nanos() as u64).max(1)),
+        ops: request.open.access.op_bits(),
         key,
     }
 }
@@ -742,22 +757,27 @@ pub(super) mod tests {
         let r = request("s1", "/ws/secrets/key");
         let dir = new_grant(&mut state, &r, Remember::Dir, None, CLI, now);
         assert_eq!(dir.path, "/ws/secrets");
-        assert!(dir.allows("s1", b"/ws/secrets/other", now));
-        assert!(!dir.allows("s1", b"/ws/secrets-not", now));
-        assert!(!dir.allows("s2", b"/ws/secrets/other", now));
+        assert!(dir.allows("s1", b"/ws/secrets/other", Access::Read, now));
+        assert!(!dir.allows("s1", b"/ws/secrets-not", Access::Read, now));
+        assert!(!dir.allows("s2", b"/ws/secrets/other", Access::Read, now));
         let path = new_grant(&mut state, &r, Remember::Path, None, CLI, now);
-        assert!(path.allows("s1", b"/ws/secrets/key", now));
-        assert!(!path.allows("s1", b"/ws/secrets/key2", now));
+        assert!(path.allows("s1", b"/ws/secrets/key", Access::Read, now));
+        assert!(!path.allows("s1", b"/ws/secrets/key2", Access::Read, now));
         let session = new_grant(&mut state, &r, Remember::Session, None, CLI, now);
-        assert!(session.allows("s1", b"/anything", u64::MAX));
+        assert!(session.allows("s1", b"/anything", Access::Read, u64::MAX));
         let root = new_grant(&mut state, &request("s1", "/top"), Remember::Dir, None, CLI, now);
         assert_eq!(root.path, "/");
-        assert!(root.allows("s1", b"/etc/x", now));
+        assert!(root.allows("s1", b"/etc/x", Access::Read, now));
         let brief = new_grant(&mut state, &r, Remember::Path, Some(Duration::ZERO), CLI, now);
-        assert!(!brief.allows("s1", b"/ws/secrets/key", now));
+        assert!(!brief.allows("s1", b"/ws/secrets/key", Access::Read, now));
         let ten = new_grant(&mut state, &r, Remember::Dir, Some(Duration::from_secs(10)), CLI, now);
-        assert!(ten.allows("s1", b"/ws/secrets/x", now + 9_999_999_999));
-        assert!(!ten.allows("s1", b"/ws/secrets/x", now + 10_000_000_000));
+        assert!(ten.allows("s1", b"/ws/secrets/x", Access::Read, now + 9_999_999_999));
+        assert!(!ten.allows("s1", b"/ws/secrets/x", Access::Read, now + 10_000_000_000));
+        assert!(
+            !path.allows("s1", b"/ws/secrets/key", Access::ReadWrite, now),
+            "an approved read does not answer an open for reading and writing"
+        );
+        assert!(path.allows("s1", b"/ws/secrets/key", Access::Exec, now), "exec decides as read");
     }
 
     #[test]
@@ -776,7 +796,11 @@ pub(super) mod tests {
         assert_eq!(entries.len(), 2, "{entries:?}");
         let dir = GrantScope::Dir.key(42, b"/ws/secrets").unwrap();
         let merged = entries.iter().find(|(b, k, _)| (*b, *k) == dir).unwrap();
-        assert_eq!(merged.2, GrantValue::new(GrantScope::Dir, 0), "the longer-lived grant wins");
+        assert_eq!(
+            merged.2,
+            GrantValue::new(GrantScope::Dir, Op::Read.bit(), 0),
+            "the longer-lived grant wins"
+        );
         let long = request("s1", &format!("/{}", "x".repeat(300)));
         let long = new_grant(&mut state, &long, Remember::Path, None, CLI, now);
         assert!(long.kernel_entry(42).is_none());

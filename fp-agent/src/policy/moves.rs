@@ -1,0 +1,46 @@
+//! Renames and links under a session's policy: [`fp_common::refer`]'s rule, with each name
+//! evaluated on the compiled tables exactly as the BPF programs evaluate it (one evaluation for
+//! all three ops per name, plus the context below it when a directory moves).
+use fp_common::{
+    policy::{MAX_PATH, OpEntry, TableVerdict, evaluate_seeded},
+    refer::{self, Below, MoveKind, MoveSide, MoveVerdict},
+};
+
+use super::EffectivePolicy;
+
+/// One name of a move as the filesystem has it.
+#[derive(Clone, Copy, Debug)]
+pub struct Name<'a> {
+    /// Absolute and normalized.
+    pub path: &'a [u8],
+    pub exists: bool,
+    /// What the name holds is a directory.
+    pub dir: bool,
+}
+
+impl EffectivePolicy {
+    /// How the kernel sees one name of a move; `below` asks for the context below it as a
+    /// directory.
+    pub fn move_side(&self, name: Name<'_>, below: bool) -> MoveSide {
+        let tables = self.tables();
+        let none = [OpEntry::default(); 3];
+        let node = evaluate_seeded(tables, name.path, &none).decisions().map(|d| d.verdict);
+        let below = below.then(|| {
+            let mut dir = name.path.to_vec();
+            if dir.last() != Some(&b'/') {
+                dir.push(b'/');
+            }
+            let anchored = dir.len() > MAX_PATH || tables.anchored(name.path);
+            let e = evaluate_seeded(tables, dir.as_slice(), &none);
+            let context = e.best.map(|b| (b.rank, TableVerdict::from_u8(b.verdict)));
+            Below { context, prefix_id: e.prefix_id, anchored }
+        });
+        MoveSide { node, exists: name.exists, dir: name.dir, below }
+    }
+
+    /// The verdict on moving `src`'s content to `dst` (rename, exchange) or linking it there.
+    pub fn decide_move(&self, kind: MoveKind, src: Name<'_>, dst: Name<'_>) -> MoveVerdict {
+        let dirs = src.dir || (kind == MoveKind::Exchange && dst.dir);
+        refer::decide(kind, &self.move_side(src, dirs), &self.move_side(dst, dirs))
+    }
+}
