@@ -378,6 +378,11 @@ fn vectors(dir: &Path, keys: &Keys) -> Vec<Vector> {
                 l.edit(3, |v| v["ino"] = (-1).into());
             })
             .at("malformed-line", ACTIVE, 4, 3),
+        vector("negative-zero", "-0 is not an integer", &s, 1)
+            .with(|l| {
+                l.raw(3, |s| s.replacen("\"dev\":2049", "\"dev\":-0", 1));
+            })
+            .at("malformed-line", ACTIVE, 4, 3),
         vector("version-2", "v must be 1", &s, 1)
             .with(|l| {
                 l.edit(3, |v| v["v"] = 2.into());

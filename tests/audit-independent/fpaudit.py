@@ -355,8 +355,10 @@ def _check_strings(x):
 def parse_record(line):
     """Step 3: returns (record dict, known kind) or raises ValueError."""
     try:
+        # "-0" is not an integer (it reads as a float), like any number with '.' or an exponent.
         rec = json.loads(line.decode("utf-8"), object_pairs_hook=_pairs,
-                         parse_constant=_no_constants)
+                         parse_constant=_no_constants,
+                         parse_int=lambda t: float(t) if t == "-0" else int(t))
         _check_strings(rec)
     except (UnicodeError, ValueError) as e:
         raise ValueError(str(e))
@@ -389,10 +391,10 @@ def split_suffix(line):
     return line[:-SUFFIX_LEN], digits
 
 
-def peek(line):
-    """A look-ahead line: (stored hash, prev) if it passes steps 1 and 3."""
+def peek(line, terminated):
+    """A look-ahead line: (stored hash, prev) if it passes steps 1 and 3 (not step 2)."""
     split = split_suffix(line)
-    if split is None:
+    if split is None or not terminated:
         return None
     try:
         rec, _ = parse_record(line)
@@ -495,10 +497,10 @@ def verify(args):
         out = []
         for sj in range(si, len(segs)):
             start = li + 1 if sj == si else 0
-            for _, line, _ in segs[sj][1][start:]:
+            for _, line, terminated in segs[sj][1][start:]:
                 if len(out) == WINDOW:
                     return out
-                p = peek(line)
+                p = peek(line, terminated)
                 if p is None:
                     return out
                 out.append(p)

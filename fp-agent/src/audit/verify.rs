@@ -101,12 +101,16 @@ pub struct VerifyOptions {
     pub trusted_checkpoint: Option<String>,
 }
 
-/// A whole line that passes step 1 and 3 checks: its claimed hash and its prev, for the
-/// look-ahead (the stored hash, not recomputed).
-fn peek(line: &[u8]) -> Option<(Hash, Hash)> {
-    let (_, hash) = chain::split_line(line)?;
+/// A look-ahead line that passes steps 1 and 3 (not step 2): its stored hash (not recomputed)
+/// and its prev.
+fn peek(line: &[u8], terminated: bool) -> Option<(Hash, Hash)> {
+    let (_, hash) = chain::split_line(line).filter(|_| terminated)?;
     let value = schema::parse_line(line).ok()?;
     let common = schema::common(&value).ok()?;
+    if common.v != u64::from(super::record::FORMAT_VERSION) {
+        return None;
+    }
+    schema::kind(&value, common.kind).ok()?;
     Some((hash, chain::parse_hex_hash(common.prev)?))
 }
 
@@ -402,11 +406,11 @@ impl Walk<'_> {
         let mut data = Cow::Borrowed(rest);
         let mut next = index + 1;
         loop {
-            for (_, line, _) in lines(&data) {
+            for (_, line, terminated) in lines(&data) {
                 if ahead.len() == WINDOW {
                     return ahead;
                 }
-                match peek(line) {
+                match peek(line, terminated) {
                     Some(entry) => ahead.push(entry),
                     None => return ahead,
                 }
