@@ -378,6 +378,16 @@ fn vectors(dir: &Path, keys: &Keys) -> Vec<Vector> {
                 l.edit(3, |v| v["ino"] = (-1).into());
             })
             .at("malformed-line", ACTIVE, 4, 3),
+        vector("lone-surrogate", "strings are Unicode: no unpaired surrogate escape", &s, 1)
+            .with(|l| {
+                l.raw(3, |s| s.replacen("\"comm\":\"bash\"", "\"comm\":\"\\ud800\"", 1));
+            })
+            .at("malformed-line", ACTIVE, 4, 3),
+        vector("escaped-surrogate-pair", "a valid escaped pair is fine", &s, 0)
+            .with(|l| {
+                l.raw(3, |s| s.replacen("\"comm\":\"bash\"", "\"comm\":\"\\ud83d\\ude00\"", 1));
+                l.rebuild(4, keys, false);
+            }),
         vector("negative-zero", "-0 is not an integer", &s, 1)
             .with(|l| {
                 l.raw(3, |s| s.replacen("\"dev\":2049", "\"dev\":-0", 1));
