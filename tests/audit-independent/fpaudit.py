@@ -10,6 +10,7 @@ Standard library only; Ed25519 goes through the `openssl` command line tool.
 """
 import argparse
 import base64
+import binascii
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ import sys
 import tempfile
 import time
 
-DOMAIN = b"fp-audit-v1 record\n"
+DOMAIN = b"fp-audit-v1 record\n"  # 18 ASCII bytes and a newline
 ZERO = "0" * 64
 SUFFIX_OPEN = b',"hash":"'
 SUFFIX_LEN = len(SUFFIX_OPEN) + 64 + 2
@@ -36,15 +37,35 @@ def key_hash(name, public):
     return hashlib.sha256(name.encode() + b"\n\x01" + public).digest()[:4]
 
 
+def b64decode_canonical(text):
+    """Standard padded base64 that re-encodes to the same text, else ValueError."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("not base64")
+    if base64.b64encode(raw).decode() != text:
+        raise ValueError("not canonical base64")
+    return raw
+
+
+def valid_key_name(name):
+    return name != "" and all(0x21 <= ord(c) <= 0x7E and c != "+" for c in name)
+
+
 def parse_key(text, private):
     text = text.strip()
     if private:
         if not text.startswith("PRIVATE+KEY+"):
             raise ValueError("not a private key")
         text = text[len("PRIVATE+KEY+"):]
-    name, khash, blob = text.split("+", 2)
-    raw = base64.b64decode(blob)
-    if raw[0] != 1 or len(raw) != 33:
+    parts = text.split("+", 2)  # base64 may contain '+': split on the first two only
+    if len(parts) != 3:
+        raise ValueError("expected <name>+<hash>+<base64>")
+    name, khash, blob = parts
+    if not valid_key_name(name) or not is_lower_hex(khash, 8):
+        raise ValueError("bad key name or key hash")
+    raw = b64decode_canonical(blob)
+    if len(raw) != 33 or raw[0] != 1:
         raise ValueError("not an Ed25519 key")
     return name, khash, raw[1:]
 
@@ -80,6 +101,7 @@ class Verifier:
         self.name, self.khash, self.public = parse_key(open(path).read(), private=False)
         if key_hash(self.name, self.public).hex() != self.khash:
             raise ValueError("key hash does not match the key")
+        self.key_id = f"{self.name}+{self.khash}"
         self.tmp = tempfile.mkdtemp()
         self.der = os.path.join(self.tmp, "pub.der")
         with open(self.der, "wb") as f:
@@ -100,25 +122,75 @@ def note_body(origin, size, root):
     return f"{origin}\n{size}\n{base64.b64encode(root).decode()}\n"
 
 
-def check_note(note, verifier):
-    """Returns (origin, size, root bytes) or raises ValueError naming the problem."""
-    body, sep, sigs = note.partition("\n\n")
-    if not sep:
-        raise ValueError("malformed note")
-    lines = body.split("\n")
-    origin, size, root = lines[0], int(lines[1]), base64.b64decode(lines[2])
-    found = False
-    for line in sigs.splitlines():
-        if not line.startswith(EM_DASH):
-            raise ValueError("malformed signature line")
+class NoteError(ValueError):
+    """kind: 'malformed', 'missing-signature' or 'bad-signature'."""
+    def __init__(self, kind, detail=""):
+        super().__init__(detail or kind)
+        self.kind = kind
+
+
+def parse_note(note):
+    """Returns (origin, size, root bytes, signed body, [(name, blob)]) or raises NoteError."""
+    split = note.find("\n\n")
+    if split < 0:
+        raise NoteError("malformed", "no blank line")
+    body, sigs = note[:split + 1], note[split + 2:]
+    lines = body[:-1].split("\n")
+    if len(lines) < 3 or lines[0] == "":
+        raise NoteError("malformed", "expected origin, size, root")
+    origin, size, root = lines[0], lines[1], lines[2]  # later lines: extension lines
+    if not (size.isascii() and size.isdigit()) or (size != "0" and size.startswith("0")):
+        raise NoteError("malformed", "size")
+    size = int(size)
+    if size > U64:
+        raise NoteError("malformed", "size")
+    try:
+        root = b64decode_canonical(root)
+    except ValueError:
+        raise NoteError("malformed", "root")
+    if len(root) != 32:
+        raise NoteError("malformed", "root")
+    if not sigs.endswith("\n"):
+        raise NoteError("malformed", "no final newline")
+    signatures = []
+    for line in sigs[:-1].split("\n"):
+        if not line.startswith(EM_DASH) or " " not in line[len(EM_DASH):]:
+            raise NoteError("malformed", "signature line")
         name, blob = line[len(EM_DASH):].split(" ", 1)
-        blob = base64.b64decode(blob)
-        if name != verifier.name or blob[:4].hex() != verifier.khash:
+        try:
+            blob = b64decode_canonical(blob)
+        except ValueError:
+            raise NoteError("malformed", "signature base64")
+        if not valid_key_name(name) or len(blob) < 4:
+            raise NoteError("malformed", "signature line")
+        signatures.append((name, blob))
+    return origin, size, root, body, signatures
+
+
+def check_note(note, verifier):
+    """Returns (origin, size, root bytes); raises NoteError."""
+    origin, size, root, body, signatures = parse_note(note)
+    found = False
+    for name, blob in signatures:
+        if name != verifier.name or len(blob) != 68 or blob[:4].hex() != verifier.khash:
             continue
         found = True
-        if verifier.verify((body + "\n").encode(), blob[4:]):
+        if verifier.verify(body.encode(), blob[4:]):
             return origin, size, root
-    raise ValueError("bad signature" if found else "missing signature")
+    raise NoteError("bad-signature" if found else "missing-signature")
+
+
+def note_from_sink(text):
+    """The note in a sink file, or in syslog lines 'fp-audit checkpoint <note, newlines as | >'."""
+    marker = "fp-audit checkpoint "
+    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    hits = [line for line in lines if marker in line]
+    if not hits:
+        return text
+    flat = hits[-1][hits[-1].index(marker) + len(marker):].rstrip()
+    if flat.endswith(" |"):
+        flat = flat[:-2]
+    return flat.replace(" | ", "\n").replace(" |", "\n") + "\n"
 
 
 def seal(members):
@@ -179,72 +251,414 @@ def write(args):
     return 0
 
 
+U64, U32, I32_MIN, I32_MAX = 2**64 - 1, 2**32 - 1, -2**31, 2**31 - 1
+WINDOW = 64
+OPS = {"read", "write", "create", "delete", "rename", "link", "exec", "setattr"}
+DECISIONS = {"allow", "deny", "prompt-approved", "prompt-denied", "prompt-timed-out"}
+COMMON = [("v", "u64"), ("seq", "u64"), ("kind", "str"), ("time", "str"), ("mono_ns", "u64"),
+          ("boot_id", "str"), ("host", "str"), ("prev", "hex64"), ("hash", "hex64")]
+KINDS = {
+    "decision": [("session", "str", 1), ("agent", "str", 1), ("cgroup", "u64", 1),
+                 ("pid", "u32", 1), ("tgid", "u32", 1), ("uid", "u32", 1), ("gid", "u32", 1),
+                 ("comm", "str", 1), ("exe", "path", 1), ("op", OPS, 1), ("hook", "str", 1),
+                 ("path", "path", 1), ("target_path", "path", 0), ("dev", "u64", 1),
+                 ("ino", "u64", 1), ("decision", DECISIONS, 1), ("rule", "str", 1),
+                 ("rule_source", "str", 1), ("policy_hash", "str", 1), ("approver", "str", 0),
+                 ("reason", "str", 0)],
+    "session-start": [("session", "str", 1), ("agent", "str", 1), ("cgroup", "u64", 1),
+                      ("pid", "u32", 1), ("uid", "u32", 1), ("policy_hash", "str", 1),
+                      ("floor_exceptions", "strs", 1), ("command", "strs", 1)],
+    "session-end": [("session", "str", 1), ("agent", "str", 1), ("exit_code", "i32", 0),
+                    ("reason", "str", 1)],
+    "session-adopt": [("session", "str", 1), ("agent", "str", 1), ("cgroup", "u64", 1),
+                      ("pids", "u32", 1), ("policy_hash", "str", 1)],
+    "policy-reload": [("session", "str", 0), ("old_policy_hash", "str", 1),
+                      ("policy_hash", "str", 1), ("source", "str", 1)],
+    "loss": [("count", "u64", 1), ("at", "str", 1)],
+    "log-open": [("log_id", "hex32", 1), ("key_id", "keyid", 1), ("segment", "u64", 1),
+                 ("writer", "str", 1)],
+    "daemon-restart": [("key_id", "keyid", 1), ("writer", "str", 1)],
+    "recovery": [("torn_file", "str", 1), ("torn_size", "u64", 1), ("torn_sha256", "hex64", 1)],
+    "checkpoint": [("size", "u64", 1), ("root", "hex64", 1), ("note", "str", 1)],
+}
+
+
+def is_lower_hex(text, n):
+    return isinstance(text, str) and len(text) == n and all(c in "0123456789abcdef" for c in text)
+
+
+def is_int(x, lo, hi):
+    return type(x) is int and lo <= x <= hi
+
+
+def has_type(x, ty):
+    if isinstance(ty, set):
+        return isinstance(x, str) and x in ty
+    if ty == "u64":
+        return is_int(x, 0, U64)
+    if ty == "u32":
+        return is_int(x, 0, U32)
+    if ty == "i32":
+        return is_int(x, I32_MIN, I32_MAX)
+    if ty == "str":
+        return isinstance(x, str)
+    if ty == "strs":
+        return isinstance(x, list) and all(isinstance(i, str) for i in x)
+    if ty == "hex64":
+        return is_lower_hex(x, 64)
+    if ty == "hex32":
+        return is_lower_hex(x, 32)
+    if ty == "keyid":
+        if not isinstance(x, str) or "+" not in x:
+            return False
+        name, khash = x.split("+", 1)
+        return valid_key_name(name) and is_lower_hex(khash, 8)
+    if ty == "path":
+        if isinstance(x, str):
+            return True
+        if isinstance(x, dict) and list(x) == ["b64"] and isinstance(x["b64"], str):
+            try:
+                b64decode_canonical(x["b64"])
+                return True
+            except ValueError:
+                return False
+        return False
+    raise AssertionError(ty)
+
+
+def _pairs(pairs):
+    obj = {}
+    for k, v in pairs:
+        if k in obj:
+            raise ValueError(f"duplicate member {k!r}")
+        obj[k] = v
+    return obj
+
+
+def _no_constants(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_strings(x):
+    """Rejects unpaired surrogates (valid JSON escapes that are not Unicode)."""
+    if isinstance(x, str):
+        x.encode("utf-8")
+    elif isinstance(x, list):
+        for i in x:
+            _check_strings(i)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            _check_strings(k)
+            _check_strings(v)
+
+
+def parse_record(line):
+    """Step 3: returns (record dict, known kind) or raises ValueError."""
+    try:
+        # "-0" is not an integer (it reads as a float), like any number with '.' or an exponent.
+        rec = json.loads(line.decode("utf-8"), object_pairs_hook=_pairs,
+                         parse_constant=_no_constants,
+                         parse_int=lambda t: float(t) if t == "-0" else int(t))
+        _check_strings(rec)
+    except (UnicodeError, ValueError) as e:
+        raise ValueError(str(e))
+    if not isinstance(rec, dict):
+        raise ValueError("not a JSON object")
+    for name, ty in COMMON:
+        if name not in rec or not has_type(rec[name], ty):
+            raise ValueError(f"member {name} missing or mistyped")
+    if rec["v"] != 1:
+        raise ValueError("unsupported version")
+    members = KINDS.get(rec["kind"])
+    if members is None:
+        return rec, False
+    for name, ty, required in members:
+        if name not in rec:
+            if required:
+                raise ValueError(f"{rec['kind']} without {name}")
+        elif not has_type(rec[name], ty):
+            raise ValueError(f"{rec['kind']}: {name} mistyped")
+    return rec, True
+
+
+def split_suffix(line):
+    """Step 1: (S, stored hash hex) or None."""
+    if len(line) < SUFFIX_LEN or line[-SUFFIX_LEN:-66] != SUFFIX_OPEN or line[-2:] != b'"}':
+        return None
+    digits = line[-66:-2].decode("latin-1")
+    if not is_lower_hex(digits, 64):
+        return None
+    return line[:-SUFFIX_LEN], digits
+
+
+def peek(line, terminated):
+    """A look-ahead line: (stored hash, prev) if it passes steps 1 and 3 (not step 2)."""
+    split = split_suffix(line)
+    if split is None or not terminated:
+        return None
+    try:
+        rec, _ = parse_record(line)
+    except ValueError:
+        return None
+    return split[1], rec["prev"]
+
+
+def segment_order(paths):
+    """Chain order: rotated files <base>.<20 digits> by number, then the active file."""
+    keyed = set()
+    for path in paths:
+        base, dot, digits = path.rpartition(".")
+        if dot and len(digits) == 20 and digits.isascii() and digits.isdigit() and base:
+            keyed.add((base, int(digits), path))
+            continue
+        directory = os.path.dirname(path) or "."
+        name = os.path.basename(path)
+        for entry in os.listdir(directory):
+            stem, dot, digits = entry.rpartition(".")
+            if stem == name and len(digits) == 20 and digits.isascii() and digits.isdigit():
+                keyed.add((path, int(digits), os.path.join(os.path.dirname(path), entry)))
+        keyed.add((path, U64 + 1, path))
+    return [path for _, _, path in sorted(keyed, key=lambda k: (k[0].encode(), k[1]))]
+
+
+def name_seq(path):
+    _, dot, digits = os.path.basename(path).rpartition(".")
+    if dot and len(digits) == 20 and digits.isascii() and digits.isdigit():
+        return int(digits)
+    return None
+
+
+def split_lines(data):
+    """[(offset, line without \n, terminated)]."""
+    out, offset = [], 0
+    while offset < len(data):
+        end = data.find(b"\n", offset)
+        if end < 0:
+            out.append((offset, data[offset:], False))
+            break
+        out.append((offset, data[offset:end], True))
+        offset = end + 1
+    return out
+
+
 def verify(args):
-    verifier = Verifier(args.pubkey)
+    verifier = Verifier(args.pubkey) if args.pubkey else None
     trusted = None
     if args.trusted_checkpoint:
-        trusted = check_note(open(args.trusted_checkpoint).read(), verifier)
-    prev, seq, log_id, checkpoints, trusted_head = ZERO, 0, None, 0, None
+        if verifier is None:
+            raise ValueError("--trusted-checkpoint needs --pubkey")
+        trusted = check_note(note_from_sink(open(args.trusted_checkpoint).read()), verifier)
+    paths = segment_order(args.segments)
+    if not paths:
+        raise ValueError("no segments")
+    segs = []
+    for path in paths:
+        with open(path, "rb") as f:
+            segs.append((path, split_lines(f.read()), os.path.getsize(path)))
+    warnings = []
+    warned = set()
+    if verifier is None:
+        warnings.append("no public key given")
+    st = {"expected": 0, "head": ZERO, "start": None, "records": 0, "log_id": None,
+          "key_ids": [], "checkpoints": 0, "verified": 0, "last_cp": None, "last_was_cp": False,
+          "last_segment_number": None, "trusted_at": None}
+    recent = []  # (hash, seq, segment index, line, offset)
+    seg_records = [0] * len(segs)
 
-    def fail(cls, path, lineno, detail):
-        print(json.dumps({"ok": False, "class": cls, "segment": path, "line": lineno,
-                          "seq": seq, "detail": detail}))
-        return 1
+    def report(problem):
+        exit_code = 0
+        if problem is not None:
+            exit_code = 3 if problem["class"] == "torn-tail" else 1
+        elif warnings:
+            exit_code = 3
+        print(json.dumps({"ok": exit_code in (0, 3), "exit_code": exit_code, "problem": problem,
+                          "warnings": warnings, "records": st["records"],
+                          "checkpoints": st["checkpoints"], "log_id": st["log_id"],
+                          "key_ids": st["key_ids"]}))
+        return exit_code
 
-    for path in args.segments:
-        data = open(path, "rb").read()
-        lines = data.split(b"\n")
-        torn = lines.pop()  # after the final newline: empty unless torn
-        for lineno, line in enumerate(lines, 1):
-            if len(line) < SUFFIX_LEN or line[-SUFFIX_LEN:-66] != SUFFIX_OPEN or line[-2:] != b'"}':
-                return fail("malformed-line", path, lineno, "no hash suffix")
-            s, claimed = line[:-SUFFIX_LEN], line[-66:-2].decode()
-            if hashlib.sha256(DOMAIN + s).hexdigest() != claimed:
-                return fail("modified-record", path, lineno, "hash mismatch")
+    def problem_at(cls, seg, lineno, offset, seq, detail):
+        return {"class": cls, "segment": segs[seg][0], "line": lineno, "offset": offset,
+                "seq": seq, "detail": detail}
+
+    def warn_once(key, text):
+        if key not in warned:
+            warned.add(key)
+            warnings.append(text)
+
+    def note_key_id(key_id):
+        if key_id not in st["key_ids"]:
+            st["key_ids"].append(key_id)
+        reference = verifier.key_id if verifier else st["key_ids"][0]
+        if key_id != reference:
+            warn_once("key " + key_id, f"another key id {key_id}")
+
+    def look_ahead(si, li):
+        out = []
+        for sj in range(si, len(segs)):
+            start = li + 1 if sj == si else 0
+            for _, line, terminated in segs[sj][1][start:]:
+                if len(out) == WINDOW:
+                    return out
+                p = peek(line, terminated)
+                if p is None:
+                    return out
+                out.append(p)
+        return out
+
+    def classify(si, li, rec, claimed):
+        seq, prev = rec["seq"], rec["prev"]
+        if any(h == claimed for h, *_ in recent):
+            return "seq-gap-or-duplicate", None
+        for i in range(len(recent) - 1, -1, -1):
+            if recent[i][0] == prev:
+                return "inserted-record", recent[i + 1]
+        ahead = look_ahead(si, li)
+        if any(h == prev for h, _ in ahead):
+            return "reordered-records", None
+        if ahead and ahead[0][1] == st["head"]:
+            return "inserted-record", None
+        if seq > st["expected"]:
+            return "deleted-record", None
+        if recent:
+            return "modified-record", recent[-1]
+        return "modified-record", None
+
+    def check_kind(rec, known, lineno):
+        kind = rec["kind"]
+        is_open = kind == "log-open"
+        if lineno == 1 and not is_open:
+            return "malformed-line"
+        if lineno > 1 and is_open:
+            return "malformed-line"
+        if is_open and st["records"] > 0 and not st["last_was_cp"]:
+            return "malformed-line"
+        if not known:
+            warn_once("kind " + kind, f"unknown kind {kind}")
+            return None
+        if is_open:
+            last = st["last_segment_number"]
+            want = last + 1 if last is not None else (0 if rec["seq"] == 0 else None)
+            if want is not None and rec["segment"] != want:
+                return "malformed-line"
+            st["last_segment_number"] = rec["segment"]
+            if st["log_id"] is None:
+                st["log_id"] = rec["log_id"]
+            elif st["log_id"] != rec["log_id"]:
+                return "fork"
+            note_key_id(rec["key_id"])
+        elif kind == "daemon-restart":
+            note_key_id(rec["key_id"])
+        elif kind == "checkpoint":
+            st["checkpoints"] += 1
+            if rec["size"] != rec["seq"] or rec["root"] != st["head"]:
+                return "fork"
             try:
-                rec = json.loads(line)
-            except ValueError as e:
-                return fail("malformed-line", path, lineno, str(e))
-            if rec.get("v") != 1:
-                return fail("malformed-line", path, lineno, "version")
-            if rec["prev"] != prev:
-                return fail("broken-link", path, lineno, "prev does not match")
-            if rec["seq"] != seq:
-                return fail("seq-gap-or-duplicate", path, lineno, "seq")
-            if rec["kind"] == "log-open":
-                if log_id is None:
-                    log_id = rec["log_id"]
-                elif log_id != rec["log_id"]:
-                    return fail("fork", path, lineno, "log id changes")
-            if rec["kind"] == "checkpoint":
-                try:
+                if verifier:
                     origin, size, root = check_note(rec["note"], verifier)
-                except ValueError as e:
-                    return fail(str(e).replace(" ", "-"), path, lineno, str(e))
-                if (size != seq or rec["size"] != seq or root.hex() != prev or rec["root"] != prev
-                        or origin != "fp.audit/" + str(log_id)):
-                    return fail("fork", path, lineno, "checkpoint names another head")
-                checkpoints += 1
-            prev = claimed
-            seq += 1
-            if trusted and trusted[1] == seq:
-                trusted_head = claimed
+                    st["verified"] += 1
+                else:
+                    origin, size, root, _, _ = parse_note(rec["note"])
+            except NoteError as e:
+                return "malformed-line" if e.kind == "malformed" else e.kind
+            if origin != "fp.audit/" + str(st["log_id"]) or size != rec["size"] \
+                    or root.hex() != rec["root"]:
+                return "fork"
+        elif kind in ("loss", "recovery"):
+            warnings.append(f"seq {rec['seq']}: {kind}")
+        return None
+
+    torn = None
+    for si, (path, lines, size) in enumerate(segs):
+        if size == 0:
+            warnings.append(f"empty segment {path}")
+        last_segment = si == len(segs) - 1
+        for li, (offset, line, terminated) in enumerate(lines):
+            lineno = li + 1
+
+            def fail(cls, detail=""):
+                return problem_at(cls, si, lineno, offset, st["expected"], detail)
+
+            if not terminated:
+                if last_segment:
+                    torn = fail("torn-tail")
+                    break
+                return report(fail("malformed-line", "no newline"))
+            split = split_suffix(line)
+            if split is None:
+                return report(fail("malformed-line", "no hash suffix"))
+            s, claimed = split
+            if hashlib.sha256(DOMAIN + s).hexdigest() != claimed:
+                return report(fail("modified-record"))
+            try:
+                rec, known = parse_record(line)
+            except ValueError as e:
+                return report(fail("malformed-line", str(e)))
+            if st["start"] is None:
+                if rec["kind"] == "log-open" and rec["seq"] > 0:
+                    warnings.append("older segments retired")
+                    st["head"], st["expected"] = rec["prev"], rec["seq"]
+                st["start"] = st["expected"]
+            if rec["prev"] != st["head"]:
+                cls, at = classify(si, li, rec, claimed)
+                if at is None:
+                    return report(fail(cls))
+                return report(problem_at(cls, at[2], at[3], at[4], at[1], ""))
+            if rec["seq"] != st["expected"]:
+                return report(fail("seq-gap-or-duplicate"))
+            if lineno == 1 and name_seq(path) not in (None, rec["seq"]):
+                warnings.append(f"{path} is named for another seq")
+            cls = check_kind(rec, known, lineno)
+            if cls:
+                return report(fail(cls))
+            if trusted and trusted[1] == rec["seq"] + 1:
+                st["trusted_at"] = (claimed, rec["seq"], si, lineno, offset)
+            st["records"] += 1
+            seg_records[si] += 1
+            st["head"] = claimed
+            st["expected"] += 1
+            recent.append((claimed, rec["seq"], si, lineno, offset))
+            del recent[:-WINDOW]
+            st["last_was_cp"] = rec["kind"] == "checkpoint"
+            if st["last_was_cp"]:
+                st["last_cp"] = rec["seq"]
         if torn:
-            return fail("torn-tail", path, len(lines) + 1, "no final newline")
+            break
+    # End of the walk.
+    total = st["expected"]
+    start = st["start"] or 0
+    if st["records"] == 0:
+        warnings.append("empty log")
+    unsealed = total - st["last_cp"] - 1 if st["last_cp"] is not None else total - start
+    if unsealed:
+        warnings.append(f"{unsealed} unsealed record(s)")
+    problem = None
     if trusted:
-        if trusted[1] > seq:
-            return fail("truncated", args.segments[-1], 0, "shorter than the trusted checkpoint")
-        if trusted[1] > 0 and trusted_head != trusted[2].hex():
-            return fail("fork", args.segments[-1], 0, "trusted checkpoint names another head")
-    print(json.dumps({"ok": True, "records": seq, "checkpoints": checkpoints, "log_id": log_id}))
-    return 0
+        origin, size, root = trusted
+        last = len(segs) - 1
+        end = problem_at("truncated", last, seg_records[last] + 1,
+                         torn["offset"] if torn else segs[last][2], total, "")
+        if origin != "fp.audit/" + str(st["log_id"]):
+            problem = dict(end, **{"class": "fork"})
+        elif size > total:
+            problem = end
+        elif size == 0:
+            pass
+        elif size - 1 < start:
+            problem = problem_at("deleted-record", 0, 1, 0, start, "")
+        elif st["trusted_at"] is None:
+            problem = dict(end, **{"class": "fork"})
+        elif st["trusted_at"][0] != root.hex():
+            at = st["trusted_at"]
+            problem = problem_at("fork", at[2], at[3], at[4], at[1], "")
+    return report(problem or torn)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify")
-    v.add_argument("--pubkey", required=True)
+    v.add_argument("--pubkey")
     v.add_argument("--trusted-checkpoint")
     v.add_argument("segments", nargs="+")
     w = sub.add_parser("write")

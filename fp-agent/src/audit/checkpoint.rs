@@ -46,8 +46,8 @@ fn key_hash(name: &str, public: &VerifyingKey) -> [u8; 4] {
 }
 
 fn check_name(name: &str) -> anyhow::Result<()> {
-    if name.is_empty() || name.contains(['+', ' ', '\n']) || !name.is_ascii() {
-        bail!("key name {name:?} must be non-empty ASCII without '+', spaces or newlines");
+    if !super::schema::valid_key_name(name) {
+        bail!("key name {name:?} must be non-empty printable ASCII without '+' or spaces");
     }
     Ok(())
 }
@@ -186,39 +186,65 @@ impl std::fmt::Display for NoteError {
     }
 }
 
-/// Parses a note's text without checking signatures.
-pub fn parse_note(note: &str) -> Result<(CheckpointNote, &str, &str), NoteError> {
+/// One signature line of a note: the key name and the decoded blob (key hash || signature).
+pub struct SignatureLine<'a> {
+    pub name: &'a str,
+    pub blob: Vec<u8>,
+}
+
+/// Parses a note's text without checking signatures: `(note, signed body, signature lines)`.
+///
+/// The text is the body — origin, size, root, then any extension lines, each ending in `\n` —
+/// an empty line, and one or more signature lines `— <name> <base64>\n`. The size is decimal
+/// without leading zeros; all base64 is canonical, padded standard base64.
+pub fn parse_note(note: &str) -> Result<(CheckpointNote, &str, Vec<SignatureLine<'_>>), NoteError> {
     let malformed = |why: &str| NoteError::Malformed(why.to_owned());
     let split = note.find("\n\n").ok_or_else(|| malformed("no blank line before signatures"))?;
     let (body, signatures) = (&note[..split + 1], &note[split + 2..]);
-    let mut lines = body.lines();
+    let mut lines = body[..body.len() - 1].split('\n');
     let (Some(origin), Some(size), Some(root)) = (lines.next(), lines.next(), lines.next()) else {
         return Err(malformed("expected origin, size and root hash lines"));
     };
-    let size = size.parse().map_err(|_| malformed("size is not a decimal number"))?;
-    let root: Hash = BASE64
-        .decode(root)
+    if origin.is_empty() {
+        return Err(malformed("empty origin line"));
+    }
+    let decimal = !size.is_empty()
+        && size.bytes().all(|d| d.is_ascii_digit())
+        && (size == "0" || !size.starts_with('0'));
+    let size = size
+        .parse()
         .ok()
+        .filter(|_| decimal)
+        .ok_or_else(|| malformed("size is not a decimal number without leading zeros"))?;
+    let root: Hash = super::schema::canonical_base64(root)
         .and_then(|r| r.try_into().ok())
-        .ok_or_else(|| malformed("root is not base64 of 32 bytes"))?;
-    Ok((CheckpointNote { origin: origin.to_owned(), size, root }, body, signatures))
+        .ok_or_else(|| malformed("root is not canonical base64 of 32 bytes"))?;
+    let Some(signatures) = signatures.strip_suffix('\n') else {
+        return Err(malformed("the note does not end with a newline"));
+    };
+    let mut parsed = Vec::new();
+    for line in signatures.split('\n') {
+        let signature = line
+            .strip_prefix(SIG_PREFIX)
+            .and_then(|rest| rest.split_once(' '))
+            .and_then(|(name, blob)| {
+                let blob = super::schema::canonical_base64(blob)?;
+                (super::schema::valid_key_name(name) && blob.len() >= 4)
+                    .then_some(SignatureLine { name, blob })
+            })
+            .ok_or_else(|| NoteError::Malformed(format!("bad signature line {line:?}")))?;
+        parsed.push(signature);
+    }
+    Ok((CheckpointNote { origin: origin.to_owned(), size, root }, body, parsed))
 }
 
-/// Parses a note and checks that `key` signed it.
+/// Parses a note and checks that `key` signed it: at least one signature line names the key
+/// (name, and a 68-byte blob starting with the key hash) and verifies.
 pub fn verify_note(note: &str, key: &VerifierKey) -> Result<CheckpointNote, NoteError> {
     let (parsed, body, signatures) = parse_note(note)?;
     let wanted = key_hash(&key.name, &key.key);
     let mut found = false;
-    for line in signatures.lines() {
-        let Some(rest) = line.strip_prefix(SIG_PREFIX) else {
-            return Err(NoteError::Malformed(format!("bad signature line {line:?}")));
-        };
-        let Some((name, blob)) = rest.split_once(' ') else {
-            return Err(NoteError::Malformed(format!("bad signature line {line:?}")));
-        };
-        let Ok(blob) = BASE64.decode(blob) else {
-            return Err(NoteError::Malformed("signature is not base64".into()));
-        };
+    for SignatureLine { name, blob } in signatures {
         if name != key.name || blob.len() != 68 || blob[..4] != wanted {
             continue;
         }
@@ -229,6 +255,22 @@ pub fn verify_note(note: &str, key: &VerifierKey) -> Result<CheckpointNote, Note
         }
     }
     Err(if found { NoteError::BadSignature } else { NoteError::MissingSignature })
+}
+
+/// The note in what a checkpoint sink holds: the note itself (the sink file), or a syslog line
+/// `... fp-audit checkpoint <note with each newline shown as " | ">` (the last such line when
+/// there are several).
+pub fn note_from_sink(text: &str) -> std::borrow::Cow<'_, str> {
+    const MARKER: &str = "fp-audit checkpoint ";
+    let Some(line) = text.lines().rev().find(|l| l.contains(MARKER)) else {
+        return text.into();
+    };
+    let flat = &line[line.find(MARKER).expect("found") + MARKER.len()..];
+    let flat = flat.trim_end();
+    let flat = flat.strip_suffix(" |").unwrap_or(flat);
+    let mut note = flat.replace(" | ", "\n").replace(" |", "\n");
+    note.push('\n');
+    note.into()
 }
 
 /// Writes `contents` to `path` atomically: a temporary file with `mode` in the same directory,

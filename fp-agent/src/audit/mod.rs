@@ -7,6 +7,7 @@ pub mod chain;
 pub mod checkpoint;
 pub mod record;
 pub mod replay;
+pub mod schema;
 pub mod segments;
 pub mod tail;
 pub mod verify;

@@ -22,7 +22,9 @@ pub fn rotated_segments(active: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let dir = active.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let path = entry?.path();
+        // Named like the active path (not `./name`), so a segment also given explicitly is the
+        // same path and is deduplicated.
+        let path = active.with_file_name(entry?.file_name());
         if let Some((base, seq)) = rotation_of(&path)
             && base.file_name() == active.file_name()
         {

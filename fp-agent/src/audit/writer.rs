@@ -429,23 +429,17 @@ pub(crate) fn parse_sealed_record(line: &[u8]) -> Option<Record> {
     serde_json::from_slice(line).ok()
 }
 
-/// Moves a torn tail (bytes after the last newline, or a last line that does not parse or seal)
-/// to `<path>.<size>.torn`, then truncates the segment to its last whole record.
+/// Moves a torn tail (the bytes after the last newline: what a crash in the middle of a write
+/// leaves) to `<path>.<size>.torn`, then truncates the segment to its last whole line. A whole
+/// last line that does not verify is not a crash artifact: it stays for `fp audit verify` to
+/// report, and opening the log fails (see `read_resume`).
 fn recover_torn_tail(path: &Path, file: &mut File) -> anyhow::Result<Option<Recovery>> {
     let (start, tail) = read_tail(file)?;
-    let complete = match tail.iter().rposition(|&b| b == b'\n') {
+    let keep = match tail.iter().rposition(|&b| b == b'\n') {
         Some(i) => i + 1,
         None if start == 0 => 0,
         None => bail!("{}: last 1 MiB holds no record boundary", path.display()),
     };
-    let mut keep = complete;
-    if complete == tail.len() && complete > 0 {
-        let line_start =
-            tail[..complete - 1].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        if parse_sealed_record(&tail[line_start..complete - 1]).is_none() {
-            keep = line_start;
-        }
-    }
     if keep == tail.len() {
         return Ok(None);
     }
@@ -479,7 +473,12 @@ fn read_resume(file: &mut File) -> anyhow::Result<Option<Resume>> {
     }
     let body = &tail[..tail.len() - 1];
     let last_line = &body[body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)..];
-    let last = parse_sealed_record(last_line).ok_or_else(|| anyhow!("last record is damaged"))?;
+    let last = parse_sealed_record(last_line).ok_or_else(|| {
+        anyhow!(
+            "last record does not verify (not a torn write); run `fp audit verify` and move the \
+             log aside to start a new one"
+        )
+    })?;
     file.seek(SeekFrom::Start(0))?;
     let mut head = Vec::new();
     file.take(TAIL_WINDOW).read_to_end(&mut head)?;
