@@ -220,3 +220,121 @@ fn tables_agree_with_exact_evaluator_or_defer() {
     assert!(built * 2 > cases as usize, "only {built} of {cases} generated policies were valid");
     assert!(decided * 4 > checks, "only {decided} of {checks} checks were decided in the kernel");
 }
+
+/// Strictness of an exact verdict for the no-gain comparison: allow < prompt < deny.
+fn strictness(v: TableVerdict) -> u8 {
+    match v {
+        TableVerdict::Allow => 0,
+        TableVerdict::Prompt => 1,
+        _ => 2,
+    }
+}
+
+const MOVE_CASES: u32 = 1_000;
+const MOVES_PER_CASE: usize = 20;
+
+/// The REFER rule (fp_common::refer) on the compiled tables never lets a rename, exchange or link
+/// give content an access the exact evaluator withholds: whenever the tables allow a move, the
+/// accesses it needs are allowed exactly, no op is gained at the new name, and for a directory no
+/// path below it gains one (checked for generated relative paths).
+#[test]
+fn moves_the_tables_allow_gain_nothing_under_the_exact_evaluator() {
+    use fp_agent::policy::Name;
+    use fp_common::refer::{MoveKind, MoveVerdict};
+    let mut runner = TestRunner::new(Config {
+        cases: MOVE_CASES,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let kind = prop::sample::select(vec![MoveKind::Rename, MoveKind::Exchange, MoveKind::Link]);
+    let moves = prop::collection::vec(
+        (path(), path(), kind, prop::bool::ANY, prop::bool::ANY),
+        MOVES_PER_CASE,
+    );
+    let below = prop::collection::vec(prop::collection::vec(component(), 1..4), 6);
+    let strategy = (policy_text(), moves, below);
+    let options = LoadOptions { workspace: Some("/tmp/ws".into()), ..LoadOptions::default() };
+    let (allowed, checked) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    runner
+        .run(&strategy, |(text, moves, below)| {
+            let file = Path::new("p.toml");
+            let fields = parse_str(file, &text, FileKind::Policy).expect("generated TOML parses");
+            let Ok(policy) = EffectivePolicy::from_fields(&fields, &options) else {
+                return Ok(());
+            };
+            let exact = |p: &[u8], op: Op| policy.decide(p, op).verdict.table();
+            for (src, dst, kind, dir, exists) in moves {
+                if src == dst || src.starts_with(&dst) || dst.starts_with(&src) {
+                    continue;
+                }
+                let dir = dir && kind != MoveKind::Link;
+                let exists = exists || kind == MoveKind::Exchange;
+                checked.fetch_add(1, Ordering::Relaxed);
+                let s = Name { path: &src, exists: true, dir };
+                let d = Name { path: &dst, exists, dir: dir && kind == MoveKind::Exchange };
+                if policy.decide_move(kind, s, d) != MoveVerdict::Allow {
+                    continue;
+                }
+                allowed.fetch_add(1, Ordering::Relaxed);
+                let show = || {
+                    format!(
+                        "{kind:?} {} -> {} (dir {dir}, exists {exists})\npolicy:\n{text}",
+                        String::from_utf8_lossy(&src),
+                        String::from_utf8_lossy(&dst)
+                    )
+                };
+                let needed: &[(&[u8], Op)] = match kind {
+                    MoveKind::Rename if exists => {
+                        &[(&src, Op::Delete), (&dst, Op::Write), (&dst, Op::Delete)]
+                    }
+                    MoveKind::Rename => &[(&src, Op::Delete), (&dst, Op::Write)],
+                    MoveKind::Exchange => &[
+                        (&src, Op::Delete),
+                        (&src, Op::Write),
+                        (&dst, Op::Delete),
+                        (&dst, Op::Write),
+                    ],
+                    MoveKind::Link => &[(&dst, Op::Write)],
+                };
+                for (p, op) in needed {
+                    prop_assert!(exact(p, *op) == TableVerdict::Allow, "{op:?} needed: {}", show());
+                }
+                let flows: &[(&Vec<u8>, &Vec<u8>)] = match kind {
+                    MoveKind::Exchange => &[(&src, &dst), (&dst, &src)],
+                    _ => &[(&src, &dst)],
+                };
+                for (from, to) in flows {
+                    let mut pairs = vec![(from.to_vec(), to.to_vec())];
+                    if dir {
+                        for r in &below {
+                            let rel = format!("/{}", r.join("/"));
+                            let join = |p: &[u8]| [p, rel.as_bytes()].concat();
+                            pairs.push((join(from), join(to)));
+                        }
+                    }
+                    for (a, b) in pairs {
+                        for op in Op::ALL {
+                            let (was, now) = (exact(&a, op), exact(&b, op));
+                            let gains = strictness(now) < strictness(was)
+                                || (a == **from && was != TableVerdict::Allow && now != was);
+                            prop_assert!(
+                                !gains,
+                                "{op:?} of {} was {was:?}, at {} it is {now:?}: {}",
+                                String::from_utf8_lossy(&a),
+                                String::from_utf8_lossy(&b),
+                                show()
+                            );
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    let (allowed, checked) = (allowed.into_inner(), checked.into_inner());
+    eprintln!("{checked} moves checked, {allowed} allowed by the tables");
+    assert!(
+        allowed * 20 > checked,
+        "only {allowed} of {checked} moves were allowed: the property proves little"
+    );
+}

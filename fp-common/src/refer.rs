@@ -46,8 +46,16 @@ pub struct Below {
     /// [`crate::policy::PrefixValue::id`] of the longest LPM match of `dir/`.
     pub prefix_id: u32,
     /// A rule is anchored at or below the directory, or the kernel cannot tell (a path too long
-    /// for a key).
+    /// for a key, or a context not evaluated).
     pub anchored: bool,
+}
+
+impl Below {
+    /// What is known below a name whose context was not evaluated: nothing, so a directory moved
+    /// to or from it is refused. (A plain value, not an Option: BPF map values carry no Rust
+    /// enums with data.)
+    pub const UNKNOWN: Below =
+        Below { context: [(0, TableVerdict::Deny); 3], prefix_id: 0, anchored: true };
 }
 
 /// One name of a move, as the tables see it.
@@ -59,8 +67,9 @@ pub struct MoveSide {
     pub exists: bool,
     /// The content under this name is a directory.
     pub dir: bool,
-    /// The context below this name as a directory; needed when a directory moves to or from it.
-    pub below: Option<Below>,
+    /// The context below this name as a directory; needed when a directory moves to or from it
+    /// ([`Below::UNKNOWN`] when not evaluated).
+    pub below: Below,
 }
 
 /// The answer for a move.
@@ -98,10 +107,7 @@ fn no_gain(from: TableVerdict, to: TableVerdict) -> bool {
 }
 
 /// Whether everything below `from` is decided at least as strictly below `to`.
-fn subtree_no_gain(from: Option<Below>, to: Option<Below>) -> Option<Op> {
-    let (Some(a), Some(b)) = (from, to) else {
-        return Some(Op::Read);
-    };
+fn subtree_no_gain(a: &Below, b: &Below) -> Option<Op> {
     if a.anchored || b.anchored || a.prefix_id != b.prefix_id {
         return Some(Op::Read);
     }
@@ -140,7 +146,7 @@ pub fn decide(kind: MoveKind, src: &MoveSide, dst: &MoveSide) -> MoveVerdict {
             }
         }
         if from.dir
-            && let Some(op) = subtree_no_gain(from.below, to.below)
+            && let Some(op) = subtree_no_gain(&from.below, &to.below)
         {
             return MoveVerdict::Refused { op };
         }
@@ -154,7 +160,7 @@ mod tests {
     use TableVerdict::{Allow as A, Defer as F, Deny as D, Prompt as P};
 
     fn file(node: [TableVerdict; 3]) -> MoveSide {
-        MoveSide { node, exists: true, dir: false, below: None }
+        MoveSide { node, exists: true, dir: false, below: Below::UNKNOWN }
     }
 
     fn new_name(node: [TableVerdict; 3]) -> MoveSide {
@@ -162,7 +168,7 @@ mod tests {
     }
 
     fn dir(node: [TableVerdict; 3], below: Below) -> MoveSide {
-        MoveSide { node, exists: true, dir: true, below: Some(below) }
+        MoveSide { node, exists: true, dir: true, below }
     }
 
     fn below(id: u32, verdicts: [TableVerdict; 3]) -> Below {
@@ -247,17 +253,17 @@ mod tests {
             decide(MoveKind::Rename, &src, &MoveSide { exists: false, ..src }),
             MoveVerdict::Allow
         );
-        let other_entry = MoveSide { below: Some(below(4, [A, A, A])), exists: false, ..src };
+        let other_entry = MoveSide { below: below(4, [A, A, A]), exists: false, ..src };
         assert_eq!(
             decide(MoveKind::Rename, &src, &other_entry),
             MoveVerdict::Refused { op: Op::Read }
         );
-        let anchored = MoveSide { below: Some(Below { anchored: true, ..ws }), ..src };
+        let anchored = MoveSide { below: Below { anchored: true, ..ws }, ..src };
         assert_eq!(
             decide(MoveKind::Rename, &anchored, &MoveSide { exists: false, ..src }),
             MoveVerdict::Refused { op: Op::Read }
         );
-        let stricter_name = MoveSide { below: Some(below(3, [D, A, A])), exists: false, ..src };
+        let stricter_name = MoveSide { below: below(3, [D, A, A]), exists: false, ..src };
         assert_eq!(
             decide(MoveKind::Rename, &src, &stricter_name),
             MoveVerdict::Refused { op: Op::Read },
@@ -268,7 +274,7 @@ mod tests {
             decide(MoveKind::Rename, &prompt, &MoveSide { exists: false, ..prompt }),
             MoveVerdict::Refused { op: Op::Read }
         );
-        let missing = MoveSide { below: None, exists: false, ..src };
+        let missing = MoveSide { below: Below::UNKNOWN, exists: false, ..src };
         assert_eq!(decide(MoveKind::Rename, &src, &missing), MoveVerdict::Refused { op: Op::Read });
     }
 }

@@ -881,7 +881,7 @@ fn move_side(
     // SAFETY: this CPU's scratch value; side < 2.
     unsafe {
         (*s).side_outcomes[side] = outcomes;
-        (*s).sides[side] = MoveSide { node, exists, dir, below: None };
+        (*s).sides[side] = MoveSide { node, exists, dir, below: Below::UNKNOWN };
         if dirs {
             below(s, tables);
             let eval = &(*s).eval;
@@ -891,7 +891,7 @@ fn move_side(
                 context[op.index()] = (best.rank, TableVerdict::from_u8(best.verdict));
             }
             let anchored = (*s).anchored != 0 || !eval.done();
-            (*s).sides[side].below = Some(Below { context, prefix_id: eval.prefix_id, anchored });
+            (*s).sides[side].below = Below { context, prefix_id: eval.prefix_id, anchored };
         }
     }
     true

@@ -253,7 +253,7 @@ def write(args):
 
 U64, U32, I32_MIN, I32_MAX = 2**64 - 1, 2**32 - 1, -2**31, 2**31 - 1
 WINDOW = 64
-OPS = {"read", "write", "create", "delete", "rename", "link", "exec", "setattr"}
+OPS = {"read", "write", "create", "delete", "rename", "exchange", "link", "exec", "setattr"}
 DECISIONS = {"allow", "deny", "prompt-approved", "prompt-denied", "prompt-timed-out"}
 COMMON = [("v", "u64"), ("seq", "u64"), ("kind", "str"), ("time", "str"), ("mono_ns", "u64"),
           ("boot_id", "str"), ("host", "str"), ("prev", "hex64"), ("hash", "hex64")]
@@ -261,7 +261,7 @@ KINDS = {
     "decision": [("session", "str", 1), ("agent", "str", 1), ("cgroup", "u64", 1),
                  ("pid", "u32", 1), ("tgid", "u32", 1), ("uid", "u32", 1), ("gid", "u32", 1),
                  ("comm", "str", 1), ("exe", "path", 1), ("op", OPS, 1), ("hook", "str", 1),
-                 ("path", "path", 1), ("target_path", "path", 0), ("dev", "u64", 1),
+                 ("path", "path", 1), ("target_path", "path", 0), ("directory", "bool", 0), ("target_exists", "bool", 0), ("dev", "u64", 1),
                  ("ino", "u64", 1), ("decision", DECISIONS, 1), ("rule", "str", 1),
                  ("rule_source", "str", 1), ("policy_hash", "str", 1), ("approver", "str", 0),
                  ("reason", "str", 0)],
@@ -302,6 +302,8 @@ def has_type(x, ty):
         return is_int(x, I32_MIN, I32_MAX)
     if ty == "str":
         return isinstance(x, str)
+    if ty == "bool":
+        return isinstance(x, bool)
     if ty == "strs":
         return isinstance(x, list) and all(isinstance(i, str) for i in x)
     if ty == "hex64":

@@ -15,6 +15,9 @@ perl -e 'my ($n, $v) = ("trusted.fp", "1"); syscall(188, $ARGV[0], $n, $v, 1, 0)
     before_fp: "exec 4<>$B/secret/ftruncate_inherited_fd",
     keep_fds: &[4],
     after: "",
+    policy: None,
+    watch: &[],
+    never_read: None,
 };
 
 /// perl one-liners for the syscalls coreutils does not make directly.

@@ -33,6 +33,9 @@ mount -t overlay overlay -o lowerdir=$B/ovl/lower,upperdir=$B/ovl/upper,workdir=
     before_fp: "exec 3<$B/secret",
     keep_fds: &[3],
     after: "umount $B/ovl/merged",
+    policy: None,
+    watch: &[],
+    never_read: None,
 };
 
 escape_suite! {

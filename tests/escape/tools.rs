@@ -14,6 +14,9 @@ tar -C $B/open/src -cf $B/open/t.tar secret/tar_extract_over
     before_fp: "",
     keep_fds: &[],
     after: "",
+    policy: None,
+    watch: &[],
+    never_read: None,
 };
 
 escape_suite! {

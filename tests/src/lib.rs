@@ -135,9 +135,12 @@ fn leftovers() -> Vec<String> {
 
 /// What a command fails with when the kernel denies it (EACCES), in every tool's error message.
 pub const DENIED: &str = "Permission denied";
+/// What a rename or link fails with when the REFER rule refuses it (EXDEV).
+pub const REFUSED: &str = "Invalid cross-device link";
 
 /// Wraps each `name: command` line of `script` so that it prints `name=ok` when the command
-/// succeeds, `name=denied` when it fails with EACCES's message, `name=failed: OUTPUT` otherwise.
+/// succeeds, `name=denied` when it fails with EACCES's message, `name=refused` with EXDEV's (a
+/// move the REFER rule refuses), `name=failed: OUTPUT` otherwise.
 pub fn statuses(script: &str) -> String {
     script
         .lines()
@@ -146,6 +149,7 @@ pub fn statuses(script: &str) -> String {
             format!(
                 "if out=$( ( {cmd} ) 2>&1); then echo {name}=ok; \
                  elif echo \"$out\" | grep -q '{DENIED}'; then echo {name}=denied; \
+                 elif echo \"$out\" | grep -q '{REFUSED}'; then echo {name}=refused; \
                  else echo \"{name}=failed: $out\"; fi\n"
             )
         })
@@ -161,9 +165,9 @@ pub struct Technique {
 }
 
 pub enum Expect {
-    /// The command fails with EACCES and fp reports a denial by one of the `|`-separated `hooks`
-    /// with `op`, of a path containing `path` (`unresolved-path` for a path the kernel could not
-    /// resolve).
+    /// The command fails with EACCES (or, for a rename or link the REFER rule refuses, EXDEV) and
+    /// fp reports a denial by one of the `|`-separated `hooks` with `op`, of a path containing
+    /// `path` (`unresolved-path` for a path the kernel could not resolve).
     Denied { hooks: &'static str, op: &'static str, path: &'static str },
     /// The command succeeds.
     Allowed,
@@ -191,6 +195,14 @@ pub struct Suite {
     pub keep_fds: &'static [u32],
     /// Shell run outside the session after it (e.g. to unmount what the setup mounted).
     pub after: &'static str,
+    /// A policy file's text (`$B` names the base directory, `$TARGET` the target directory with
+    /// the test helpers): the session runs under it with `$B` as its workspace instead of with
+    /// `--deny $B/secret` and `deny`.
+    pub policy: Option<&'static str>,
+    /// Trees (relative to `$B`) that must come out of the session unchanged, besides `secret`.
+    pub watch: &'static [&'static str],
+    /// Text that must never appear in the session's output: the content of files it may not read.
+    pub never_read: Option<&'static str>,
 }
 
 /// Every technique of a suite, run in ONE session (starting fp loads and verifies every program,
@@ -227,13 +239,29 @@ impl Batch {
         shell(suite.setup);
         let script: String =
             techniques.iter().map(|t| format!("{}: {}\n", t.name, t.command)).collect();
-        let secret_before = snapshot(&secret);
+        let watched = || {
+            let mut all = snapshot(&secret);
+            all.extend(suite.watch.iter().flat_map(|w| snapshot(&tree.join(w))));
+            all
+        };
+        let secret_before = watched();
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(format!("{}\nexec \"$@\"", suite.before_fp)).arg("sh");
         cmd.arg(std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test")).arg("run");
-        cmd.arg("--deny").arg(&secret);
-        for d in suite.deny {
-            cmd.arg("--deny").arg(tree.join(d));
+        let policy_file = tree.0.with_extension("policy.toml");
+        match suite.policy {
+            Some(policy) => {
+                let text =
+                    policy.replace("$B", &base).replace("$TARGET", &target.to_string_lossy());
+                std::fs::write(&policy_file, text).unwrap();
+                cmd.arg("--policy").arg(&policy_file).arg("--workspace").arg(&tree.0);
+            }
+            None => {
+                cmd.arg("--deny").arg(&secret);
+                for d in suite.deny {
+                    cmd.arg("--deny").arg(tree.join(d));
+                }
+            }
         }
         for fd in suite.keep_fds {
             cmd.arg("--keep-fd").arg(fd.to_string());
@@ -241,9 +269,13 @@ impl Batch {
         let out =
             cmd.args(["--", "sh", "-c", &statuses(&script)]).env("B", &base).output().unwrap();
         assert_nothing_left_behind();
-        let secret_after = snapshot(&secret);
+        let _ = std::fs::remove_file(&policy_file);
+        let secret_after = watched();
         shell(suite.after);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Some(marker) = suite.never_read {
+            assert!(!stdout.contains(marker), "the session read a protected file:\n{stdout}");
+        }
         let statuses = stdout
             .lines()
             .filter_map(|l| l.split_once('='))
@@ -274,7 +306,11 @@ impl Batch {
                 assert_eq!(status, Some("ok"), "{name} was not allowed: {}", context())
             }
             Expect::Denied { hooks, op, path } => {
-                assert_eq!(status, Some("denied"), "{name} was not denied: {}", context());
+                assert!(
+                    matches!(status, Some("denied" | "refused")),
+                    "{name} was not denied: {}",
+                    context()
+                );
                 let reported = self.stderr.lines().any(|l| {
                     hooks.split('|').any(|h| l.starts_with(&format!("fp: denied {h} ")))
                         && l.contains(&format!("{op}, pid "))

@@ -134,6 +134,7 @@ enum Type {
     /// A string, or `{"b64": <canonical padded standard base64>}` for bytes that are not UTF-8.
     Path,
     StrArray,
+    Bool,
     /// 64 lowercase hex digits.
     Hex64,
     /// 32 lowercase hex digits.
@@ -143,7 +144,8 @@ enum Type {
     OneOf(&'static [&'static str]),
 }
 
-const OPS: &[&str] = &["read", "write", "create", "delete", "rename", "link", "exec", "setattr"];
+const OPS: &[&str] =
+    &["read", "write", "create", "delete", "rename", "exchange", "link", "exec", "setattr"];
 const DECISIONS: &[&str] =
     &["allow", "deny", "prompt-approved", "prompt-denied", "prompt-timed-out"];
 
@@ -178,6 +180,8 @@ fn kind_members(kind: &str) -> Option<&'static [(&'static str, Type, bool)]> {
             ("hook", Str, true),
             ("path", Path, true),
             ("target_path", Path, false),
+            ("directory", Bool, false),
+            ("target_exists", Bool, false),
             ("dev", U64, true),
             ("ino", U64, true),
             ("decision", OneOf(DECISIONS), true),
@@ -273,6 +277,7 @@ fn has_type(value: &Json, ty: Type) -> bool {
         Type::StrArray => {
             matches!(value, Json::Array(items) if items.iter().all(|i| matches!(i, Json::Str(_))))
         }
+        Type::Bool => matches!(value, Json::Bool(_)),
         Type::Hex64 => value.as_str().is_some_and(|s| lower_hex(s, 64)),
         Type::LogId => value.as_str().is_some_and(|s| lower_hex(s, 32)),
         Type::KeyId => value.as_str().is_some_and(is_key_id),

@@ -25,16 +25,19 @@ impl EffectivePolicy {
         let tables = self.tables();
         let none = [OpEntry::default(); 3];
         let node = evaluate_seeded(tables, name.path, &none).decisions().map(|d| d.verdict);
-        let below = below.then(|| {
+        let below = if !below {
+            Below::UNKNOWN
+        } else {
             let mut dir = name.path.to_vec();
             if dir.last() != Some(&b'/') {
                 dir.push(b'/');
             }
-            let anchored = dir.len() > MAX_PATH || tables.anchored(name.path);
+            let anchored =
+                name.path.len() <= 1 || dir.len() > MAX_PATH || tables.anchored(name.path);
             let e = evaluate_seeded(tables, dir.as_slice(), &none);
             let context = e.best.map(|b| (b.rank, TableVerdict::from_u8(b.verdict)));
             Below { context, prefix_id: e.prefix_id, anchored }
-        });
+        };
         MoveSide { node, exists: name.exists, dir: name.dir, below }
     }
 

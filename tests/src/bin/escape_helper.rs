@@ -6,6 +6,8 @@
 //! fp-escape-helper fd-open N PATH                     openat(2) relative to inherited fd N
 //! fp-escape-helper opath-reopen PATH                  open O_PATH, then reopen /proc/self/fd/N
 //! fp-escape-helper open-tree DIR PATH                 open_tree(2) clone of DIR, openat PATH in it
+//! fp-escape-helper uring-rename FROM TO               io_uring IORING_OP_RENAMEAT
+//! fp-escape-helper uring-link FROM TO                 io_uring IORING_OP_LINKAT
 //! ```
 //!
 //! Prints `opened` and exits 0 on success, else prints the error (EACCES reads "Permission
@@ -70,6 +72,16 @@ fn uring_openat(dir: RawFd, path: &CString, worker: bool) -> io::Result<RawFd> {
     if res < 0 { Err(io::Error::from_raw_os_error(-res)) } else { Ok(res) }
 }
 
+/// Submits one io_uring operation and waits for its result.
+fn uring_one(sqe: squeue::Entry) -> io::Result<RawFd> {
+    let mut ring = IoUring::new(4)?;
+    // SAFETY: the caller's pointers outlive the submission, which completes before this returns.
+    unsafe { ring.submission().push(&sqe.user_data(1)) }.map_err(io::Error::other)?;
+    ring.submit_and_wait(1)?;
+    let res = ring.completion().next().ok_or_else(|| io::Error::other("no completion"))?.result();
+    if res < 0 { Err(io::Error::from_raw_os_error(-res)) } else { Ok(res) }
+}
+
 /// The value named `mode` in `choices`.
 fn pick<T: Copy>(mode: &str, choices: &[(&str, T)]) -> anyhow::Result<T> {
     choices
@@ -124,6 +136,17 @@ fn run(args: &[String]) -> anyhow::Result<io::Result<RawFd>> {
             // SAFETY: openat relative to the detached tree's fd, with a valid C string.
             let r = unsafe { libc::openat(tree as RawFd, cstr(path)?.as_ptr(), libc::O_RDONLY) };
             if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+        }
+        (Some(op @ ("uring-rename" | "uring-link")), Some(from), Some(to), None) => {
+            let (from, to) = (cstr(from)?, cstr(to)?);
+            let cwd = types::Fd(libc::AT_FDCWD);
+            let sqe = match op {
+                "uring-rename" => {
+                    opcode::RenameAt::new(cwd, from.as_ptr(), cwd, to.as_ptr()).build()
+                }
+                _ => opcode::LinkAt::new(cwd, from.as_ptr(), cwd, to.as_ptr()).build(),
+            };
+            uring_one(sqe)
         }
         _ => bail!("usage: see the module documentation of tests/src/bin/escape_helper.rs"),
     })
