@@ -79,6 +79,13 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     let raw = std::fs::read_to_string(&log).unwrap();
     assert_eq!(raw.matches("\"kind\":\"session-start\"").count(), 2, "{raw}");
     assert!(raw.contains(&a.display().to_string()), "the denial of a is in the log");
+    // Each session-start says what the session ran: the argv given to `fp run`.
+    for line in raw.lines().filter(|l| l.contains("\"kind\":\"session-start\"")) {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        let command = record["command"].as_array().unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(command.len(), 3, "{line}");
+        assert_eq!((&command[0], &command[1]), (&"sh".into(), &"-c".into()), "{line}");
+    }
 }
 
 /// The ids and policy hashes of the daemon's sessions, once there are `n`.

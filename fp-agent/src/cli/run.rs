@@ -221,6 +221,7 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
         mode: Some(args.mode),
         full_audit: Some(args.full_audit),
         pid,
+        command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
     };
     let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| {
         client.create(request(pid)).map(drop).map_err(|e| anyhow::anyhow!("the daemon: {e}"))

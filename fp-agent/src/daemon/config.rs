@@ -2,11 +2,13 @@
 //! `[approval]`, next to the `[file_policy]` global policy layer the policy loader reads from the
 //! same file. Mistakes are reported as file:line:col like policy errors.
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::api::Mode;
+use crate::audit::WriterConfig;
 use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
 use crate::session::Cgroup2;
 
@@ -80,6 +82,19 @@ impl Default for Audit {
             rotate_age_secs: 24 * 3600,
             checkpoint_every_records: 10_000,
             checkpoint_every_secs: 60,
+        }
+    }
+}
+
+impl Audit {
+    /// The audit writer's settings from this section: every `[audit]` key takes effect here.
+    pub fn writer_config(&self, signer: crate::audit::checkpoint::SignerKey) -> WriterConfig {
+        WriterConfig {
+            rotate_bytes: self.rotate_bytes,
+            rotate_age: Duration::from_secs(self.rotate_age_secs),
+            checkpoint_every_records: self.checkpoint_every_records,
+            checkpoint_every: Duration::from_secs(self.checkpoint_every_secs),
+            ..WriterConfig::new(self.log.clone(), signer)
         }
     }
 }
@@ -294,6 +309,122 @@ mod tests {
         assert_eq!((audit.checkpoint_every_records, audit.checkpoint_every_secs), (1000, 30));
         assert_eq!(c.approval.timeout_secs, 30);
         assert_eq!(c.approval.command.as_deref().unwrap()[1], "--notify");
+    }
+
+    /// A writer started the way the daemon starts it, from a config with `audit` keys set.
+    struct Log {
+        dir: tempfile::TempDir,
+        handle: crate::audit::AuditHandle,
+        writer: crate::audit::AuditWriter,
+    }
+
+    impl Log {
+        fn start(audit: &str) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("audit.log");
+            let text = format!("[audit]\nlog = \"{}\"\n{audit}", log.display());
+            let config = parse(&text).unwrap();
+            let signer = crate::audit::checkpoint::SignerKey::generate("fp-test").unwrap();
+            let (handle, writer) = crate::audit::start(config.audit.writer_config(signer)).unwrap();
+            Log { dir, handle, writer }
+        }
+
+        /// One record of about 500 bytes, written to the file before this returns.
+        fn write(&self, n: usize) {
+            let event = crate::audit::Event::SessionStart(crate::audit::SessionStart {
+                session: format!("s{n}"),
+                command: vec!["x".repeat(400)],
+                ..Default::default()
+            });
+            assert!(self.handle.record_written(event, Duration::from_secs(10)));
+        }
+
+        fn active(&self) -> PathBuf {
+            self.dir.path().join("audit.log")
+        }
+
+        fn rotated(&self) -> Vec<PathBuf> {
+            crate::audit::segments::rotated_segments(&self.active()).unwrap()
+        }
+
+        /// Checkpoint records in every segment so far.
+        fn checkpoints(&self) -> usize {
+            let mut files = self.rotated();
+            files.push(self.active());
+            files
+                .iter()
+                .map(|f| std::fs::read_to_string(f).unwrap())
+                .map(|t| t.matches("\"kind\":\"checkpoint\"").count())
+                .sum()
+        }
+
+        fn close(self) {
+            self.writer.shutdown().unwrap();
+        }
+    }
+
+    #[test]
+    fn audit_rotate_bytes_takes_effect() {
+        let log = Log::start("rotate_bytes = 16384\n");
+        for n in 0..100 {
+            log.write(n);
+        }
+        let rotated = log.rotated();
+        assert!(rotated.len() >= 2, "about 50 KB in 16 KiB segments: {rotated:?}");
+        for segment in &rotated {
+            let len = std::fs::metadata(segment).unwrap().len();
+            assert!(len < 16384 + 2048, "{} is {len} bytes", segment.display());
+        }
+        log.close();
+    }
+
+    #[test]
+    fn audit_rotate_age_secs_takes_effect() {
+        let log = Log::start("rotate_age_secs = 1\n");
+        log.write(0);
+        assert!(log.rotated().is_empty());
+        std::thread::sleep(Duration::from_millis(1500));
+        log.write(1);
+        assert!(!log.rotated().is_empty(), "a segment older than 1 s is rotated");
+        log.close();
+    }
+
+    #[test]
+    fn audit_checkpoint_every_records_takes_effect() {
+        let log = Log::start("checkpoint_every_records = 4\n");
+        for n in 0..12 {
+            log.write(n);
+        }
+        assert_eq!(log.checkpoints(), 3, "a checkpoint every 4 records, not after 60 s");
+        log.close();
+    }
+
+    #[test]
+    fn audit_checkpoint_every_secs_takes_effect() {
+        let log = Log::start("checkpoint_every_secs = 1\n");
+        log.write(0);
+        assert_eq!(log.checkpoints(), 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while log.checkpoints() == 0 {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint after 1 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        log.close();
+    }
+
+    /// The daemon's writer settings are the `[audit]` section's, key by key.
+    #[test]
+    fn audit_keys_reach_the_writer_config() {
+        let c = parse(
+            "[audit]\nrotate_bytes = 1000\nrotate_age_secs = 20\ncheckpoint_every_records = 30\n\
+             checkpoint_every_secs = 40\n",
+        )
+        .unwrap();
+        let w = c.audit.writer_config(crate::audit::checkpoint::SignerKey::generate("t").unwrap());
+        assert_eq!(w.path, Path::new("/var/log/fp/audit.log"));
+        assert_eq!((w.rotate_bytes, w.rotate_age), (1000, Duration::from_secs(20)));
+        assert_eq!(w.checkpoint_every_records, 30);
+        assert_eq!(w.checkpoint_every, Duration::from_secs(40));
     }
 
     #[test]

@@ -62,7 +62,7 @@ impl KernelHost {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
         let (handle, writer) =
-            audit::start(audit::WriterConfig::new(config.audit.log.clone(), signer))
+            audit::start(config.audit.writer_config(signer))
                 .with_context(|| format!("opening the audit log {}", config.audit.log.display()))?;
         let audit_handle = handle.clone();
         let (events, _) = broadcast::channel(4096);
@@ -259,7 +259,7 @@ impl SessionHost for KernelHost {
                 uid: req.uid,
                 workspace: req.workspace.clone(),
                 pid: req.pid as u32,
-                command: Vec::new(),
+                command: req.command.clone(),
             })
             .map_err(unavailable)?;
         // The client's child waits for this before it execs the session's command.

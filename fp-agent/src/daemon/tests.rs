@@ -213,6 +213,7 @@ fn create_request(pid: i32) -> api::CreateSession {
         mode: None,
         full_audit: None,
         pid,
+        command: vec!["bash".into(), "-l".into()],
     }
 }
 
@@ -228,6 +229,7 @@ fn sessions_round_trip() {
     let seen = daemon.host.created.lock().unwrap()[0].clone();
     assert_eq!(seen.mode, Some(Mode::Audit));
     assert_eq!(seen.full_audit, Some(false));
+    assert_eq!(seen.command, ["bash", "-l"], "the session's argv reaches the host");
     assert_eq!(seen.source.config.as_deref(), Some(Path::new("/etc/fp/config.toml")));
 
     let sessions = client.list().unwrap();
