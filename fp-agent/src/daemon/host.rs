@@ -48,10 +48,10 @@ struct EventCounters {
 }
 
 impl KernelHost {
-    /// Opens the audit log, loads and attaches the programs, starts the reaper. Refuses to start
-    /// on a kernel whose BPF LSM does not work, saying how to enable it.
+    /// Opens the audit log, loads and attaches the programs (or takes over those pinned under
+    /// `pin_dir`), starts the reaper. The caller has checked that BPF LSM works
+    /// ([`crate::kernel::probe`]) and holds the daemon's locks ([`super::run`]).
     pub fn start(config: &Config) -> anyhow::Result<Arc<Self>> {
-        crate::kernel::probe()?;
         let signer = audit::checkpoint::SignerKey::load(&config.audit.key).with_context(|| {
             format!(
                 "loading the audit key {} (make one with `fp audit keygen`)",
