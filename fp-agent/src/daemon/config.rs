@@ -104,7 +104,9 @@ impl Audit {
 #[serde(default, deny_unknown_fields)]
 pub struct Approval {
     pub timeout_secs: u64,
-    /// argv of the program asked to approve; `None`: prompts are denied at once.
+    /// argv of the program asked to approve; `None`: the daemon waits for an answer on its
+    /// socket (`fp approve`, `fp deny`), and `fp run` without a daemon asks on its terminal
+    /// (denying at once when it has none).
     pub command: Option<Vec<String>>,
 }
 
@@ -286,6 +288,87 @@ mod tests {
         let config = parse(text).unwrap();
         assert_eq!(config.sessions.default_mode, Mode::Enforce);
         assert!(config.socket_group.is_none(), "groups differ per host: the default is commented");
+    }
+
+    /// packaging/config.toml says "the values shown are the defaults", and what each key it
+    /// leaves commented out means when unset: every such claim is checked against the code.
+    #[test]
+    fn the_shipped_config_states_the_code_defaults() {
+        let text = include_str!("../../../packaging/config.toml");
+        assert!(text.contains("the values shown are the defaults"));
+        let shipped = parse(text).unwrap();
+        let defaults = Config::default();
+        assert_eq!(Config { file: None, ..shipped }, defaults, "a value shown is not the default");
+        // Trailing size notes, e.g. `rotate_bytes = 268435456   # 256 MiB`.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            if let Some((value, note)) = line.split_once('=').and_then(|(_, v)| v.split_once('#'))
+                && let Some(mib) = note.trim().strip_suffix(" MiB")
+            {
+                let mib: u64 = mib.parse().unwrap();
+                assert_eq!(value.trim().parse::<u64>().unwrap(), mib << 20, "{line}");
+            }
+        }
+        let hierarchy = Cgroup2 { mount: "/sys/fs/cgroup".into(), root: "/".into() };
+        // Each key left unset: what its comment says that means, and whether the code agrees.
+        let claims: [(&str, &str, bool); 5] = [
+            ("socket_group", "Unset: root only.", defaults.socket_group.is_none()),
+            (
+                "cgroup_parent",
+                "Default: <cgroup2 mount>/fp",
+                defaults.sessions_parent(&hierarchy) == Path::new("/sys/fs/cgroup/fp"),
+            ),
+            (
+                "default_policy",
+                "Unset: such requests are refused.",
+                defaults.sessions.default_policy.is_none(),
+            ),
+            (
+                "policy_config",
+                "Unset: this file (its [file_policy]).",
+                defaults.sessions.policy_config.is_none(),
+            ),
+            (
+                "command",
+                "Unset: the daemon waits for an answer on its socket (fp approve, fp deny) until \
+                 timeout_secs.",
+                defaults.approval.command.is_none(),
+            ),
+        ];
+        // The commented-out keys of the daemon's sections ([file_policy] is an example).
+        let daemon_part = text.split("# [file_policy]").next().unwrap();
+        let lines: Vec<&str> = daemon_part.lines().collect();
+        let mut seen = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let Some((key, _)) = line.strip_prefix("# ").and_then(|l| l.split_once(" = ")) else {
+                continue;
+            };
+            let (_, claim, holds) = claims
+                .iter()
+                .find(|(k, ..)| *k == key)
+                .unwrap_or_else(|| panic!("no claim checked for the commented key `{key}`"));
+            // The comment block above the key.
+            let above: Vec<&str> = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.starts_with("# ") && !l.contains(" = "))
+                .map(|l| l.trim_start_matches("# "))
+                .collect();
+            let comment = above.into_iter().rev().collect::<Vec<_>>().join(" ");
+            assert!(comment.contains(claim), "`{key}`: {comment:?} should say {claim:?}");
+            assert!(holds, "`{key}`: the code's default is not {claim:?}");
+            seen.push(key);
+        }
+        assert_eq!(seen.len(), claims.len(), "claims for keys not in the file: {seen:?}");
+    }
+
+    /// The docs give the socket's default as the code has it.
+    #[test]
+    fn the_docs_name_the_default_socket() {
+        let configuration = include_str!("../../../docs/configuration.md");
+        let prompt = include_str!("../../../docs/prompt.md");
+        assert!(configuration.contains(&format!("| `socket` | `\"{DEFAULT_SOCKET}\"` |")));
+        assert!(prompt.contains(&format!("`--socket PATH` [default `{DEFAULT_SOCKET}`")));
+        assert!(!prompt.contains("control.sock"), "an old socket path in docs/prompt.md");
     }
 
     /// The complete example of docs/configuration.md sets every key.
