@@ -25,6 +25,28 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     wait_for_socket(&socket, &mut daemon);
     let second = fp().args(["daemon", "--config"]).arg(&config).output().unwrap();
     assert_eq!(second.status.code(), Some(125), "a second daemon must refuse to start");
+    let err = stderr(&second);
+    let pid = daemon.id();
+    assert!(err.contains(&format!("another fp daemon is running (pid {pid}, holding")), "{err}");
+    // Another socket and log, the same (host-wide) pins: refused before it opens its log or
+    // takes the live daemon's sessions over.
+    let other = t.file(
+        "other.toml",
+        &format!(
+            "[daemon]\nsocket = \"{}\"\n[audit]\nlog = \"{}\"\nkey = \"{}\"\n",
+            t.join("other/fp.sock").display(),
+            t.join("other/audit.log").display(),
+            t.join("audit.key").display()
+        ),
+    );
+    let third = fp().args(["daemon", "--config"]).arg(&other).output().unwrap();
+    let err = stderr(&third);
+    assert_eq!(third.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains(&format!("another fp daemon is running (pid {pid}, holding /sys/fs/bpf/fp)")),
+        "{err}"
+    );
+    assert!(!t.join("other").exists(), "refused before it touched its log or socket");
 
     // Each session waits for `go` (made once the test has listed both), then reports.
     let go = t.join("go");
