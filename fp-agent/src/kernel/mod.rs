@@ -128,6 +128,18 @@ fn attach(ebpf: &mut Ebpf, btf: &aya::Btf, program: &str, hook: &str) -> anyhow:
 /// anything), then detaches it. Reading `/sys/kernel/security/lsm` is not enough: some kernels
 /// list `bpf` and still refuse LSM programs.
 pub fn probe() -> anyhow::Result<()> {
+    // Nor is loading enough: a kernel booted without `bpf` in its LSM list (lsm=...) loads and
+    // attaches LSM programs but never runs them. The list is read where securityfs shows it.
+    if let Ok(active) = std::fs::read_to_string("/sys/kernel/security/lsm")
+        && !active.trim().split(',').any(|l| l == "bpf")
+    {
+        bail!(
+            "BPF LSM is not usable on this kernel: `bpf` is not in the active LSM list (active \
+             now: {}); it needs CONFIG_BPF_LSM=y and `bpf` in that list (boot with lsm=...,bpf, \
+             e.g. lsm=lockdown,capability,landlock,yama,apparmor,bpf)",
+            active.trim()
+        );
+    }
     let (mut ebpf, btf, _) = open(0)?;
     let link = attach(&mut ebpf, &btf, "fp_probe", "file_open").map_err(|e| {
         // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
