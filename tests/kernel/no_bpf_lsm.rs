@@ -65,7 +65,10 @@ fn without_bpf_lsm_fp_run_and_the_daemon_refuse_before_changing_anything() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
-    assert!(!err.contains("Verifier output"), "the probe's explanation, not a raw load error: {err}");
+    assert!(
+        !err.contains("Verifier output"),
+        "the probe's explanation, not a raw load error: {err}"
+    );
     assert!(!marker.exists(), "the command must not run unconfined");
     assert!(!log.exists(), "no audit log");
     assert!(!bpffs_mounted(), "fp run mounted bpffs and left it");

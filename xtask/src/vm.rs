@@ -101,7 +101,8 @@ pub fn boot(kernel: &PreparedKernel, run: &VmRun) -> Result<Finished> {
 /// The guest kernel's command line; `FP_VM_APPEND` adds to it (e.g. `lsm=capability,yama` to boot
 /// without BPF LSM; later parameters win).
 fn kernel_cmdline(append: Option<&str>) -> String {
-    let mut cmdline = format!("console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init {CMDLINE_MARKER}");
+    let mut cmdline =
+        format!("console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init {CMDLINE_MARKER}");
     if let Some(extra) = append.map(str::trim).filter(|e| !e.is_empty()) {
         cmdline.push(' ');
         cmdline.push_str(extra);
@@ -364,7 +365,10 @@ mod tests {
         let plain = kernel_cmdline(None);
         assert!(plain.ends_with(CMDLINE_MARKER), "{plain}");
         assert_eq!(kernel_cmdline(Some(" ")), plain);
-        assert_eq!(kernel_cmdline(Some("lsm=capability,yama")), format!("{plain} lsm=capability,yama"));
+        assert_eq!(
+            kernel_cmdline(Some("lsm=capability,yama")),
+            format!("{plain} lsm=capability,yama")
+        );
     }
 
     fn run(rw: &[&str]) -> VmRun {

@@ -61,9 +61,8 @@ impl KernelHost {
         if let Some(dir) = config.audit.log.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        let (handle, writer) =
-            audit::start(config.audit.writer_config(signer))
-                .with_context(|| format!("opening the audit log {}", config.audit.log.display()))?;
+        let (handle, writer) = audit::start(config.audit.writer_config(signer))
+            .with_context(|| format!("opening the audit log {}", config.audit.log.display()))?;
         let audit_handle = handle.clone();
         let (events, _) = broadcast::channel(4096);
         let counters = Arc::new(EventCounters::default());

@@ -50,7 +50,8 @@ impl InstanceLock {
     pub fn acquire_dir(dir: &Path) -> anyhow::Result<Self> {
         let created_dir = !dir.exists();
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let file = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+        let file =
+            std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
         let file = lock(
             file,
             dir,
@@ -124,7 +125,8 @@ mod tests {
         let first = InstanceLock::acquire_dir(&pins).unwrap();
         let e = InstanceLock::acquire_dir(&pins).unwrap_err().to_string();
         let pid = std::process::id();
-        let expected = format!("another fp daemon is running (pid {pid}, holding {}", pins.display());
+        let expected =
+            format!("another fp daemon is running (pid {pid}, holding {}", pins.display());
         assert!(e.starts_with(&expected), "{e}");
         drop(first);
         assert!(!pins.exists(), "the directory it made is removed when empty");

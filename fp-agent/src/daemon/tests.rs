@@ -563,7 +563,10 @@ fn a_second_daemon_on_the_same_pins_refuses_before_starting_its_host() {
     for config in [&config, &other] {
         let e = super::run(config, |_| panic!("the host must not start")).unwrap_err();
         let e = e.to_string();
-        let expected = format!("another fp daemon is running (pid {pid}, holding {}", dir.path().join("bpf/fp").display());
+        let expected = format!(
+            "another fp daemon is running (pid {pid}, holding {}",
+            dir.path().join("bpf/fp").display()
+        );
         assert!(e.starts_with(&expected), "{e}");
         assert!(!config.lock_path().exists(), "refused before it touched its socket's directory");
     }
