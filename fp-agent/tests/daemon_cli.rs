@@ -166,3 +166,76 @@ fn daemon_without_bpf_lsm_says_how_to_enable_it() {
     assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
     assert!(!dir.path().join("fp.sock").exists(), "no socket without a kernel to enforce");
 }
+
+/// The bpffs and cgroup2 mounts, as `/proc/self/mountinfo` lists them.
+fn bpf_and_cgroup_mounts() -> Vec<String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut mounts: Vec<String> = mountinfo
+        .lines()
+        .filter(|l| l.contains(" - bpf ") || l.contains(" - cgroup2 "))
+        .map(|l| l.split_whitespace().nth(4).unwrap().to_owned())
+        .collect();
+    mounts.sort();
+    mounts
+}
+
+/// Where BPF LSM programs cannot load (this project's build host), every command that needs them
+/// gives the probe's explanation and exits 125 before it changes anything on the host: no bpffs
+/// mounted, no log written, no cgroup made, no socket, and the command never runs.
+#[test]
+#[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
+fn commands_without_bpf_lsm_say_how_to_enable_it_and_change_nothing() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to probe BPF LSM");
+        return;
+    }
+    let (probe, _, _) = fp(&["kernel", "probe"]);
+    if probe == 0 {
+        eprintln!("BPF LSM works here: the kernel tests cover fp run and the daemon");
+        return;
+    }
+    let mounts = bpf_and_cgroup_mounts();
+    let cgroup_parent_existed = Path::new("/sys/fs/cgroup/fp").exists();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let log = dir.path().join("run.log");
+    let deny = dir.path().join("secret");
+    let (code, out, err) = fp(&[
+        "run",
+        "--deny",
+        deny.to_str().unwrap(),
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 125, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(!marker.exists(), "the command must not run unconfined");
+    assert!(!log.exists() && !Path::new(&format!("{}.pub", log.display())).exists());
+
+    let (code, _, err) = fp(&["run", "--embedded", "--deny", "/nonexistent", "--", "true"]);
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("BPF LSM is not usable"), "{err}");
+
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[daemon]\nsocket = \"{}\"\n[audit]\nlog = \"{}\"\n",
+            dir.path().join("fp.sock").display(),
+            dir.path().join("log/audit.log").display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = fp(&["daemon", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 125, "{err}");
+    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(!dir.path().join("log").exists(), "no audit log without a kernel to enforce");
+    assert!(!dir.path().join("fp.sock.lock").exists(), "no lock taken");
+
+    assert_eq!(bpf_and_cgroup_mounts(), mounts, "nothing mounted");
+    assert_eq!(Path::new("/sys/fs/cgroup/fp").exists(), cgroup_parent_existed, "no cgroup made");
+}

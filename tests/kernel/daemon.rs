@@ -25,6 +25,28 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     wait_for_socket(&socket, &mut daemon);
     let second = fp().args(["daemon", "--config"]).arg(&config).output().unwrap();
     assert_eq!(second.status.code(), Some(125), "a second daemon must refuse to start");
+    let err = stderr(&second);
+    let pid = daemon.id();
+    assert!(err.contains(&format!("another fp daemon is running (pid {pid}, holding")), "{err}");
+    // Another socket and log, the same (host-wide) pins: refused before it opens its log or
+    // takes the live daemon's sessions over.
+    let other = t.file(
+        "other.toml",
+        &format!(
+            "[daemon]\nsocket = \"{}\"\n[audit]\nlog = \"{}\"\nkey = \"{}\"\n",
+            t.join("other/fp.sock").display(),
+            t.join("other/audit.log").display(),
+            t.join("audit.key").display()
+        ),
+    );
+    let third = fp().args(["daemon", "--config"]).arg(&other).output().unwrap();
+    let err = stderr(&third);
+    assert_eq!(third.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains(&format!("another fp daemon is running (pid {pid}, holding /sys/fs/bpf/fp)")),
+        "{err}"
+    );
+    assert!(!t.join("other").exists(), "refused before it touched its log or socket");
 
     // Each session waits for `go` (made once the test has listed both), then reports.
     let go = t.join("go");
@@ -79,6 +101,13 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     let raw = std::fs::read_to_string(&log).unwrap();
     assert_eq!(raw.matches("\"kind\":\"session-start\"").count(), 2, "{raw}");
     assert!(raw.contains(&a.display().to_string()), "the denial of a is in the log");
+    // Each session-start says what the session ran: the argv given to `fp run`.
+    for line in raw.lines().filter(|l| l.contains("\"kind\":\"session-start\"")) {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        let command = record["command"].as_array().unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(command.len(), 3, "{line}");
+        assert_eq!((&command[0], &command[1]), (&"sh".into(), &"-c".into()), "{line}");
+    }
 }
 
 /// The ids and policy hashes of the daemon's sessions, once there are `n`.

@@ -98,6 +98,18 @@ pub fn boot(kernel: &PreparedKernel, run: &VmRun) -> Result<Finished> {
     boot_with(kernel, run, accel, Echo::On)
 }
 
+/// The guest kernel's command line; `FP_VM_APPEND` adds to it (e.g. `lsm=capability,yama` to boot
+/// without BPF LSM; later parameters win).
+fn kernel_cmdline(append: Option<&str>) -> String {
+    let mut cmdline =
+        format!("console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init {CMDLINE_MARKER}");
+    if let Some(extra) = append.map(str::trim).filter(|e| !e.is_empty()) {
+        cmdline.push(' ');
+        cmdline.push_str(extra);
+    }
+    cmdline
+}
+
 /// Whether a child's output is copied to our stdout as it arrives (it is always kept).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Echo {
@@ -131,7 +143,7 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
     .arg("-initrd")
     .arg(&kernel.initrd)
     .arg("-append")
-    .arg(format!("console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init {CMDLINE_MARKER}"))
+    .arg(kernel_cmdline(std::env::var("FP_VM_APPEND").ok().as_deref()))
     .args(share("fproot", Path::new("/"), true))
     .args(share("fprun", &run_dir, true));
     for (i, dir) in run.rw.iter().enumerate() {
@@ -347,6 +359,17 @@ fn accelerator(kernel: &PreparedKernel) -> Result<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fp_vm_append_extends_the_kernel_command_line() {
+        let plain = kernel_cmdline(None);
+        assert!(plain.ends_with(CMDLINE_MARKER), "{plain}");
+        assert_eq!(kernel_cmdline(Some(" ")), plain);
+        assert_eq!(
+            kernel_cmdline(Some("lsm=capability,yama")),
+            format!("{plain} lsm=capability,yama")
+        );
+    }
 
     fn run(rw: &[&str]) -> VmRun {
         VmRun {

@@ -10,6 +10,7 @@ use anyhow::bail;
 
 use super::run::EXIT_FP_ERROR;
 use crate::daemon::{self, Config, SessionHost};
+use crate::kernel;
 
 /// EX_CONFIG (sysexits.h): packaging/fp.service lists it in RestartPreventExitStatus.
 const EXIT_CONFIG: u8 = 78;
@@ -36,7 +37,7 @@ pub fn main(args: Args) -> ExitCode {
         println!("{}: ok", args.config.display());
         return ExitCode::SUCCESS;
     }
-    match kernel_host(&config).and_then(|host| daemon::serve(&config, host)) {
+    match run_kernel_daemon(&config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fp daemon: error: {e:#}");
@@ -45,10 +46,19 @@ pub fn main(args: Args) -> ExitCode {
     }
 }
 
-/// The session host over the real kernel (pinned BPF objects, session cgroups, audit writer).
-fn kernel_host(config: &Config) -> anyhow::Result<Arc<dyn SessionHost>> {
+/// The daemon over the real kernel (pinned BPF objects, session cgroups, audit writer). Nothing
+/// on the host changes before BPF LSM is known to work here and the locks are held: a second
+/// daemon, or one on a kernel without BPF LSM, is refused without touching the live one's pins,
+/// sessions or log.
+fn run_kernel_daemon(config: &Config) -> anyhow::Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("fp daemon needs root: it loads BPF LSM programs and creates cgroups");
     }
-    Ok(daemon::host::KernelHost::start(config)?)
+    kernel::probe()?;
+    // Unmounted at exit if it mounted it and a clean stop left nothing pinned.
+    let _bpffs = kernel::Bpffs::mount()?;
+    daemon::run(config, |config| {
+        let host: Arc<dyn SessionHost> = daemon::host::KernelHost::start(config)?;
+        Ok(host)
+    })
 }

@@ -148,6 +148,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let policy = load_policy(&args, &run_as)?;
+    note_floors_over_base(&policy, &run_as);
     // The [approval] section of the operator's config: who decides prompt-tier opens.
     let approval = match &args.config {
         Some(path) => {
@@ -157,6 +158,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => crate::daemon::config::Approval::default(),
     };
+    // Nothing on the host changes before BPF LSM is known to work here: no log file, no bpffs
+    // mount, no cgroup. A kernel without it gets the probe's explanation (exit 125).
+    kernel::probe()?;
+    // Unmounted when this returns if it mounted it (and nothing else is pinned there by then).
+    let _bpffs = kernel::Bpffs::mount()?;
     let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
     let name = format!("run-{}", std::process::id());
@@ -213,6 +219,11 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
     };
     let source = api::PolicySource::for_caller(policy, args.config.as_deref())?;
     let workspace = workspace(args)?;
+    // The daemon compiles the session's policy; the same files compiled here tell what the
+    // floors remove for this user (silently skipped if they do not load here).
+    if let Ok(policy) = load_policy(args, run_as) {
+        note_floors_over_base(&policy, run_as);
+    }
     let request = |pid| api::CreateSession {
         agent: args.agent.clone(),
         source: source.clone(),
@@ -221,6 +232,7 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
         mode: Some(args.mode),
         full_audit: Some(args.full_audit),
         pid,
+        command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
     };
     let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| {
         client.create(request(pid)).map(drop).map_err(|e| anyhow::anyhow!("the daemon: {e}"))
@@ -251,6 +263,57 @@ fn load_policy(args: &Args, run_as: &RunAs) -> anyhow::Result<EffectivePolicy> {
     };
     // A policy error names its own severity ("error: ..." or "file:line:col: error: ...").
     policy.map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))
+}
+
+/// The runtime base's entries in the user's home (`~/.gitconfig`, ...) that a safety floor
+/// makes unreadable for this session, e.g. every one of them when `~` is `/root` (floor
+/// `root-home`): (the entries as written, the floors that remove them). Empty when none is.
+pub fn base_entries_under_floors(policy: &EffectivePolicy) -> (Vec<String>, Vec<String>) {
+    use crate::policy::{Layer, Op, Verdict};
+    let (mut entries, mut floors) = (Vec::new(), Vec::new());
+    for rule in policy.rules() {
+        if rule.layer != Layer::RuntimeBase
+            || !rule.text.starts_with('~')
+            || rule.verdicts[Op::Read.index()] != Some(Verdict::Allow)
+        {
+            continue;
+        }
+        // A path the entry allows: itself, or one below it for `dir/**`.
+        let (shown, path) = match rule.glob.strip_suffix("/**") {
+            Some(dir) => (rule.text.trim_end_matches("/**"), format!("{dir}/config")),
+            None => (rule.text.as_str(), rule.glob.clone()),
+        };
+        let decision = policy.decide(path.as_bytes(), Op::Read);
+        let Some(decider) = decision.rule.and_then(|r| policy.rule(r)) else { continue };
+        if decision.verdict == Verdict::Deny && decider.layer > Layer::Policy {
+            if !entries.iter().any(|e| e == shown) {
+                entries.push(shown.to_owned());
+            }
+            if !floors.contains(&decider.tier) {
+                floors.push(decider.tier.clone());
+            }
+        }
+    }
+    (entries, floors)
+}
+
+/// Says, before the command starts, which runtime base entries the floors remove for this user:
+/// running as root, `~/.gitconfig` is under `/root`, which no session may read, so e.g. git
+/// fails to read its configuration (docs/policy.md).
+fn note_floors_over_base(policy: &EffectivePolicy, run_as: &RunAs) {
+    let (entries, floors) = base_entries_under_floors(policy);
+    if entries.is_empty() {
+        return;
+    }
+    let verb = if entries.len() == 1 { "is" } else { "are" };
+    eprintln!(
+        "fp: note: running as {} (home {}): {} {verb} unreadable ({}); set HOME to another \
+         directory for the command or use --user",
+        run_as.user.name,
+        run_as.user.dir.display(),
+        entries.join(", "),
+        floors.join(", ")
+    );
 }
 
 /// What `<workspace>` expands to: `--workspace`, else the current directory.
@@ -449,4 +512,29 @@ fn ephemeral_signer(log: &Path) -> anyhow::Result<audit::checkpoint::SignerKey> 
         public.display()
     );
     Ok(signer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deny_policy(user: &str) -> EffectivePolicy {
+        let options = LoadOptions { user: Some(user.into()), ..LoadOptions::default() };
+        EffectivePolicy::from_deny_paths(&[PathBuf::from("/srv/secrets")], &options).unwrap()
+    }
+
+    /// Running as root, `~` is `/root`, which the `root-home` floor makes unreadable: the base's
+    /// git configuration goes with it, and `fp run` says so.
+    #[test]
+    fn the_root_home_floor_removes_the_base_entries_in_roots_home() {
+        let (entries, floors) = base_entries_under_floors(&deny_policy("root"));
+        assert_eq!(entries, ["~/.gitconfig", "~/.config/git"]);
+        assert_eq!(floors, ["safety floor root-home"]);
+    }
+
+    #[test]
+    fn a_home_outside_the_floors_keeps_the_base() {
+        let (entries, floors) = base_entries_under_floors(&deny_policy("nobody"));
+        assert!(entries.is_empty() && floors.is_empty(), "{entries:?} {floors:?}");
+    }
 }

@@ -116,6 +116,10 @@ pub struct CreateSession {
     /// The process to move into the session cgroup: a child of the connecting process, waiting
     /// to exec the session's command.
     pub pid: i32,
+    /// What the session runs (argv, as given to `fp run`): recorded in its `session-start`.
+    /// Informational; absent: `[]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -410,6 +414,7 @@ mod tests {
             mode: Some(Mode::Audit),
             full_audit: Some(true),
             pid: 42,
+            command: vec!["make".into(), "-j4".into()],
         });
         let requests = [
             create,

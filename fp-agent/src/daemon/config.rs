@@ -2,11 +2,13 @@
 //! `[approval]`, next to the `[file_policy]` global policy layer the policy loader reads from the
 //! same file. Mistakes are reported as file:line:col like policy errors.
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::api::Mode;
+use crate::audit::WriterConfig;
 use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
 use crate::session::Cgroup2;
 
@@ -84,12 +86,27 @@ impl Default for Audit {
     }
 }
 
+impl Audit {
+    /// The audit writer's settings from this section: every `[audit]` key takes effect here.
+    pub fn writer_config(&self, signer: crate::audit::checkpoint::SignerKey) -> WriterConfig {
+        WriterConfig {
+            rotate_bytes: self.rotate_bytes,
+            rotate_age: Duration::from_secs(self.rotate_age_secs),
+            checkpoint_every_records: self.checkpoint_every_records,
+            checkpoint_every: Duration::from_secs(self.checkpoint_every_secs),
+            ..WriterConfig::new(self.log.clone(), signer)
+        }
+    }
+}
+
 /// The prompt tier: who is asked, and for how long, before a prompt decision falls back to deny.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Approval {
     pub timeout_secs: u64,
-    /// argv of the program asked to approve; `None`: prompts are denied at once.
+    /// argv of the program asked to approve; `None`: the daemon waits for an answer on its
+    /// socket (`fp approve`, `fp deny`), and `fp run` without a daemon asks on its terminal
+    /// (denying at once when it has none).
     pub command: Option<Vec<String>>,
 }
 
@@ -273,6 +290,87 @@ mod tests {
         assert!(config.socket_group.is_none(), "groups differ per host: the default is commented");
     }
 
+    /// packaging/config.toml says "the values shown are the defaults", and what each key it
+    /// leaves commented out means when unset: every such claim is checked against the code.
+    #[test]
+    fn the_shipped_config_states_the_code_defaults() {
+        let text = include_str!("../../../packaging/config.toml");
+        assert!(text.contains("the values shown are the defaults"));
+        let shipped = parse(text).unwrap();
+        let defaults = Config::default();
+        assert_eq!(Config { file: None, ..shipped }, defaults, "a value shown is not the default");
+        // Trailing size notes, e.g. `rotate_bytes = 268435456   # 256 MiB`.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            if let Some((value, note)) = line.split_once('=').and_then(|(_, v)| v.split_once('#'))
+                && let Some(mib) = note.trim().strip_suffix(" MiB")
+            {
+                let mib: u64 = mib.parse().unwrap();
+                assert_eq!(value.trim().parse::<u64>().unwrap(), mib << 20, "{line}");
+            }
+        }
+        let hierarchy = Cgroup2 { mount: "/sys/fs/cgroup".into(), root: "/".into() };
+        // Each key left unset: what its comment says that means, and whether the code agrees.
+        let claims: [(&str, &str, bool); 5] = [
+            ("socket_group", "Unset: root only.", defaults.socket_group.is_none()),
+            (
+                "cgroup_parent",
+                "Default: <cgroup2 mount>/fp",
+                defaults.sessions_parent(&hierarchy) == Path::new("/sys/fs/cgroup/fp"),
+            ),
+            (
+                "default_policy",
+                "Unset: such requests are refused.",
+                defaults.sessions.default_policy.is_none(),
+            ),
+            (
+                "policy_config",
+                "Unset: this file (its [file_policy]).",
+                defaults.sessions.policy_config.is_none(),
+            ),
+            (
+                "command",
+                "Unset: the daemon waits for an answer on its socket (fp approve, fp deny) until \
+                 timeout_secs.",
+                defaults.approval.command.is_none(),
+            ),
+        ];
+        // The commented-out keys of the daemon's sections ([file_policy] is an example).
+        let daemon_part = text.split("# [file_policy]").next().unwrap();
+        let lines: Vec<&str> = daemon_part.lines().collect();
+        let mut seen = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let Some((key, _)) = line.strip_prefix("# ").and_then(|l| l.split_once(" = ")) else {
+                continue;
+            };
+            let (_, claim, holds) = claims
+                .iter()
+                .find(|(k, ..)| *k == key)
+                .unwrap_or_else(|| panic!("no claim checked for the commented key `{key}`"));
+            // The comment block above the key.
+            let above: Vec<&str> = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| l.starts_with("# ") && !l.contains(" = "))
+                .map(|l| l.trim_start_matches("# "))
+                .collect();
+            let comment = above.into_iter().rev().collect::<Vec<_>>().join(" ");
+            assert!(comment.contains(claim), "`{key}`: {comment:?} should say {claim:?}");
+            assert!(holds, "`{key}`: the code's default is not {claim:?}");
+            seen.push(key);
+        }
+        assert_eq!(seen.len(), claims.len(), "claims for keys not in the file: {seen:?}");
+    }
+
+    /// The docs give the socket's default as the code has it.
+    #[test]
+    fn the_docs_name_the_default_socket() {
+        let configuration = include_str!("../../../docs/configuration.md");
+        let prompt = include_str!("../../../docs/prompt.md");
+        assert!(configuration.contains(&format!("| `socket` | `\"{DEFAULT_SOCKET}\"` |")));
+        assert!(prompt.contains(&format!("`--socket PATH` [default `{DEFAULT_SOCKET}`")));
+        assert!(!prompt.contains("control.sock"), "an old socket path in docs/prompt.md");
+    }
+
     /// The complete example of docs/configuration.md sets every key.
     #[test]
     fn every_key_is_read() {
@@ -294,6 +392,122 @@ mod tests {
         assert_eq!((audit.checkpoint_every_records, audit.checkpoint_every_secs), (1000, 30));
         assert_eq!(c.approval.timeout_secs, 30);
         assert_eq!(c.approval.command.as_deref().unwrap()[1], "--notify");
+    }
+
+    /// A writer started the way the daemon starts it, from a config with `audit` keys set.
+    struct Log {
+        dir: tempfile::TempDir,
+        handle: crate::audit::AuditHandle,
+        writer: crate::audit::AuditWriter,
+    }
+
+    impl Log {
+        fn start(audit: &str) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let log = dir.path().join("audit.log");
+            let text = format!("[audit]\nlog = \"{}\"\n{audit}", log.display());
+            let config = parse(&text).unwrap();
+            let signer = crate::audit::checkpoint::SignerKey::generate("fp-test").unwrap();
+            let (handle, writer) = crate::audit::start(config.audit.writer_config(signer)).unwrap();
+            Log { dir, handle, writer }
+        }
+
+        /// One record of about 500 bytes, written to the file before this returns.
+        fn write(&self, n: usize) {
+            let event = crate::audit::Event::SessionStart(crate::audit::SessionStart {
+                session: format!("s{n}"),
+                command: vec!["x".repeat(400)],
+                ..Default::default()
+            });
+            assert!(self.handle.record_written(event, Duration::from_secs(10)));
+        }
+
+        fn active(&self) -> PathBuf {
+            self.dir.path().join("audit.log")
+        }
+
+        fn rotated(&self) -> Vec<PathBuf> {
+            crate::audit::segments::rotated_segments(&self.active()).unwrap()
+        }
+
+        /// Checkpoint records in every segment so far.
+        fn checkpoints(&self) -> usize {
+            let mut files = self.rotated();
+            files.push(self.active());
+            files
+                .iter()
+                .map(|f| std::fs::read_to_string(f).unwrap())
+                .map(|t| t.matches("\"kind\":\"checkpoint\"").count())
+                .sum()
+        }
+
+        fn close(self) {
+            self.writer.shutdown().unwrap();
+        }
+    }
+
+    #[test]
+    fn audit_rotate_bytes_takes_effect() {
+        let log = Log::start("rotate_bytes = 16384\n");
+        for n in 0..100 {
+            log.write(n);
+        }
+        let rotated = log.rotated();
+        assert!(rotated.len() >= 2, "about 50 KB in 16 KiB segments: {rotated:?}");
+        for segment in &rotated {
+            let len = std::fs::metadata(segment).unwrap().len();
+            assert!(len < 16384 + 2048, "{} is {len} bytes", segment.display());
+        }
+        log.close();
+    }
+
+    #[test]
+    fn audit_rotate_age_secs_takes_effect() {
+        let log = Log::start("rotate_age_secs = 1\n");
+        log.write(0);
+        assert!(log.rotated().is_empty());
+        std::thread::sleep(Duration::from_millis(1500));
+        log.write(1);
+        assert!(!log.rotated().is_empty(), "a segment older than 1 s is rotated");
+        log.close();
+    }
+
+    #[test]
+    fn audit_checkpoint_every_records_takes_effect() {
+        let log = Log::start("checkpoint_every_records = 4\n");
+        for n in 0..12 {
+            log.write(n);
+        }
+        assert_eq!(log.checkpoints(), 3, "a checkpoint every 4 records, not after 60 s");
+        log.close();
+    }
+
+    #[test]
+    fn audit_checkpoint_every_secs_takes_effect() {
+        let log = Log::start("checkpoint_every_secs = 1\n");
+        log.write(0);
+        assert_eq!(log.checkpoints(), 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while log.checkpoints() == 0 {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint after 1 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        log.close();
+    }
+
+    /// The daemon's writer settings are the `[audit]` section's, key by key.
+    #[test]
+    fn audit_keys_reach_the_writer_config() {
+        let c = parse(
+            "[audit]\nrotate_bytes = 1000\nrotate_age_secs = 20\ncheckpoint_every_records = 30\n\
+             checkpoint_every_secs = 40\n",
+        )
+        .unwrap();
+        let w = c.audit.writer_config(crate::audit::checkpoint::SignerKey::generate("t").unwrap());
+        assert_eq!(w.path, Path::new("/var/log/fp/audit.log"));
+        assert_eq!((w.rotate_bytes, w.rotate_age), (1000, Duration::from_secs(20)));
+        assert_eq!(w.checkpoint_every_records, 30);
+        assert_eq!(w.checkpoint_every, Duration::from_secs(40));
     }
 
     #[test]

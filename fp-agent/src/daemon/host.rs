@@ -48,10 +48,10 @@ struct EventCounters {
 }
 
 impl KernelHost {
-    /// Opens the audit log, loads and attaches the programs, starts the reaper. Refuses to start
-    /// on a kernel whose BPF LSM does not work, saying how to enable it.
+    /// Opens the audit log, loads and attaches the programs (or takes over those pinned under
+    /// `pin_dir`), starts the reaper. The caller has checked that BPF LSM works
+    /// ([`crate::kernel::probe`]) and holds the daemon's locks ([`super::run`]).
     pub fn start(config: &Config) -> anyhow::Result<Arc<Self>> {
-        crate::kernel::probe()?;
         let signer = audit::checkpoint::SignerKey::load(&config.audit.key).with_context(|| {
             format!(
                 "loading the audit key {} (make one with `fp audit keygen`)",
@@ -61,9 +61,8 @@ impl KernelHost {
         if let Some(dir) = config.audit.log.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        let (handle, writer) =
-            audit::start(audit::WriterConfig::new(config.audit.log.clone(), signer))
-                .with_context(|| format!("opening the audit log {}", config.audit.log.display()))?;
+        let (handle, writer) = audit::start(config.audit.writer_config(signer))
+            .with_context(|| format!("opening the audit log {}", config.audit.log.display()))?;
         let audit_handle = handle.clone();
         let (events, _) = broadcast::channel(4096);
         let counters = Arc::new(EventCounters::default());
@@ -259,7 +258,7 @@ impl SessionHost for KernelHost {
                 uid: req.uid,
                 workspace: req.workspace.clone(),
                 pid: req.pid as u32,
-                command: Vec::new(),
+                command: req.command.clone(),
             })
             .map_err(unavailable)?;
         // The client's child waits for this before it execs the session's command.

@@ -51,13 +51,25 @@ pub trait SessionHost: Send + Sync + 'static {
     fn shutdown(&self);
 }
 
-/// Runs the daemon until SIGTERM or SIGINT: takes the single-instance lock, listens on the
-/// socket, tells systemd it is ready and pings its watchdog, then shuts the host down.
-pub fn serve(config: &Config, host: Arc<dyn SessionHost>) -> anyhow::Result<()> {
+/// Runs the daemon: takes the single-instance locks — the pin directory's (host-wide), then the
+/// socket's — before anything else, then starts the host with `start` (which opens the audit log
+/// and takes over the sessions pinned there) and serves it until SIGTERM or SIGINT.
+pub fn run(
+    config: &Config,
+    start: impl FnOnce(&Config) -> anyhow::Result<Arc<dyn SessionHost>>,
+) -> anyhow::Result<()> {
+    let _pins = InstanceLock::acquire_dir(&config.pin_dir)?;
     let socket_dir = config.socket.parent().context("the socket path has no directory")?;
     std::fs::create_dir_all(socket_dir)
         .with_context(|| format!("creating {}", socket_dir.display()))?;
-    let _lock = InstanceLock::acquire(&config.lock_path())?;
+    let _socket = InstanceLock::acquire(&config.lock_path())?;
+    let host = start(config)?;
+    serve(config, host)
+}
+
+/// Serves `host` until SIGTERM or SIGINT: listens on the socket, tells systemd it is ready and
+/// pings its watchdog, then shuts the host down. The caller holds the locks ([`run`]).
+pub fn serve(config: &Config, host: Arc<dyn SessionHost>) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -213,6 +213,7 @@ fn create_request(pid: i32) -> api::CreateSession {
         mode: None,
         full_audit: None,
         pid,
+        command: vec!["bash".into(), "-l".into()],
     }
 }
 
@@ -228,6 +229,7 @@ fn sessions_round_trip() {
     let seen = daemon.host.created.lock().unwrap()[0].clone();
     assert_eq!(seen.mode, Some(Mode::Audit));
     assert_eq!(seen.full_audit, Some(false));
+    assert_eq!(seen.command, ["bash", "-l"], "the session's argv reaches the host");
     assert_eq!(seen.source.config.as_deref(), Some(Path::new("/etc/fp/config.toml")));
 
     let sessions = client.list().unwrap();
@@ -533,13 +535,41 @@ impl Drop for TempCgroup {
 #[test]
 fn a_second_daemon_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { socket: dir.path().join("fp.sock"), ..Config::default() };
+    let config = Config {
+        socket: dir.path().join("fp.sock"),
+        pin_dir: dir.path().join("bpf/fp"),
+        ..Config::default()
+    };
     let _first = super::InstanceLock::acquire(&config.lock_path()).unwrap();
-    let host = FakeHost::new();
-    let e = super::serve(&config, host.clone()).unwrap_err().to_string();
+    let e = super::run(&config, |_| panic!("the host must not start")).unwrap_err().to_string();
     assert!(e.starts_with("another fp daemon is running"), "{e}");
     assert!(!config.socket.exists(), "the running daemon's socket is left alone");
-    assert!(!host.shut_down.load(Ordering::SeqCst));
+}
+
+/// The pins are host-wide: a daemon with the same pin directory is refused before it starts its
+/// host (which would open its audit log and take the live daemon's sessions over), on the same
+/// socket and on another.
+#[test]
+fn a_second_daemon_on_the_same_pins_refuses_before_starting_its_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        socket: dir.path().join("a/fp.sock"),
+        pin_dir: dir.path().join("bpf/fp"),
+        ..Config::default()
+    };
+    let _first = super::InstanceLock::acquire_dir(&config.pin_dir).unwrap();
+    let other = Config { socket: dir.path().join("b/fp.sock"), ..config.clone() };
+    let pid = std::process::id();
+    for config in [&config, &other] {
+        let e = super::run(config, |_| panic!("the host must not start")).unwrap_err();
+        let e = e.to_string();
+        let expected = format!(
+            "another fp daemon is running (pid {pid}, holding {}",
+            dir.path().join("bpf/fp").display()
+        );
+        assert!(e.starts_with(&expected), "{e}");
+        assert!(!config.lock_path().exists(), "refused before it touched its socket's directory");
+    }
 }
 
 /// `serve` in a child process, as systemd runs it: READY=1 once the socket answers, watchdog
@@ -587,8 +617,11 @@ const SERVE_SOCKET: &str = "FP_TEST_SERVE_SOCKET";
 #[ignore = "the child half of serve_notifies_systemd_and_stops_cleanly_on_sigterm"]
 fn serve_as_a_child() {
     let socket = std::env::var_os(SERVE_SOCKET).expect("run by its parent test");
-    let config = Config { socket: socket.into(), ..Config::default() };
+    let socket = PathBuf::from(socket);
+    let pin_dir = socket.with_file_name("pins");
+    let config = Config { socket, pin_dir, ..Config::default() };
     let host = FakeHost::new();
-    super::serve(&config, host.clone()).unwrap();
+    let started = host.clone();
+    super::run(&config, move |_| Ok(started as Arc<dyn SessionHost>)).unwrap();
     assert!(host.shut_down.load(Ordering::SeqCst));
 }

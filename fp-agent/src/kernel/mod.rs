@@ -128,11 +128,30 @@ fn attach(ebpf: &mut Ebpf, btf: &aya::Btf, program: &str, hook: &str) -> anyhow:
 /// anything), then detaches it. Reading `/sys/kernel/security/lsm` is not enough: some kernels
 /// list `bpf` and still refuse LSM programs.
 pub fn probe() -> anyhow::Result<()> {
+    // Nor is loading enough: a kernel booted without `bpf` in its LSM list (lsm=...) loads and
+    // attaches LSM programs but never runs them. The list is read where securityfs shows it.
+    if let Ok(active) = std::fs::read_to_string("/sys/kernel/security/lsm")
+        && !active.trim().split(',').any(|l| l == "bpf")
+    {
+        bail!(
+            "BPF LSM is not usable on this kernel: `bpf` is not in the active LSM list (active \
+             now: {}); it needs CONFIG_BPF_LSM=y and `bpf` in that list (boot with lsm=...,bpf, \
+             e.g. lsm=lockdown,capability,landlock,yama,apparmor,bpf)",
+            active.trim()
+        );
+    }
     let (mut ebpf, btf, _) = open(0)?;
     let link = attach(&mut ebpf, &btf, "fp_probe", "file_open").map_err(|e| {
-        e.context(
+        // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
+        let cause = e.root_cause().to_string();
+        let active = std::fs::read_to_string("/sys/kernel/security/lsm")
+            .map(|l| format!(" (active now: {})", l.trim()))
+            .unwrap_or_default();
+        anyhow!(
             "BPF LSM is not usable on this kernel: it needs CONFIG_BPF_LSM=y and `bpf` in the \
-             active LSM list (boot with lsm=...,bpf, e.g. lsm=lockdown,capability,landlock,yama,apparmor,bpf)",
+             active LSM list{active} (boot with lsm=...,bpf, e.g. \
+             lsm=lockdown,capability,landlock,yama,apparmor,bpf); the kernel refused a \
+             pass-through LSM program: {cause}"
         )
     })?;
     drop(link);
@@ -189,6 +208,7 @@ impl Enforcer {
     /// Loads and attaches the programs for sessions whose cgroups sit at `session_cgroup_level`.
     /// The session tables start empty, so attaching denies nothing yet.
     pub fn load(session_cgroup_level: u32, pin_dir: PathBuf) -> anyhow::Result<Self> {
+        // Mounted for good if no caller holds a [`Bpffs`]: the pins must outlive this process.
         ensure_bpffs()?;
         std::fs::create_dir_all(&pin_dir)
             .with_context(|| format!("creating {}", pin_dir.display()))?;
@@ -646,17 +666,67 @@ pub fn kernel_dev(st_dev: u64) -> u32 {
 
 const BPF_FS_MAGIC: i64 = 0xcafe4a11;
 
+const BPFFS: &str = "/sys/fs/bpf";
+
 /// Mounts bpffs at /sys/fs/bpf when nothing is mounted there (some hosts do not mount it at boot).
-fn ensure_bpffs() -> anyhow::Result<()> {
-    let target = Path::new("/sys/fs/bpf");
+/// Returns whether it mounted it.
+fn ensure_bpffs() -> anyhow::Result<bool> {
+    let target = Path::new(BPFFS);
     let statfs = nix::sys::statfs::statfs(target).context("statfs /sys/fs/bpf")?;
     if statfs.filesystem_type().0 as i64 == BPF_FS_MAGIC {
-        return Ok(());
+        return Ok(false);
     }
-    tracing::warn!("bpffs is not mounted; mounting it at /sys/fs/bpf");
+    tracing::info!("bpffs is not mounted; mounting it at /sys/fs/bpf");
     nix::mount::mount(Some("bpf"), target, Some("bpf"), nix::mount::MsFlags::empty(), None::<&str>)
         .context("mounting bpffs at /sys/fs/bpf")?;
-    Ok(())
+    Ok(true)
+}
+
+/// bpffs at /sys/fs/bpf for the life of this value. Mounted if nothing was mounted there; then,
+/// when dropped, the empty directories left in it are removed and it is unmounted, unless
+/// something is still pinned in it (e.g. the programs of a daemon that was killed, still
+/// enforcing, or another fp's session): that stays.
+pub struct Bpffs {
+    mounted_here: bool,
+}
+
+impl Bpffs {
+    /// Call only once BPF LSM is known to work ([`probe`]): nothing is mounted before.
+    pub fn mount() -> anyhow::Result<Self> {
+        Ok(Bpffs { mounted_here: ensure_bpffs()? })
+    }
+}
+
+impl Drop for Bpffs {
+    fn drop(&mut self) {
+        if !self.mounted_here {
+            return;
+        }
+        let root = Path::new(BPFFS);
+        if !remove_empty_tree(root) {
+            tracing::info!("leaving bpffs mounted at {BPFFS}: objects are pinned in it");
+            return;
+        }
+        if let Err(e) = nix::mount::umount(root) {
+            tracing::warn!("unmounting bpffs from {BPFFS}: {e}");
+        }
+    }
+}
+
+/// Removes the directories under `dir` that hold nothing but empty directories; whether `dir`
+/// itself is empty now.
+fn remove_empty_tree(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let mut empty = true;
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let path = entry.path();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !(is_dir && remove_empty_tree(&path) && std::fs::remove_dir(&path).is_ok()) {
+            empty = false;
+        }
+    }
+    empty
 }
 
 #[cfg(test)]

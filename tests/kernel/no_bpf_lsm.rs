@@ -1,0 +1,107 @@
+//! Commands that need BPF LSM check for it before they change anything on the host, and leave
+//! nothing mounted that they mounted. The first test needs a VM booted without `bpf` in its LSM
+//! list: `FP_VM_APPEND=lsm=capability,yama cargo xtask test-kernel --kernel 6.12 -- without_bpf_lsm`
+//! (in the usual VM it has nothing to check and says so).
+use std::path::Path;
+
+use fp_tests::{Place, TempTree, exclusive, fp, stderr};
+
+fn bpffs_mounted() -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    mounts.lines().any(|l| l.split_whitespace().nth(1) == Some("/sys/fs/bpf"))
+}
+
+fn bpf_lsm_listed() -> bool {
+    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm").unwrap_or_default();
+    lsm.trim().split(',').any(|l| l == "bpf")
+}
+
+/// In the VM only: /sys/fs/bpf unmounted for the test, mounted again after it.
+struct BpffsUnmounted;
+
+impl BpffsUnmounted {
+    fn new() -> Self {
+        assert!(matches!(fp_tests::place(), Place::Vm), "unmounts bpffs: VM only");
+        if bpffs_mounted() {
+            nix::mount::umount("/sys/fs/bpf").unwrap();
+        }
+        assert!(!bpffs_mounted());
+        BpffsUnmounted
+    }
+}
+
+impl Drop for BpffsUnmounted {
+    fn drop(&mut self) {
+        if !bpffs_mounted() {
+            let flags = nix::mount::MsFlags::empty();
+            nix::mount::mount(Some("bpf"), "/sys/fs/bpf", Some("bpf"), flags, None::<&str>)
+                .unwrap();
+        }
+    }
+}
+
+#[test]
+fn without_bpf_lsm_fp_run_and_the_daemon_refuse_before_changing_anything() {
+    let _g = exclusive();
+    if !matches!(fp_tests::place(), Place::Vm) || bpf_lsm_listed() {
+        let appended = std::env::var("FP_VM_APPEND").unwrap_or_default();
+        assert!(!appended.contains("lsm="), "booted with {appended} but bpf is still listed");
+        eprintln!("BPF LSM is active here: boot the VM with FP_VM_APPEND=lsm=capability,yama");
+        return;
+    }
+    let t = TempTree::new("no-bpf-lsm");
+    let _unmounted = BpffsUnmounted::new();
+    let marker = t.join("ran");
+    let log = t.join("run.log");
+    let out = fp()
+        .args(["run", "--deny"])
+        .arg(t.join("secret"))
+        .arg("--audit-log")
+        .arg(&log)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(
+        !err.contains("Verifier output"),
+        "the probe's explanation, not a raw load error: {err}"
+    );
+    assert!(!marker.exists(), "the command must not run unconfined");
+    assert!(!log.exists(), "no audit log");
+    assert!(!bpffs_mounted(), "fp run mounted bpffs and left it");
+    assert!(!Path::new("/sys/fs/cgroup/fp").exists(), "fp run made a cgroup");
+
+    let config = fp_tests::daemon_config(&t, "");
+    let out = fp().args(["daemon", "--config"]).arg(&config).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(!t.join("fp.sock").exists() && !t.join("log").exists(), "the daemon changed things");
+    assert!(!bpffs_mounted(), "the daemon mounted bpffs and left it");
+}
+
+/// Where BPF LSM works but bpffs is not mounted, `fp run` mounts it for the session and unmounts
+/// it when the command is done.
+#[test]
+fn fp_run_unmounts_the_bpffs_it_mounted() {
+    let _g = exclusive();
+    if !matches!(fp_tests::place(), Place::Vm) || !bpf_lsm_listed() {
+        eprintln!("needs the VM with BPF LSM");
+        return;
+    }
+    let t = TempTree::new("bpffs-mount");
+    let _unmounted = BpffsUnmounted::new();
+    let out = fp()
+        .args(["run", "--deny"])
+        .arg(t.join("secret"))
+        .args(["--", "sh", "-c", "grep -c ' /sys/fs/bpf bpf ' /proc/self/mounts"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fp_tests::stdout(&out).trim(), "1", "mounted while the session ran");
+    assert!(!bpffs_mounted(), "fp run left the bpffs it mounted");
+    fp_tests::assert_nothing_left_behind();
+}
