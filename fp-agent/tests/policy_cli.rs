@@ -118,3 +118,48 @@ fn usage_error_exits_2() {
     let (code, _, _) = fp(&["policy", "explain", "--policy", "x.toml", "--op", "exec", "/a"]);
     assert_eq!(code, 2, "bad --op");
 }
+
+/// `explain --op rename|exchange|link SRC DST`: the REFER rule's answer with its errno.
+#[test]
+fn explain_moves() {
+    let dir = std::env::temp_dir().join(format!("fp-explain-moves-{}", std::process::id()));
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(ws.join("private/sub")).unwrap();
+    std::fs::write(ws.join("c.secret"), "x").unwrap();
+    let policy = dir.join("p.toml");
+    std::fs::write(
+        &policy,
+        "[file_policy.defaults]\nread = \"deny\"\nwrite = \"deny\"\ndelete = \"deny\"\n\
+         [file_policy.read]\nsilent = [\"<workspace>/**\"]\n\
+         deny = [\"<workspace>/**/*.secret\", \"<workspace>/private/**\"]\n\
+         [file_policy.write]\nsilent = [\"<workspace>/**\"]\n\
+         [file_policy.delete]\nsilent = [\"<workspace>/**\"]\n",
+    )
+    .unwrap();
+    let (p, w) = (policy.display().to_string(), ws.display().to_string());
+    let at = |rel: &str| ws.join(rel).display().to_string();
+    let explain = |op: &str, src: &str, dst: &str| {
+        let args = ["policy", "explain", "--json", "--policy", &p, "--workspace", &w, "--op", op];
+        let (code, out, err) = fp(&[&args[..], &[&at(src), &at(dst)]].concat());
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let refused = explain("rename", "c.secret", "c.txt");
+    assert_eq!(
+        (refused["verdict"].as_str(), refused["errno"].as_str()),
+        (Some("deny"), Some("EXDEV"))
+    );
+    assert_eq!(refused["source_verdicts"]["read"], "deny");
+    let same = explain("rename", "c.secret", "d.secret");
+    assert_eq!(same["verdict"], "allow", "{same}");
+    assert_eq!(explain("link", "c.secret", "l.txt")["errno"], "EXDEV");
+    let out_of_tree = explain("rename", "private/sub", "sub");
+    assert_eq!(
+        (out_of_tree["errno"].as_str(), out_of_tree["directory"].as_bool()),
+        (Some("EXDEV"), Some(true))
+    );
+    let (code, _, err) =
+        fp(&["policy", "explain", "--policy", &p, "--op", "rename", &at("c.secret")]);
+    assert_eq!(code, 2, "one path is a usage error: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
