@@ -52,6 +52,40 @@ impl Op {
     pub const fn index(self) -> usize {
         self as usize
     }
+
+    /// This op's value in a per-op array: a match, not an index, so that the BPF programs never
+    /// carry a bounds check (a panic path the verifier refuses).
+    #[inline(always)]
+    pub fn of<T: Copy>(self, values: &[T; 3]) -> T {
+        let [read, write, delete] = *values;
+        match self {
+            Op::Read => read,
+            Op::Write => write,
+            Op::Delete => delete,
+        }
+    }
+
+    /// This op's element of a per-op array, borrowed (see [`Op::of`]).
+    #[inline(always)]
+    pub fn at<T>(self, values: &[T; 3]) -> &T {
+        let [read, write, delete] = values;
+        match self {
+            Op::Read => read,
+            Op::Write => write,
+            Op::Delete => delete,
+        }
+    }
+
+    /// This op's slot in a per-op array (see [`Op::of`]).
+    #[inline(always)]
+    pub fn of_mut<T>(self, values: &mut [T; 3]) -> &mut T {
+        let [read, write, delete] = values;
+        match self {
+            Op::Read => read,
+            Op::Write => write,
+            Op::Delete => delete,
+        }
+    }
 }
 
 /// What the tables say about a (path, op).
@@ -465,14 +499,8 @@ impl Evaluation {
     /// `/a/b` except the names of what lies below: its LPM entry and its own components as
     /// directory names (the context [`crate::refer`] compares when a directory moves).
     pub fn start<T: RuleTables>(tables: &T, path: &T::Path, seed: &[OpEntry; 3]) -> Self {
-        let forced = OpEntry {
-            rank: FORCED,
-            rule_id: NO_RULE,
-            verdict: TableVerdict::Deny as u8,
-            _pad: [0; 3],
-        };
         let mut e = Evaluation {
-            best: [forced; 3],
+            best: [OpEntry::default(); 3],
             prefix_id: 0,
             phase: PHASE_DONE,
             cursor: 1,
@@ -485,33 +513,57 @@ impl Evaluation {
             slot: 0,
             resume: 0,
         };
+        e.restart(tables, path, seed);
+        e
+    }
+
+    /// [`Self::start`] in place: the BPF programs keep the evaluation in map memory, and a
+    /// returned copy would cost as much stack as the caller may use.
+    pub fn restart<T: RuleTables>(&mut self, tables: &T, path: &T::Path, seed: &[OpEntry; 3]) {
+        let forced = OpEntry {
+            rank: FORCED,
+            rule_id: NO_RULE,
+            verdict: TableVerdict::Deny as u8,
+            _pad: [0; 3],
+        };
+        self.best = [forced; 3];
+        self.prefix_id = 0;
+        self.phase = PHASE_DONE;
+        self.cursor = 1;
+        self.end = 0;
+        self.depth = 0;
+        self.lookup = 0;
+        self.name_kind = 0;
+        self.name_start = 0;
+        self.name_len = 0;
+        self.slot = 0;
+        self.resume = 0;
         let Some(header) = tables.header() else {
-            return e;
+            return;
         };
         let len = path.len();
         if path.is_empty() || len > MAX_PATH || path.at(0) != b'/' {
-            return e;
+            return;
         }
         let prefix = tables.longest_prefix(path);
         if let Some(value) = prefix {
-            e.prefix_id = value.id;
+            self.prefix_id = value.id;
         }
         for op in Op::ALL {
-            let i = op.index();
-            let default = header.defaults.get(i).copied().unwrap_or(TableVerdict::Deny as u8);
-            e.best[i] = OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] };
-            e.offer(i, &seed[i]);
-            if let Some(entry) = prefix.and_then(|v| v.ops.get(i)) {
-                e.offer(i, entry);
+            let default = op.of(&header.defaults);
+            *op.of_mut(&mut self.best) =
+                OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] };
+            self.offer(op, op.at(seed));
+            if let Some(value) = prefix {
+                self.offer(op, op.at(&value.ops));
             }
         }
         let names = header.flags & (HEADER_BASENAMES | HEADER_DIRNAMES) != 0
             || header.suffix_lengths != 0
             || header.prefix_lengths != 0;
         if names {
-            e.phase = PHASE_SCAN;
+            self.phase = PHASE_SCAN;
         }
-        e
     }
 
     /// Does one bounded piece of the evaluation; true once it is done.
@@ -527,7 +579,7 @@ impl Evaluation {
 
     /// The verdict for `op`: the best hit once done; Deny if asked before.
     pub fn decision(&self, op: Op) -> TableDecision {
-        let best = self.best[op.index()];
+        let best = op.of(&self.best);
         if self.phase != PHASE_DONE {
             return decision(TableVerdict::Deny, NO_RULE);
         }
@@ -544,10 +596,9 @@ impl Evaluation {
         Op::ALL.map(|op| self.decision(op))
     }
 
-    fn offer(&mut self, op: usize, candidate: &OpEntry) {
-        if let Some(best) = self.best.get_mut(op)
-            && candidate.outranks(best)
-        {
+    fn offer(&mut self, op: Op, candidate: &OpEntry) {
+        let best = op.of_mut(&mut self.best);
+        if candidate.outranks(best) {
             *best = *candidate;
         }
     }
@@ -644,7 +695,7 @@ impl Evaluation {
             // The ops this slot could still decide.
             let mut wanted = 0u8;
             for op in Op::ALL {
-                if slot.ops & op.bit() != 0 && slot.rank >= self.best[op.index()].rank {
+                if slot.ops & op.bit() != 0 && slot.rank >= op.of(&self.best).rank {
                     wanted |= op.bit();
                 }
             }
@@ -663,7 +714,7 @@ impl Evaluation {
                     OpEntry { rank: slot.rank, rule_id: slot.rule_id, verdict, _pad: [0; 3] };
                 for op in Op::ALL {
                     if wanted & op.bit() != 0 {
-                        self.offer(op.index(), &candidate);
+                        self.offer(op, &candidate);
                     }
                 }
             }
@@ -736,7 +787,7 @@ pub fn evaluate_all<T: RuleTables>(tables: &T, path: &T::Path) -> Decisions {
 
 /// Evaluates `path` (absolute, normalized, no trailing NUL) for `op` against one session's tables.
 pub fn evaluate<T: RuleTables>(tables: &T, path: &T::Path, op: Op) -> TableDecision {
-    evaluate_all(tables, path)[op.index()]
+    op.of(&evaluate_all(tables, path))
 }
 
 /// Index of the '/' ending the component at `start`, or the path's length; None if the component

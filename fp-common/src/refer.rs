@@ -112,7 +112,7 @@ fn subtree_no_gain(a: &Below, b: &Below) -> Option<Op> {
         return Some(Op::Read);
     }
     for op in Op::ALL {
-        let (x, y) = (a.context[op.index()], b.context[op.index()]);
+        let (x, y) = (op.of(&a.context), op.of(&b.context));
         let decided = matches!(x.1, TableVerdict::Allow | TableVerdict::Deny);
         if x != y || !decided {
             return Some(op);
@@ -121,35 +121,40 @@ fn subtree_no_gain(a: &Below, b: &Below) -> Option<Op> {
     None
 }
 
+/// The first op the content under `from` would gain at the name `to` (itself, or for a
+/// directory, anything below it).
+fn gain(from: &MoveSide, to: &MoveSide) -> Option<Op> {
+    for op in Op::ALL {
+        if !no_gain(op.of(&from.node), op.of(&to.node)) {
+            return Some(op);
+        }
+    }
+    if from.dir { subtree_no_gain(&from.below, &to.below) } else { None }
+}
+
 /// Decides a move of `src`'s content to the name `dst` (see the module documentation).
 pub fn decide(kind: MoveKind, src: &MoveSide, dst: &MoveSide) -> MoveVerdict {
     let side = |target: bool| if target { dst } else { src };
     let needed = required(kind, dst.exists);
     for &(op, target) in needed {
-        if side(target).node[op.index()] == TableVerdict::Deny {
+        if op.of(&side(target).node) == TableVerdict::Deny {
             return MoveVerdict::Denied { op, target };
         }
     }
     for &(op, target) in needed {
-        if side(target).node[op.index()] != TableVerdict::Allow {
+        if op.of(&side(target).node) != TableVerdict::Allow {
             return MoveVerdict::Refused { op };
         }
     }
-    let flows: &[(&MoveSide, &MoveSide)] = match kind {
-        MoveKind::Exchange => &[(src, dst), (dst, src)],
-        MoveKind::Rename | MoveKind::Link => &[(src, dst)],
-    };
-    for (from, to) in flows {
-        for op in Op::ALL {
-            if !no_gain(from.node[op.index()], to.node[op.index()]) {
-                return MoveVerdict::Refused { op };
-            }
-        }
-        if from.dir
-            && let Some(op) = subtree_no_gain(&from.below, &to.below)
-        {
-            return MoveVerdict::Refused { op };
-        }
+    // Plain calls, not a list of (from, to) references: the BPF verifier loses the type of
+    // pointers kept in stack arrays.
+    if let Some(op) = gain(src, dst) {
+        return MoveVerdict::Refused { op };
+    }
+    if kind == MoveKind::Exchange
+        && let Some(op) = gain(dst, src)
+    {
+        return MoveVerdict::Refused { op };
     }
     MoveVerdict::Allow
 }

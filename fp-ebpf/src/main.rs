@@ -299,12 +299,13 @@ fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
         return;
     };
     let own = if w.depth == 0 { &value.this } else { &value.below };
-    for i in 0..3 {
-        if own[i].outranks(&w.hit[i]) {
-            w.hit[i] = own[i];
+    for op in PolicyOp::ALL {
+        let (own, below) = (op.of(own), op.of(&value.below));
+        if own.outranks(&op.of(&w.hit)) {
+            *op.of_mut(&mut w.hit) = own;
         }
-        if value.below[i].outranks(&w.below[i]) {
-            w.below[i] = value.below[i];
+        if below.outranks(&op.of(&w.below)) {
+            *op.of_mut(&mut w.below) = below;
         }
     }
 }
@@ -592,20 +593,21 @@ extern "C" fn eval_step(_index: u64, _ctx: *mut c_void) -> i64 {
 fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> [Outcome; 3] {
     // SAFETY: `s` is this CPU's scratch value; every access goes through the raw pointer.
     unsafe {
-        (*s).walk = Walk {
-            tables,
-            vfsmount,
-            mount: vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64), // unused for NO_MOUNT
-            dentry,
-            depth: 0,
-            pos: PATH_MAX as u64,
-            end: PATH_MAX as u64,
-            ino: 0,
-            dev: 0,
-            hit: [OpEntry::default(); 3],
-            below: [OpEntry::default(); 3],
-            state: WALKING,
-        };
+        // Field by field: a struct literal is built on the stack first, and the BPF stack is
+        // small (512 bytes for a program and the subprograms it calls).
+        let w = &raw mut (*s).walk;
+        (*w).tables = tables;
+        (*w).vfsmount = vfsmount;
+        (*w).mount = vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64); // unused for NO_MOUNT
+        (*w).dentry = dentry;
+        (*w).depth = 0;
+        (*w).pos = PATH_MAX as u64;
+        (*w).end = PATH_MAX as u64;
+        (*w).ino = 0;
+        (*w).dev = 0;
+        (*w).hit = [OpEntry::default(); 3];
+        (*w).below = [OpEntry::default(); 3];
+        (*w).state = WALKING;
         (*s).path[PATH_MAX] = 0;
         // The callback finds its state in the scratch map itself.
         bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
@@ -621,17 +623,18 @@ fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> [Outcome; 
         let hit = core::ptr::read_volatile(&(*s).walk.hit);
         let mut out = [Outcome::UNRESOLVED; 3];
         if vfsmount == NO_MOUNT {
-            for i in 0..3 {
-                out[i] = match hit[i].rank {
+            for op in PolicyOp::ALL {
+                let hit = op.of(&hit);
+                *op.of_mut(&mut out) = match hit.rank {
                     0 => Outcome {
                         verdict: TableVerdict::Allow,
                         reason: Reason::Default,
                         rule_id: NO_RULE,
                     },
                     _ => Outcome {
-                        verdict: TableVerdict::from_u8(hit[i].verdict),
+                        verdict: TableVerdict::from_u8(hit.verdict),
                         reason: Reason::InodeRule,
-                        rule_id: hit[i].rule_id,
+                        rule_id: hit.rule_id,
                     },
                 };
             }
@@ -640,16 +643,16 @@ fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> [Outcome; 
         evaluate(s, tables, &hit);
         let eval = &(*s).eval;
         for op in PolicyOp::ALL {
-            let i = op.index();
-            let decision = eval.decision(op);
-            let reason = if hit[i].rank != 0 && eval.best[i] == hit[i] {
+            let (decision, hit) = (eval.decision(op), op.of(&hit));
+            let reason = if hit.rank != 0 && op.of(&eval.best) == hit {
                 Reason::InodeRule
             } else if decision.rule_id == NO_RULE {
                 Reason::Default
             } else {
                 Reason::PathRule
             };
-            out[i] = Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id };
+            *op.of_mut(&mut out) =
+                Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id };
         }
         out
     }
@@ -662,7 +665,7 @@ fn evaluate(s: *mut Scratch, tables: u64, seed: &[OpEntry; 3]) {
     // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
     unsafe {
         let map_tables = MapTables { id: tables, s };
-        (*s).eval = Evaluation::start(&map_tables, &ScratchPath::of(s), seed);
+        (*s).eval.restart(&map_tables, &ScratchPath::of(s), seed);
         bpf_loop(MAX_STEPS as u32, eval_step as *mut c_void, core::ptr::null_mut(), 0);
     }
 }
@@ -812,8 +815,8 @@ fn decide(hook: Hook, op: Op, and_write: bool, vfsmount: u64, dentry: u64) -> i3
     let generation = begin(s);
     let outcomes = check(s, session.info.tables, vfsmount, dentry);
     let (first, second) = (op.policy_op(), PolicyOp::Write);
-    let mut outcome = outcomes[first.index()];
-    let mut other = outcomes[second.index()];
+    let mut outcome = first.of(&outcomes);
+    let mut other = second.of(&outcomes);
     // A remembered grant answers a prompt of an open or exec here, per op: no pending entry, and
     // no broker needed (fanotify still asks the broker, which answers from its own grants).
     // Looked up before the generation check, which also covers this use of the scratch.
@@ -887,8 +890,8 @@ fn move_side(
             let eval = &(*s).eval;
             let mut context = [(0u32, TableVerdict::Deny); 3];
             for op in PolicyOp::ALL {
-                let best = eval.best[op.index()];
-                context[op.index()] = (best.rank, TableVerdict::from_u8(best.verdict));
+                let best = op.of(&eval.best);
+                *op.of_mut(&mut context) = (best.rank, TableVerdict::from_u8(best.verdict));
             }
             let anchored = (*s).anchored != 0 || !eval.done();
             (*s).sides[side].below = Below { context, prefix_id: eval.prefix_id, anchored };
@@ -966,7 +969,7 @@ fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64, u64)) -> 
             MoveVerdict::Allow => (0, Op::Write, Outcome::ALLOWED),
             MoveVerdict::Denied { op, target } => {
                 // SAFETY: as above.
-                let outcome = unsafe { (*s).side_outcomes[target as usize][op.index()] };
+                let outcome = op.of(unsafe { &(*s).side_outcomes[target as usize] });
                 (EACCES, op_event(op), outcome)
             }
             MoveVerdict::Refused { op } => (EXDEV, op_event(op), Outcome::REFER),

@@ -207,7 +207,9 @@ impl Manager {
     ) -> anyhow::Result<Arc<Self>> {
         let hierarchy = Cgroup2::find()?;
         let level = session_level(&hierarchy, &parent)?;
-        let enforcer = kernel::Enforcer::load(level, pin_dir)?;
+        let enforcer = kernel::Enforcer::load(level, pin_dir).inspect_err(|_| {
+            let _ = std::fs::remove_dir(&parent); // nothing stays behind (only if empty)
+        })?;
         let manager = Self::new(hierarchy, parent, enforcer, Outputs { sink, observer }, None)?;
         manager.spawn_reader();
         Ok(manager)
