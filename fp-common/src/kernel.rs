@@ -123,6 +123,15 @@ impl Op {
         [Self::Read, Self::Write, Self::Delete, Self::Exec].into_iter().find(|o| *o as u8 == v)
     }
 
+    /// The operation of a policy op (they share their encoding).
+    pub const fn of_policy(op: crate::policy::Op) -> Op {
+        match op {
+            crate::policy::Op::Read => Self::Read,
+            crate::policy::Op::Write => Self::Write,
+            crate::policy::Op::Delete => Self::Delete,
+        }
+    }
+
     /// The policy op that decides this operation.
     pub const fn policy_op(self) -> crate::policy::Op {
         match self {
@@ -464,6 +473,7 @@ mod tests {
         assert_eq!(Op::from_u8(4), None);
         for op in [Op::Read, Op::Write, Op::Delete] {
             assert_eq!(op.policy_op() as u8, op as u8, "{op:?} shares the policy's encoding");
+            assert_eq!(Op::of_policy(op.policy_op()), op);
         }
         assert_eq!(Op::Exec.policy_op(), crate::policy::Op::Read);
         let unlink: &[&[u8]] = &[b"dir", b"dentry"];

@@ -117,6 +117,15 @@ impl TableVerdict {
         if other.strictness() > self.strictness() { other } else { self }
     }
 
+    pub const fn name(self) -> &'static str {
+        match self {
+            TableVerdict::Allow => "allow",
+            TableVerdict::Prompt => "prompt",
+            TableVerdict::Deny => "deny",
+            TableVerdict::Defer => "defer",
+        }
+    }
+
     /// Decodes a map byte; anything unknown is Deny (fail closed).
     pub const fn from_u8(v: u8) -> Self {
         match v {

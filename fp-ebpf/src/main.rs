@@ -970,9 +970,9 @@ fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64, u64)) -> 
             MoveVerdict::Denied { op, target } => {
                 // SAFETY: as above.
                 let outcome = op.of(unsafe { &(*s).side_outcomes[target as usize] });
-                (EACCES, op_event(op), outcome)
+                (EACCES, Op::of_policy(op), outcome)
             }
-            MoveVerdict::Refused { op } => (EXDEV, op_event(op), Outcome::REFER),
+            MoveVerdict::Refused { op } => (EXDEV, Op::of_policy(op), Outcome::REFER),
         }
     } else {
         (EACCES, Op::Write, Outcome::UNRESOLVED)
@@ -992,16 +992,6 @@ fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64, u64)) -> 
         report(&session, &outcome, &Report { hook, op, denied: enforced, mv });
     }
     if enforced { -errno } else { 0 }
-}
-
-/// The event op of a policy op.
-#[inline(always)]
-fn op_event(op: PolicyOp) -> Op {
-    match op {
-        PolicyOp::Read => Op::Read,
-        PolicyOp::Write => Op::Write,
-        PolicyOp::Delete => Op::Delete,
-    }
 }
 
 #[inline(always)]

@@ -1,6 +1,6 @@
 //! Escape suite, operations: every way of changing or removing a protected file, or creating one
 //! in a protected tree, through each LSM hook fp attaches (docs/hooks.md).
-use fp_tests::{Expect::Allowed, Suite, denied, escape_suite};
+use fp_tests::{Expect::Allowed, Suite, denied, escape_suite, exchange, perl};
 
 const SUITE: Suite = Suite {
     name: "escape-ops",
@@ -19,13 +19,6 @@ perl -e 'my ($n, $v) = ("trusted.fp", "1"); syscall(188, $ARGV[0], $n, $v, 1, 0)
     watch: &[],
     never_read: None,
 };
-
-/// perl one-liners for the syscalls coreutils does not make directly.
-macro_rules! perl {
-    ($code:literal, $file:literal) => {
-        concat!("perl -e '", $code, " or die \"$!\\n\"' $B/", $file)
-    };
-}
 
 escape_suite! {
     setup = SUITE;
@@ -49,7 +42,7 @@ escape_suite! {
     rmdir: denied("path_rmdir", "delete", "secret/empty-dir") => "rmdir $B/secret/empty-dir";
     rename_into: denied("path_rename", "write", "secret/move_in") => "mv $B/open/move_in $B/secret/move_in";
     rename_over: denied("path_rename", "write", "secret/rename_over") => "mv $B/open/f $B/secret/rename_over";
-    rename_exchange: denied("path_rename", "delete", "secret/rename_exchange") => "perl -e 'syscall(316, -100, $ARGV[0], -100, $ARGV[1], 2) == 0 or die \"$!\\n\"' $B/open/swap $B/secret/rename_exchange";
+    rename_exchange: denied("path_rename", "delete", "secret/rename_exchange") => exchange!("open/swap", "secret/rename_exchange");
     rename_directory_out: denied("path_rename", "delete", "secret/dir-to-move") => "mv $B/secret/dir-to-move $B/open/dir";
     exec_denied_binary: denied("file_open", "exec", "secret/exec_denied_binary") => "$B/secret/exec_denied_binary";
     every_operation_outside: Allowed => "cd $B/open && echo y >> f && chmod 600 f && chown 1:1 f && touch -h f && mkdir d && mv d d2 && rmdir d2 && ln -s f s && ln f h && rm s h && mkfifo p && rm p && perl -e 'truncate(\"f\", 0) or die' && cp /bin/true t && ./t";

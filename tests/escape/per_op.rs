@@ -4,7 +4,7 @@
 //! is readable, writable and deletable, except `*.secret` files and `private/` (not readable),
 //! `frozen/` (not writable) and `keep/` (not deletable). Positive controls: ordinary renames,
 //! saves, builds and git in the same session.
-use fp_tests::{Expect::Allowed, Suite, denied, escape_suite};
+use fp_tests::{Expect::Allowed, Suite, denied, escape_suite, exchange, perl};
 
 const POLICY: &str = r#"
 [file_policy.defaults]
@@ -45,20 +45,6 @@ echo other > $B/work/other.txt; echo swap > $B/work/x.txt; echo one > $B/work/s1
     watch: &["sec", "keys", "private", "frozen", "keep"],
     never_read: Some("TOPSECRET"),
 };
-
-/// A perl syscall or builtin that dies with the error's text.
-macro_rules! perl {
-    ($code:literal, $($file:literal),+) => {
-        concat!("perl -e '", $code, " or die \"$!\\n\"'", $(" $B/", $file),+)
-    };
-}
-
-/// renameat2(2) with RENAME_EXCHANGE (x86_64 syscall 316).
-macro_rules! exchange {
-    ($a:literal, $b:literal) => {
-        perl!("syscall(316, -100, $ARGV[0], -100, $ARGV[1], 2) == 0", $a, $b)
-    };
-}
 
 escape_suite! {
     setup = SUITE;

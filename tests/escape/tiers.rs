@@ -1,7 +1,7 @@
 //! Escape suite, schema v1 tiers: `read_paths` inside a writable tree is content that may be read
 //! but not written (nor, in schema v1, deleted); a combined open, a rename, an exchange or a link
 //! must not make it writable. `deny_paths` inside the same tree stay unreachable.
-use fp_tests::{Expect::Allowed, Suite, denied, escape_suite};
+use fp_tests::{Expect::Allowed, Suite, denied, escape_suite, exchange, perl};
 
 const POLICY: &str = r#"
 [file_policy]
@@ -31,11 +31,11 @@ echo swap > $B/work/x
 escape_suite! {
     setup = SUITE;
     o_rdwr_read_only: denied("file_open", "write", "ro/rdwr") => r#"perl -e 'open(my $f, "+<", $ARGV[0]) or die "$!\n"; print $f "x"' $B/ro/rdwr"#;
-    rename_read_only_out: denied("path_rename", "delete", "ro/mv") => "perl -e 'rename($ARGV[0], $ARGV[1]) or die \"$!\\n\"' $B/ro/mv $B/work/mv";
+    rename_read_only_out: denied("path_rename", "delete", "ro/mv") => perl!("rename($ARGV[0], $ARGV[1])", "ro/mv", "work/mv");
     link_read_only_out: denied("path_link", "write", "ro/ln") => "ln $B/ro/ln $B/work/ln && echo x >> $B/work/ln";
-    exchange_read_only: denied("path_rename", "delete", "ro/ex") => "perl -e 'syscall(316, -100, $ARGV[0], -100, $ARGV[1], 2) == 0 or die \"$!\\n\"' $B/work/x $B/ro/ex";
+    exchange_read_only: denied("path_rename", "delete", "ro/ex") => exchange!("work/x", "ro/ex");
     uring_link_read_only: denied("path_link", "write", "ro/uring") => concat!(env!("CARGO_BIN_EXE_fp-escape-helper"), " uring-link $B/ro/uring $B/work/ul");
-    directory_out_of_read_only: denied("path_rename", "delete", "ro/dir") => "perl -e 'rename($ARGV[0], $ARGV[1]) or die \"$!\\n\"' $B/ro/dir $B/work/dir";
+    directory_out_of_read_only: denied("path_rename", "delete", "ro/dir") => perl!("rename($ARGV[0], $ARGV[1])", "ro/dir", "work/dir");
     secret_renamed: denied("path_rename", "delete", "work/c.secret") => "mv $B/work/c.secret $B/work/c.txt && cat $B/work/c.txt";
     private_linked_out: denied("path_link", "read", "private/p.txt") => "ln $B/private/p.txt $B/work/p && cat $B/work/p";
     ordinary_work: Allowed => "cd $B/work && echo a > a && mv a b && mkdir d && mv d e && ln b c && cp $B/ro/rdwr r && echo x >> r";

@@ -363,6 +363,23 @@ fn snapshot(dir: &Path) -> Vec<String> {
     out
 }
 
+/// A perl one-liner for a syscall or builtin coreutils does not make directly, dying with the
+/// error's text; its arguments are files below `$B`.
+#[macro_export]
+macro_rules! perl {
+    ($code:literal, $($file:literal),+) => {
+        concat!("perl -e '", $code, " or die \"$!\\n\"'", $(" $B/", $file),+)
+    };
+}
+
+/// renameat2(2) with RENAME_EXCHANGE (x86_64 syscall 316) of two files below `$B`.
+#[macro_export]
+macro_rules! exchange {
+    ($a:literal, $b:literal) => {
+        $crate::perl!("syscall(316, -100, $ARGV[0], -100, $ARGV[1], 2) == 0", $a, $b)
+    };
+}
+
 /// Declares an escape suite: the techniques, one `#[test]` per technique checking it, and a test
 /// that the protected tree is unchanged. All run in one session, started by the first test.
 #[macro_export]

@@ -343,15 +343,15 @@ fn explain_move(
         Name { path: bytes, exists: md.is_some(), dir: md.is_some_and(|m| m.is_dir()) }
     }
     let (s, d) = (name(src, &src_path), name(dst, &dst_path));
-    let verdict = policy.decide_move(kind, s, d);
-    let dirs = s.dir || (kind == MoveKind::Exchange && d.dir);
-    let sides = [policy.move_side(s, dirs), policy.move_side(d, dirs)];
+    let sides = policy.move_sides(kind, s, d);
+    let verdict = fp_common::refer::decide(kind, &sides[0], &sides[1]);
+    let dirs = sides[0].dir || (kind == MoveKind::Exchange && sides[1].dir);
     let (shown_src, shown_dst) =
         (String::from_utf8_lossy(&src_path), String::from_utf8_lossy(&dst_path));
     let verdicts = |i: usize| -> serde_json::Map<String, serde_json::Value> {
         Op::ALL
             .iter()
-            .map(|op| (op_name(*op).to_string(), json!(table_name(sides[i].node[op.index()]))))
+            .map(|op| (op_name(*op).to_string(), json!(op.of(&sides[i].node).name())))
             .collect()
     };
     let (answer, errno, why) = match verdict {
@@ -406,15 +406,6 @@ fn move_name(kind: MoveKind) -> &'static str {
         MoveKind::Rename => "rename",
         MoveKind::Exchange => "exchange",
         MoveKind::Link => "link",
-    }
-}
-
-fn table_name(v: TableVerdict) -> &'static str {
-    match v {
-        TableVerdict::Allow => "allow",
-        TableVerdict::Prompt => "prompt",
-        TableVerdict::Deny => "deny",
-        TableVerdict::Defer => "defer",
     }
 }
 

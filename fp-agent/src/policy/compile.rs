@@ -357,7 +357,7 @@ impl KernelTables {
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::json;
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        let verdict = |v: u8| format!("{:?}", TableVerdict::from_u8(v)).to_lowercase();
+        let verdict = |v: u8| TableVerdict::from_u8(v).name();
         let ops = |entries: &[OpEntry; 3]| {
             let mut m = serde_json::Map::new();
             for op in Op::ALL {

@@ -21,7 +21,7 @@ pub struct Name<'a> {
 impl EffectivePolicy {
     /// How the kernel sees one name of a move; `below` asks for the context below it as a
     /// directory.
-    pub fn move_side(&self, name: Name<'_>, below: bool) -> MoveSide {
+    fn move_side(&self, name: Name<'_>, below: bool) -> MoveSide {
         let tables = self.tables();
         let none = [OpEntry::default(); 3];
         let node = evaluate_seeded(tables, name.path, &none).decisions().map(|d| d.verdict);
@@ -41,9 +41,16 @@ impl EffectivePolicy {
         MoveSide { node, exists: name.exists, dir: name.dir, below }
     }
 
+    /// Both names of a move as the kernel sees them: the contexts below them are evaluated when
+    /// a directory moves (`src`'s content, or for an exchange either).
+    pub fn move_sides(&self, kind: MoveKind, src: Name<'_>, dst: Name<'_>) -> [MoveSide; 2] {
+        let dirs = src.dir || (kind == MoveKind::Exchange && dst.dir);
+        [self.move_side(src, dirs), self.move_side(dst, dirs)]
+    }
+
     /// The verdict on moving `src`'s content to `dst` (rename, exchange) or linking it there.
     pub fn decide_move(&self, kind: MoveKind, src: Name<'_>, dst: Name<'_>) -> MoveVerdict {
-        let dirs = src.dir || (kind == MoveKind::Exchange && dst.dir);
-        refer::decide(kind, &self.move_side(src, dirs), &self.move_side(dst, dirs))
+        let [a, b] = self.move_sides(kind, src, dst);
+        refer::decide(kind, &a, &b)
     }
 }
