@@ -158,6 +158,10 @@ struct Scratch {
     /// A move's source path (`other[..other_len]`) while its target is walked.
     other: [u8; PATH_MAX],
     other_len: u64,
+    /// What [`check`] decided per op.
+    outcomes: [Outcome; 3],
+    /// The names of a move, for [`move_side_step`].
+    mv: MoveNames,
     /// A move's source and target as the REFER rule reads them, and their outcomes per op.
     sides: [MoveSide; 2],
     side_outcomes: [[Outcome; 3]; 2],
@@ -590,7 +594,7 @@ extern "C" fn eval_step(_index: u64, _ctx: *mut c_void) -> i64 {
 /// `s` is a raw pointer, not `&mut`: bpf_loop's callback writes the scratch value behind the
 /// compiler's back, so a `&mut` (noalias) would let it reuse values from before the loop.
 #[inline(always)]
-fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> [Outcome; 3] {
+fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
     // SAFETY: `s` is this CPU's scratch value; every access goes through the raw pointer.
     unsafe {
         // Field by field: a struct literal is built on the stack first, and the BPF stack is
@@ -611,21 +615,22 @@ fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> [Outcome; 
         (*s).path[PATH_MAX] = 0;
         // The callback finds its state in the scratch map itself.
         bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
+        let out = &raw mut (*s).outcomes;
         let state = core::ptr::read_volatile(&(*s).walk.state);
         if state != RESOLVED {
-            return [Outcome::UNRESOLVED; 3];
+            *out = [Outcome::UNRESOLVED; 3];
+            return;
         }
         let pos = core::ptr::read_volatile(&(*s).walk.pos) as usize;
         if pos == PATH_MAX {
             (*s).path[PATH_MAX - 1] = b'/'; // the root itself
             (*s).walk.pos = (PATH_MAX - 1) as u64;
         }
-        let hit = core::ptr::read_volatile(&(*s).walk.hit);
-        let mut out = [Outcome::UNRESOLVED; 3];
+        let hit = &raw const (*s).walk.hit;
         if vfsmount == NO_MOUNT {
             for op in PolicyOp::ALL {
-                let hit = op.of(&hit);
-                *op.of_mut(&mut out) = match hit.rank {
+                let hit = op.of(&*hit);
+                *op.of_mut(&mut *out) = match hit.rank {
                     0 => Outcome {
                         verdict: TableVerdict::Allow,
                         reason: Reason::Default,
@@ -638,12 +643,12 @@ fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> [Outcome; 
                     },
                 };
             }
-            return out;
+            return;
         }
-        evaluate(s, tables, &hit);
+        evaluate(s, tables, &*hit);
         let eval = &(*s).eval;
         for op in PolicyOp::ALL {
-            let (decision, hit) = (eval.decision(op), op.of(&hit));
+            let (decision, hit) = (eval.decision(op), op.of(&*hit));
             let reason = if hit.rank != 0 && op.of(&eval.best) == hit {
                 Reason::InodeRule
             } else if decision.rule_id == NO_RULE {
@@ -651,11 +656,19 @@ fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> [Outcome; 
             } else {
                 Reason::PathRule
             };
-            *op.of_mut(&mut out) =
+            *op.of_mut(&mut *out) =
                 Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id };
         }
-        out
     }
+}
+
+/// The outcome of `op` that [`check`] left in the scratch value, read back as the verifier
+/// sees map memory: unknown values, so the paths that computed them merge (the stack would keep
+/// each combination of constants apart and verify everything after it once per combination).
+#[inline(always)]
+fn outcome_of(s: *const Scratch, op: PolicyOp) -> Outcome {
+    // SAFETY: this CPU's scratch value, written by `check` with valid values.
+    unsafe { core::ptr::read_volatile(op.at(&(*s).outcomes)) }
 }
 
 /// Runs the decision core on the path in the scratch buffer, seeded with inode-table hits; the
@@ -813,10 +826,10 @@ fn decide(hook: Hook, op: Op, and_write: bool, vfsmount: u64, dentry: u64) -> i3
         return -EACCES; // fail closed: no scratch space means no check
     };
     let generation = begin(s);
-    let outcomes = check(s, session.info.tables, vfsmount, dentry);
+    check(s, session.info.tables, vfsmount, dentry);
     let (first, second) = (op.policy_op(), PolicyOp::Write);
-    let mut outcome = first.of(&outcomes);
-    let mut other = second.of(&outcomes);
+    let mut outcome = outcome_of(s, first);
+    let mut other = outcome_of(s, second);
     // A remembered grant answers a prompt of an open or exec here, per op: no pending entry, and
     // no broker needed (fanotify still asks the broker, which answers from its own grants).
     // Looked up before the generation check, which also covers this use of the scratch.
@@ -866,6 +879,47 @@ fn dentry_kind(dentry: u64) -> Result<(u64, bool), ()> {
 const S_IFMT: u16 = 0o170000;
 const S_IFDIR: u16 = 0o040000;
 
+/// Both names of a move (index 0 the source, 1 the target), filled in by [`decide_move`] and
+/// walked by [`move_side_step`]. Plain integers only (see [`Walk`]).
+#[repr(C)]
+struct MoveNames {
+    tables: u64,
+    /// A directory moves: both names need the context below them.
+    dirs: u64,
+    mnt: [u64; 2],
+    dentry: [u64; 2],
+    exists: [u64; 2],
+    dir: [u64; 2],
+    /// Set by the walk: the name was resolved.
+    resolved: [u64; 2],
+    /// The source's identity, for the event (the walk's is the target's by then).
+    ino: u64,
+    dev: u64,
+}
+
+/// bpf_loop callback over the two names of a move: the code that walks and evaluates one name is
+/// then verified once, not once per name (it is most of the load time of path_rename and
+/// path_link).
+extern "C" fn move_side_step(index: u64, _ctx: *mut c_void) -> i64 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    let side = (index & 1) as usize;
+    // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
+    unsafe {
+        let names = &raw mut (*s).mv;
+        let at = ((*names).tables, (*names).mnt[side], (*names).dentry[side]);
+        let how = ((*names).exists[side] != 0, (*names).dir[side] != 0, (*names).dirs != 0);
+        (*names).resolved[side] = move_side(s, side, at, how) as u64;
+        if side == 0 {
+            save_source(s);
+            (*names).ino = core::ptr::read_volatile(&(*s).walk.ino);
+            (*names).dev = core::ptr::read_volatile(&(*s).walk.dev);
+        }
+    }
+    0
+}
+
 /// One name of a move (`side` 0 the source, 1 the target), walked and evaluated once for all
 /// ops (plus the context below it when a directory moves), into `s.sides[side]` and
 /// `s.side_outcomes[side]`; leaves its path in the scratch buffer. False: it cannot be resolved.
@@ -876,7 +930,12 @@ fn move_side(
     (tables, vfsmount, dentry): (u64, u64, u64),
     (exists, dir, dirs): (bool, bool, bool),
 ) -> bool {
-    let outcomes = check(s, tables, vfsmount, dentry);
+    check(s, tables, vfsmount, dentry);
+    let outcomes = [
+        outcome_of(s, PolicyOp::Read),
+        outcome_of(s, PolicyOp::Write),
+        outcome_of(s, PolicyOp::Delete),
+    ];
     if outcomes[0].reason == Reason::Unresolved || side > 1 {
         return false;
     }
@@ -957,11 +1016,22 @@ fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64, u64)) -> 
     };
     let dirs = src_dir || (kind == MoveKind::Exchange && dst_dir);
     let exists = dst_inode != 0;
-    let source = move_side(s, 0, (tables, src.0, src.1), (true, src_dir, dirs));
-    save_source(s);
-    // SAFETY: this CPU's scratch value, filled by the source's walk.
-    let (ino, dev) = unsafe { ((*s).walk.ino, (*s).walk.dev) };
-    let target = move_side(s, 1, (tables, dst.0, dst.1), (exists, dst_dir, dirs));
+    // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
+    let (source, target, ino, dev) = unsafe {
+        let names = &raw mut (*s).mv;
+        (*names).tables = tables;
+        (*names).dirs = dirs as u64;
+        (*names).mnt = [src.0, dst.0];
+        (*names).dentry = [src.1, dst.1];
+        (*names).exists = [1, exists as u64];
+        (*names).dir = [src_dir as u64, dst_dir as u64];
+        (*names).resolved = [0, 0];
+        bpf_loop(2, move_side_step as *mut c_void, core::ptr::null_mut(), 0);
+        let resolved = core::ptr::read_volatile(&(*names).resolved);
+        let identity =
+            (core::ptr::read_volatile(&(*names).ino), core::ptr::read_volatile(&(*names).dev));
+        (resolved[0] != 0, resolved[1] != 0, identity.0, identity.1)
+    };
     let (errno, op, outcome) = if source && target {
         // SAFETY: this CPU's scratch value, filled by move_side.
         let (a, b) = unsafe { (&(*s).sides[0], &(*s).sides[1]) };

@@ -101,9 +101,9 @@ pub fn stderr(out: &Output) -> String {
 }
 
 /// Polls until no fp pins, fp cgroups or fp programs remain (unpinned links detach
-/// asynchronously), failing after 5 s.
+/// asynchronously; slower on a loaded host), failing after 30 s.
 pub fn assert_nothing_left_behind() {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let left = leftovers();
         if left.is_empty() {

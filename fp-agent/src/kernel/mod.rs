@@ -118,8 +118,11 @@ fn attach(ebpf: &mut Ebpf, btf: &aya::Btf, program: &str, hook: &str) -> anyhow:
         .program_mut(program)
         .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
         .try_into()?;
+    let started = std::time::Instant::now();
     prog.load(hook, btf)
         .with_context(|| format!("loading {program} (lsm/{hook}) into the kernel"))?;
+    // Most of a session's start is the verifier's: where it goes, per program (FP_LOG=debug).
+    tracing::debug!("loaded {program} in {:.2?}", started.elapsed());
     let id = prog.attach().with_context(|| format!("attaching {program} to lsm/{hook}"))?;
     Ok(prog.take_link(id)?.into())
 }
