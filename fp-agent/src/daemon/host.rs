@@ -132,7 +132,7 @@ impl KernelHost {
                 .into_iter()
                 .find(|(_, ctx)| ctx.session == s.name)
                 .map(|(_, ctx)| ctx.policy);
-            let workspace = self.manager.identity(s.cgroup).and_then(|(ws, _)| ws);
+            let workspace = self.manager.identity(s.cgroup).and_then(|(_, ws, _)| ws);
             if let Some(policy) = policy
                 && let Err(e) = self.prompt.prepare(&policy, workspace.as_deref())
             {
@@ -299,7 +299,7 @@ impl SessionHost for KernelHost {
             .find(&req.id)
             .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {}", req.id)))?;
         // The session keeps its workspace and user: they are part of what it is.
-        let (workspace, uid) = self
+        let (_, workspace, uid) = self
             .manager
             .identity(cgroup)
             .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {}", req.id)))?;

@@ -1,7 +1,6 @@
 //! The kernel side as userspace sees it: the embedded BPF object, kernel struct offsets from BTF,
 //! loading and attaching the LSM programs, pinning, and the maps the programs consult.
 pub mod btf;
-pub mod event;
 pub mod tables;
 
 use std::{
@@ -587,10 +586,7 @@ impl Enforcer {
         };
         let stale: Vec<_> = map.keys().collect::<Result<_, _>>()?;
         for key in stale.iter().filter(|k| !wanted(k)) {
-            match map.remove(key) {
-                Ok(()) | Err(aya::maps::MapError::KeyNotFound) => {}
-                Err(e) => return Err(e.into()),
-            }
+            gone(map.remove(key))?;
         }
         Ok(())
     }
@@ -642,10 +638,17 @@ impl BrokerClock {
     }
 }
 
-/// A removal of an entry already gone is not an error.
+/// A removal of an entry already gone is not an error. aya 0.14's `remove` reports a missing key
+/// as the `bpf_map_delete_elem` syscall failing with ENOENT, not as `KeyNotFound`.
 fn gone(r: Result<(), aya::maps::MapError>) -> Result<(), aya::maps::MapError> {
+    use aya::{maps::MapError, sys::SyscallError};
     match r {
-        Err(aya::maps::MapError::KeyNotFound) | Ok(()) => Ok(()),
+        Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+        Err(MapError::SyscallError(SyscallError { io_error, .. }))
+            if io_error.raw_os_error() == Some(libc::ENOENT) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(e),
     }
 }
@@ -757,5 +760,21 @@ mod tests {
     fn kernel_dev_matches_the_kernel_encoding() {
         assert_eq!(kernel_dev(libc::makedev(8, 1)), (8 << 20) | 1);
         assert_eq!(kernel_dev(libc::makedev(259, 70000)), (259 << 20) | 70000);
+    }
+
+    /// aya 0.14's `remove` of a missing key fails as the delete syscall with ENOENT.
+    #[test]
+    fn a_missing_key_is_gone_already() {
+        use aya::{maps::MapError, sys::SyscallError};
+        let syscall = |errno| {
+            Err(MapError::SyscallError(SyscallError {
+                call: "bpf_map_delete_elem",
+                io_error: std::io::Error::from_raw_os_error(errno),
+            }))
+        };
+        assert!(gone(Ok(())).is_ok());
+        assert!(gone(Err(MapError::KeyNotFound)).is_ok());
+        assert!(gone(syscall(libc::ENOENT)).is_ok());
+        assert!(gone(syscall(libc::EPERM)).is_err(), "other failures stay errors");
     }
 }

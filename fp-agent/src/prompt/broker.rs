@@ -39,6 +39,8 @@ const RENAME_EVENTS: MaskFlags = MaskFlags::FAN_MOVED_FROM.union(MaskFlags::FAN_
 #[derive(Clone, Debug)]
 pub struct SessionInfo {
     pub id: String,
+    /// Its cgroup id (its key in the kernel maps).
+    pub cgroup: u64,
     pub agent: String,
     pub policy: Arc<EffectivePolicy>,
 }
@@ -72,8 +74,9 @@ pub struct BrokerConfig {
     /// (the kernel half refreshes its heartbeat map here). It must not block or open files.
     pub heartbeat: Option<Heartbeat>,
     pub heartbeat_interval: Duration,
-    /// Called with the (`st_dev`, `st_ino`) of a session's open once it is answered, before an
-    /// allow reaches the opener (the kernel half stops refusing reads of it as pending).
+    /// Called with the opener's session cgroup and the (`st_dev`, `st_ino`) of a session's open
+    /// once it is answered, before an allow reaches the opener (the kernel half stops refusing
+    /// that session's reads of it as pending).
     pub settled: Option<Settled>,
     /// Called with every live grant at start (none) and whenever they change (the kernel half
     /// mirrors them into its `GRANTS` map, so the opens they cover are allowed without a pending
@@ -82,7 +85,7 @@ pub struct BrokerConfig {
 }
 
 pub type Heartbeat = Arc<dyn Fn() + Send + Sync>;
-pub type Settled = Arc<dyn Fn(u64, u64) + Send + Sync>;
+pub type Settled = Arc<dyn Fn(u64, u64, u64) + Send + Sync>;
 
 impl BrokerConfig {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -310,14 +313,14 @@ impl Shared {
             .context("flushing the fanotify ignore marks")
     }
 
-    /// Answers an open by a session process: settled in the kernel before an allow is sent, so
-    /// the opener's first read is not refused as pending.
-    fn answer_session(&self, event: &FanotifyEvent, allow: bool) {
+    /// Answers an open by a process of the session of cgroup `session`: settled in the kernel
+    /// before an allow is sent, so the opener's first read is not refused as pending.
+    fn answer_session(&self, event: &FanotifyEvent, session: u64, allow: bool) {
         let settle = || {
             if let (Some(settled), Some(fd)) = (&self.settled, event.fd())
                 && let Ok(stat) = nix::sys::stat::fstat(fd)
             {
-                settled(stat.st_dev, stat.st_ino);
+                settled(session, stat.st_dev, stat.st_ino);
             }
         };
         if allow {
@@ -492,7 +495,7 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
     } else {
         match open_access(tid) {
             // The FAN_OPEN_EXEC_PERM event of the same open decides it.
-            Opening::InExec => return shared.answer_session(&event, true),
+            Opening::InExec => return shared.answer_session(&event, session.cgroup, true),
             Opening::Access(access) => access,
         }
     };
@@ -512,7 +515,7 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
     let path = match event_path(fd) {
         Ok(path) => path,
         Err(e) => {
-            shared.answer_session(&event, false);
+            shared.answer_session(&event, session.cgroup, false);
             let reason = format!("the opened file has no path: {e:#}");
             approvals.failed_closed(request(Vec::new(), None), reason);
             return;
@@ -521,11 +524,11 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
     let (verdict, rule, deferred) = decide(&session.policy, &path, access);
     match verdict {
         Verdict::Allow => {
-            shared.answer_session(&event, true);
+            shared.answer_session(&event, session.cgroup, true);
             shared.cache_if_never_prompted(fd, &path);
         }
         Verdict::Deny => {
-            shared.answer_session(&event, false);
+            shared.answer_session(&event, session.cgroup, false);
             // The kernel denies and records what it decides itself; a deferred denial is ours.
             if deferred {
                 approvals.defer_denied(request(path, rule));
@@ -533,7 +536,8 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
         }
         Verdict::Prompt => {
             let shared = Arc::clone(shared);
-            let answer = Box::new(move |allow| shared.answer_session(&event, allow));
+            let cgroup = session.cgroup;
+            let answer = Box::new(move |allow| shared.answer_session(&event, cgroup, allow));
             approvals.hold(request(path, rule), answer);
         }
     }

@@ -123,6 +123,7 @@ impl PromptHost {
             .map(|(path, ctx)| {
                 let info = SessionInfo {
                     id: ctx.session.clone(),
+                    cgroup: ctx.cgroup,
                     agent: ctx.agent.clone(),
                     policy: ctx.policy.clone(),
                 };
@@ -184,8 +185,8 @@ impl PromptHost {
             }
         }));
         let manager = self.manager.clone();
-        config.settled = Some(Arc::new(move |dev, ino| {
-            if let Err(e) = manager.settle(dev, ino) {
+        config.settled = Some(Arc::new(move |session, dev, ino| {
+            if let Err(e) = manager.settle(session, dev, ino) {
                 tracing::error!("settling a pending open: {e:#}");
             }
         }));

@@ -1,8 +1,20 @@
 //! Sessions as cgroup v2 directories: every process of a session (and everything it spawns) lives
-//! in the session's cgroup, whose id keys the kernel tables.
+//! in the session's cgroup, whose id keys the kernel tables. The [`Manager`] hosts them:
+//! `manager` (lifecycle, the one install path), `takeover` (after an agent restart), `saved` (the
+//! state a restarted agent reads), `reader` and `event` (the kernel's decision events, read and
+//! formatted as lines and audit records), `enforce` (what the manager needs from the kernel).
+mod enforce;
+pub mod event;
 pub mod manager;
+mod reader;
+mod saved;
+mod takeover;
+#[cfg(test)]
+mod manager_tests;
 
-pub use manager::{Manager, Mode, SessionSpec, Sink, Summary};
+pub use event::SessionContext;
+pub use manager::{Ended, Manager, Mode, SessionSpec, Summary};
+pub use reader::{Observer, Sink};
 
 use std::{
     io::Write as _,

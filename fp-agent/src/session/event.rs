@@ -1,4 +1,5 @@
-//! Kernel decision events as fp prints them and as audit records.
+//! Kernel decision events as fp prints them and as audit records (the event reader's formatting:
+//! the kernel layer only hands the events over).
 use std::sync::Arc;
 
 use fp_common::{
@@ -113,14 +114,31 @@ fn audit_op(hook: Option<Hook>, op: Option<Op>, flags: u8) -> audit::Op {
 pub struct SessionContext {
     pub session: String,
     pub agent: String,
+    /// The session's cgroup id (its key in the kernel maps).
+    pub cgroup: u64,
     pub policy: Arc<EffectivePolicy>,
     pub policy_hash: String,
 }
 
 impl SessionContext {
+    pub fn new(session: String, agent: String, cgroup: u64, policy: Arc<EffectivePolicy>) -> Self {
+        let policy_hash = policy_hash(&policy);
+        SessionContext { session, agent, cgroup, policy, policy_hash }
+    }
+
+    /// The same session under another policy.
+    pub fn with_policy(&self, policy: Arc<EffectivePolicy>) -> Self {
+        Self::new(self.session.clone(), self.agent.clone(), self.cgroup, policy)
+    }
+
     fn rule(&self, ev: &DecisionEvent) -> Option<&Rule> {
         (ev.rule_id != NO_RULE).then(|| self.policy.rule(RuleRef(ev.rule_id))).flatten()
     }
+}
+
+/// A policy's hash as records name it.
+pub fn policy_hash(policy: &EffectivePolicy) -> String {
+    format!("sha256:{}", hex::encode(policy.hash()))
 }
 
 /// The audit record of a decision event.
@@ -246,6 +264,7 @@ mod tests {
         SessionContext {
             session: "run-1".into(),
             agent: "fp-run".into(),
+            cgroup: 1,
             policy: Arc::new(policy),
             policy_hash: "sha256:00".into(),
         }

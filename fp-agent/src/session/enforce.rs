@@ -1,0 +1,98 @@
+//! What the session manager needs from the kernel layer: [`kernel::Enforcer`] on a host, a fake
+//! in the manager's tests.
+use std::collections::HashSet;
+
+use fp_common::{
+    kernel::{GrantValue, SessionCounters, SessionInfo},
+    policy::{InodeKey, PrefixKeyData},
+};
+
+use crate::{
+    kernel::{self, MapUsage, tables::InodeTable},
+    policy::KernelTables,
+};
+
+/// The kernel's session and table maps, as [`kernel::Enforcer`] writes them (see there).
+pub(super) trait Enforce: Send {
+    /// Installs tables under the new id `id`; on error nothing of them stays behind.
+    fn install_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &InodeTable,
+    ) -> anyhow::Result<()>;
+    /// Removes tables `id`; entries already gone are not an error.
+    fn remove_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &InodeTable,
+    ) -> anyhow::Result<()>;
+    fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()>;
+    fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo>;
+    fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()>;
+    fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>>;
+    fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters>;
+    fn sweep(&mut self, tables: &HashSet<u64>, cgroups: &HashSet<u64>) -> anyhow::Result<usize>;
+    fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>>;
+    fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()>;
+    fn set_grants(&mut self, grants: &[(u32, PrefixKeyData, GrantValue)]) -> anyhow::Result<()>;
+    fn usage(&mut self) -> anyhow::Result<Vec<MapUsage>>;
+    fn hooks(&self) -> Vec<String>;
+    fn unload(self: Box<Self>) -> anyhow::Result<()>;
+}
+
+impl Enforce for kernel::Enforcer {
+    fn install_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &InodeTable,
+    ) -> anyhow::Result<()> {
+        kernel::Enforcer::install_tables(self, id, tables, inodes)
+    }
+    fn remove_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &InodeTable,
+    ) -> anyhow::Result<()> {
+        kernel::Enforcer::remove_tables(self, id, tables, inodes)
+    }
+    fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
+        kernel::Enforcer::set_session(self, cgroup, info)
+    }
+    fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo> {
+        kernel::Enforcer::session(self, cgroup)
+    }
+    fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        kernel::Enforcer::end_session(self, cgroup)
+    }
+    fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>> {
+        kernel::Enforcer::sessions(self)
+    }
+    fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters> {
+        kernel::Enforcer::counters(self, cgroup)
+    }
+    fn sweep(&mut self, tables: &HashSet<u64>, cgroups: &HashSet<u64>) -> anyhow::Result<usize> {
+        kernel::Enforcer::sweep(self, tables, cgroups)
+    }
+    fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>> {
+        kernel::Enforcer::unrecorded_pending(self)
+    }
+    fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
+        kernel::Enforcer::settle(self, cgroup, st_dev, st_ino)
+    }
+    fn set_grants(&mut self, grants: &[(u32, PrefixKeyData, GrantValue)]) -> anyhow::Result<()> {
+        kernel::Enforcer::set_grants(self, grants)
+    }
+    fn usage(&mut self) -> anyhow::Result<Vec<MapUsage>> {
+        kernel::Enforcer::usage(self)
+    }
+    fn hooks(&self) -> Vec<String> {
+        kernel::Enforcer::hooks(self)
+    }
+    fn unload(self: Box<Self>) -> anyhow::Result<()> {
+        kernel::Enforcer::unload(*self)
+    }
+}
