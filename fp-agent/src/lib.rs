@@ -5,7 +5,9 @@
 pub mod audit;
 pub mod cli;
 pub mod daemon;
+pub mod exit;
 pub mod kernel;
+pub mod op;
 pub mod policy;
 pub mod prompt;
 pub mod session;

@@ -151,49 +151,8 @@ pub mod maps {
     ];
 }
 
-/// What an operation does to the file it touches, as hooks report it. Read, write and delete share
-/// their encoding with [`crate::policy::Op`]; exec is decided as a read ([`Op::policy_op`]).
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Read = 0,
-    Write = 1,
-    Delete = 2,
-    Exec = 3,
-}
-
-impl Op {
-    pub fn from_u8(v: u8) -> Option<Self> {
-        [Self::Read, Self::Write, Self::Delete, Self::Exec].into_iter().find(|o| *o as u8 == v)
-    }
-
-    /// The operation of a policy op (they share their encoding).
-    pub const fn of_policy(op: crate::policy::Op) -> Op {
-        match op {
-            crate::policy::Op::Read => Self::Read,
-            crate::policy::Op::Write => Self::Write,
-            crate::policy::Op::Delete => Self::Delete,
-        }
-    }
-
-    /// The policy op that decides this operation.
-    pub const fn policy_op(self) -> crate::policy::Op {
-        match self {
-            Self::Read | Self::Exec => crate::policy::Op::Read,
-            Self::Write => crate::policy::Op::Write,
-            Self::Delete => crate::policy::Op::Delete,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Delete => "delete",
-            Self::Exec => "exec",
-        }
-    }
-}
+/// What an operation does to the file it touches, as hooks report it.
+pub use crate::op::KernelOp as Op;
 
 /// `DecisionEvent::flags`: the hook had no mount (inode hooks get only a dentry), so `path` is
 /// relative to the root of the file's filesystem, not to the system root.

@@ -15,12 +15,9 @@ use crate::prompt::{
 };
 
 use crate::daemon::config::DEFAULT_SOCKET;
+use crate::exit::{FP_ERROR, NO_DAEMON, REFUSED};
 /// The protocol version of the control socket.
 const PROTOCOL: u32 = 1;
-
-const EXIT_REFUSED: u8 = 1;
-const EXIT_NO_DAEMON: u8 = 3;
-const EXIT_FP_ERROR: u8 = 125;
 
 #[derive(clap::Args)]
 pub struct Socket {
@@ -82,19 +79,15 @@ fn exit(result: Result<(), Failure>) -> ExitCode {
             eprintln!("fp: {message}");
             // Errors about the request itself are refusals; the daemon failing is fp's error.
             let refused = ["not_found", "already_decided", "permission_denied", "bad_request"];
-            ExitCode::from(if refused.contains(&code.as_str()) {
-                EXIT_REFUSED
-            } else {
-                EXIT_FP_ERROR
-            })
+            ExitCode::from(if refused.contains(&code.as_str()) { REFUSED } else { FP_ERROR })
         }
         Err(Failure::NoDaemon(why)) => {
             eprintln!("fp: no daemon: {why}");
-            ExitCode::from(EXIT_NO_DAEMON)
+            ExitCode::from(NO_DAEMON)
         }
         Err(Failure::Fp(e)) => {
             eprintln!("fp: {e:#}");
-            ExitCode::from(EXIT_FP_ERROR)
+            ExitCode::from(FP_ERROR)
         }
     }
 }

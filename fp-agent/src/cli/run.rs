@@ -16,14 +16,11 @@ use nix::unistd::{Gid, Uid, User};
 use crate::{
     audit,
     daemon::{Client, ClientError, api},
-    kernel,
+    exit, kernel,
     policy::{EffectivePolicy, LoadOptions},
     prompt,
     session::{self, Mode},
 };
-
-/// Exit status when fp itself fails (as opposed to the command it runs).
-pub const EXIT_FP_ERROR: u8 = 125;
 
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("rules").required(true).multiple(true).args(["deny", "policy", "config"]))]
@@ -87,7 +84,7 @@ pub fn main(args: Args) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("fp: error: {e:#}");
-            ExitCode::from(EXIT_FP_ERROR)
+            ExitCode::from(exit::FP_ERROR)
         }
     }
 }
@@ -468,7 +465,7 @@ fn run_placed(
         Ok(child) => child,
         Err(e) => {
             eprintln!("fp: cannot run {}: {e}", command[0].to_string_lossy());
-            return Ok(127);
+            return Ok(exit::CANNOT_START);
         }
     };
     CHILD.store(child.id() as i32, Ordering::Relaxed);
@@ -481,8 +478,8 @@ fn run_placed(
     let status = status?;
     Ok(match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
         (Some(c), _) => c as u8,
-        (None, Some(sig)) => 128 + sig as u8,
-        _ => EXIT_FP_ERROR,
+        (None, Some(sig)) => exit::SIGNALED + sig as u8,
+        _ => exit::FP_ERROR,
     })
 }
 

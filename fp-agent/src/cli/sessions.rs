@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::run::EXIT_FP_ERROR;
 use crate::daemon::api::{PolicySource, Reload, SessionSummary};
 use crate::daemon::{Client, ClientError};
+use crate::exit;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -73,7 +73,7 @@ pub fn report<T: Serialize>(
             }
             Err(e) => {
                 eprintln!("fp: error: {e}");
-                ExitCode::from(EXIT_FP_ERROR)
+                ExitCode::from(exit::FP_ERROR)
             }
         },
         Ok(value) => {

@@ -28,9 +28,9 @@ impl ClientError {
     /// The CLI's exit status: 1 the daemon said no, 3 no daemon, 125 anything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ClientError::Refused(_) => 1,
-            ClientError::NoDaemon { .. } => 3,
-            ClientError::Io(_) | ClientError::Protocol(_) => 125,
+            ClientError::Refused(_) => crate::exit::REFUSED,
+            ClientError::NoDaemon { .. } => crate::exit::NO_DAEMON,
+            ClientError::Io(_) | ClientError::Protocol(_) => crate::exit::FP_ERROR,
         }
     }
 }
