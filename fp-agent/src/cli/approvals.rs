@@ -14,7 +14,7 @@ use crate::prompt::{
     Approval, ApprovalEvent, ApprovalId, Decision, PromptOutcome, Remember, Surface, parse_duration,
 };
 
-use crate::daemon::config::DEFAULT_SOCKET;
+use crate::config::DEFAULT_SOCKET;
 /// The protocol version of the control socket.
 const PROTOCOL: u32 = 1;
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use anyhow::bail;
 
 use super::run::EXIT_FP_ERROR;
-use crate::daemon::{self, Config, SessionHost};
+use crate::config::Config;
+use crate::daemon::{self, SessionHost};
 use crate::kernel;
 
 /// EX_CONFIG (sysexits.h): packaging/fp.service lists it in RestartPreventExitStatus.
@@ -18,7 +19,7 @@ const EXIT_CONFIG: u8 = 78;
 #[derive(clap::Args)]
 pub struct Args {
     /// The config file (docs/configuration.md).
-    #[arg(long, value_name = "FILE", default_value = daemon::config::DEFAULT_PATH)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::DEFAULT_PATH)]
     config: PathBuf,
     /// Check the config file and exit.
     #[arg(long)]

@@ -46,7 +46,7 @@ enum Command {
 #[derive(clap::Args)]
 pub struct Socket {
     /// The daemon's control socket.
-    #[arg(long, global = true, value_name = "PATH", default_value = crate::daemon::config::DEFAULT_SOCKET)]
+    #[arg(long, global = true, value_name = "PATH", default_value = crate::config::DEFAULT_SOCKET)]
     socket: PathBuf,
 }
 

@@ -15,7 +15,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::SessionHost;
 use super::api::{self, ApiError, ErrorCode, Event, Message, Reply, Request};
-use super::config::{Config, Sessions};
+use crate::config::{Config, Sessions};
 use crate::prompt::api::{self as prompt_api, ApprovalReply, ApprovalRequest};
 use crate::session::Cgroup2;
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use super::api::{self, ApiError, ErrorCode, Event, Mode};
-use super::{Client, ClientError, Config, Peer, Server, SessionHost};
+use super::{Client, ClientError, Peer, Server, SessionHost};
+use crate::config::Config;
 
 #[derive(Default)]
 struct FakeHost {
