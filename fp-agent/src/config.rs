@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::session::Mode;
 use crate::audit::WriterConfig;
 use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
 use crate::session::Cgroup2;
+use crate::session::Mode;
 
 pub const DEFAULT_PATH: &str = "/etc/fp/config.toml";
 /// Where the daemon listens unless `[daemon] socket` says otherwise.
