@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use anyhow::bail;
 
-use crate::daemon::{self, Config, SessionHost};
+use crate::config::Config;
+use crate::daemon::{self, SessionHost};
 use crate::{exit, kernel};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The config file (docs/configuration.md).
-    #[arg(long, value_name = "FILE", default_value = daemon::config::DEFAULT_PATH)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::DEFAULT_PATH)]
     config: PathBuf,
     /// Check the config file and exit.
     #[arg(long)]

@@ -66,7 +66,7 @@ pub struct Args {
     /// The daemon's control socket: when a daemon answers there, it hosts the session (and
     /// records it in its audit log); otherwise fp runs an embedded agent for the command's
     /// lifetime. `--deny`, `--audit-log` and `--cgroup-parent` always use the embedded agent.
-    #[arg(long, value_name = "PATH", default_value = crate::daemon::config::DEFAULT_SOCKET)]
+    #[arg(long, value_name = "PATH", default_value = crate::config::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Never ask a daemon: run the embedded agent.
     #[arg(long)]
@@ -149,11 +149,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The [approval] section of the operator's config: who decides prompt-tier opens.
     let approval = match &args.config {
         Some(path) => {
-            crate::daemon::config::Config::load(path)
+            crate::config::Config::load(path)
                 .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))?
                 .approval
         }
-        None => crate::daemon::config::Approval::default(),
+        None => crate::config::Approval::default(),
     };
     // Nothing on the host changes before BPF LSM is known to work here: no log file, no bpffs
     // mount, no cgroup. A kernel without it gets the probe's explanation (exit 125).

@@ -26,8 +26,7 @@ use super::{
     OutcomeKind, PromptBroker, PromptOutcome, SessionInfo, SessionLookup, Surface,
 };
 use crate::{
-    audit,
-    daemon::config,
+    audit, config,
     policy::EffectivePolicy,
     session::{Cgroup2, Manager, Sink},
 };
