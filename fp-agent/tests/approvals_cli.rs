@@ -8,7 +8,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fp_agent::prompt::api::{self, ApprovalRequest};
+use fp_agent::daemon::api::{self, Message, Reply, Request};
+use fp_agent::daemon::server;
 use fp_agent::prompt::{Access, Approvals, Open, OpenRequest, Remember};
 use serde_json::Value;
 
@@ -23,7 +24,7 @@ fn fp(socket: &Path, args: &[&str]) -> (i32, String, String) {
     (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
 }
 
-/// Serves one request per connection from `approvals`, as the daemon routes them.
+/// Serves one request per connection from `approvals`, as the daemon's server answers them.
 fn serve(approvals: Arc<Approvals>, dir: &Path) -> PathBuf {
     let socket = dir.join("control.sock");
     let listener = UnixListener::bind(&socket).unwrap();
@@ -32,16 +33,24 @@ fn serve(approvals: Arc<Approvals>, dir: &Path) -> PathBuf {
             let mut stream = stream.unwrap();
             let mut line = String::new();
             BufReader::new(&stream).read_line(&mut line).unwrap();
-            let mut value: Value = serde_json::from_str(&line).unwrap();
+            let value: Value = serde_json::from_str(&line).unwrap();
             assert_eq!(value["v"], 1);
-            value.as_object_mut().unwrap().remove("v");
-            let request: ApprovalRequest = serde_json::from_value(value).unwrap();
-            let watch = (request == ApprovalRequest::WatchApprovals).then(|| approvals.subscribe());
-            reply(&mut stream, api::handle(&approvals, request, 0));
+            let request = api::parse_request(line.trim_end().as_bytes()).unwrap();
+            let watch = (request == Request::WatchApprovals).then(|| approvals.subscribe());
+            reply(
+                &mut stream,
+                match request {
+                    Request::ListApprovals => Reply::Approvals { approvals: approvals.list() },
+                    Request::DecideApproval(req) => server::decide(&approvals, req, 0)
+                        .map_or_else(Reply::from, |outcome| Reply::Decided { outcome }),
+                    Request::WatchApprovals => Reply::Watching,
+                    other => panic!("not an approvals request: {other:?}"),
+                },
+            );
             if let Some(mut events) = watch {
                 let approvals = Arc::clone(&approvals);
                 std::thread::spawn(move || {
-                    while let Some(line) = api::watch_reply(events.blocking_recv()) {
+                    while let Some(line) = server::approval_reply(events.blocking_recv()) {
                         reply(&mut stream, line);
                     }
                     drop(approvals);
@@ -52,11 +61,9 @@ fn serve(approvals: Arc<Approvals>, dir: &Path) -> PathBuf {
     socket
 }
 
-fn reply(stream: &mut std::os::unix::net::UnixStream, reply: api::ApprovalReply) {
-    let mut reply = serde_json::to_value(reply).unwrap();
-    reply["v"] = 1.into();
+fn reply(stream: &mut std::os::unix::net::UnixStream, reply: Reply) {
     // A watcher that went away ends its stream.
-    let _ = writeln!(stream, "{reply}");
+    let _ = stream.write_all(&Message::line(reply));
 }
 
 #[test]

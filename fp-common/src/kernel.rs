@@ -98,58 +98,61 @@ impl Hook {
     pub fn program(self, params: &[&[u8]]) -> &'static str {
         match self {
             Self::InodeSetattr if params.first() == Some(&b"idmap".as_slice()) => {
-                "fp_inode_setattr_idmap"
+                programs::INODE_SETATTR_IDMAP
             }
             // bpf(cmd, attr, size) until 6.13, then a fourth argument, `kernel`.
-            Self::Bpf if params.len() > 3 => "fp_bpf_kernel",
+            Self::Bpf if params.len() > 3 => programs::BPF_KERNEL,
             _ => self.default_program(),
         }
     }
 }
 
-/// What an operation does to the file it touches, as hooks report it. Read, write and delete share
-/// their encoding with [`crate::policy::Op`]; exec is decided as a read ([`Op::policy_op`]).
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Read = 0,
-    Write = 1,
-    Delete = 2,
-    Exec = 3,
+/// The BPF programs userspace names besides each hook's `fp_<hook>` ([`Hook::program`]).
+pub mod programs {
+    /// inode_setattr with its leading `idmap` argument (6.12).
+    pub const INODE_SETATTR_IDMAP: &str = "fp_inode_setattr_idmap";
+    /// bpf with its trailing `kernel` argument (6.14+).
+    pub const BPF_KERNEL: &str = "fp_bpf_kernel";
+    /// The pass-through program `fp kernel probe` attaches to lsm/file_open; it cannot deny.
+    pub const PROBE: &str = "fp_probe";
 }
 
-impl Op {
-    pub fn from_u8(v: u8) -> Option<Self> {
-        [Self::Read, Self::Write, Self::Delete, Self::Exec].into_iter().find(|o| *o as u8 == v)
-    }
+/// The names of the programs' maps, the one place userspace takes them from. Each is the name of
+/// a `#[map]` static in fp-ebpf (aya-ebpf 0.2's `#[map(name = ...)]` takes only a literal, so the
+/// statics cannot use these): fp-agent's `object_maps_are_the_named_ones` checks that the built
+/// object's maps are exactly [`ALL`](maps::ALL).
+pub mod maps {
+    pub const SESSIONS: &str = "SESSIONS";
+    pub const COUNTERS: &str = "COUNTERS";
+    pub const HEADERS: &str = "HEADERS";
+    pub const PREFIXES: &str = "PREFIXES";
+    pub const INTERIOR: &str = "INTERIOR";
+    pub const NAMES: &str = "NAMES";
+    pub const SCOPES: &str = "SCOPES";
+    pub const INODES: &str = "INODES";
+    pub const EVENTS: &str = "EVENTS";
+    pub const BROKER: &str = "BROKER";
+    pub const PENDING: &str = "PENDING";
+    pub const PROTECTED: &str = "PROTECTED";
+    pub const GRANTS: &str = "GRANTS";
+    /// The per-CPU scratch value of a decision: never read by userspace, nor pinned.
+    pub const SCRATCH: &str = "SCRATCH";
 
-    /// The operation of a policy op (they share their encoding).
-    pub const fn of_policy(op: crate::policy::Op) -> Op {
-        match op {
-            crate::policy::Op::Read => Self::Read,
-            crate::policy::Op::Write => Self::Write,
-            crate::policy::Op::Delete => Self::Delete,
-        }
-    }
+    /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`SCRATCH`].
+    pub const PINNED: [&str; 13] = [
+        SESSIONS, COUNTERS, HEADERS, PREFIXES, INTERIOR, NAMES, SCOPES, INODES, EVENTS, BROKER,
+        PENDING, PROTECTED, GRANTS,
+    ];
 
-    /// The policy op that decides this operation.
-    pub const fn policy_op(self) -> crate::policy::Op {
-        match self {
-            Self::Read | Self::Exec => crate::policy::Op::Read,
-            Self::Write => crate::policy::Op::Write,
-            Self::Delete => crate::policy::Op::Delete,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Delete => "delete",
-            Self::Exec => "exec",
-        }
-    }
+    /// Every map of the BPF object.
+    pub const ALL: [&str; 14] = [
+        SESSIONS, COUNTERS, HEADERS, PREFIXES, INTERIOR, NAMES, SCOPES, INODES, EVENTS, BROKER,
+        PENDING, PROTECTED, GRANTS, SCRATCH,
+    ];
 }
+
+/// What an operation does to the file it touches, as hooks report it.
+pub use crate::op::KernelOp as Op;
 
 /// `DecisionEvent::flags`: the hook had no mount (inode hooks get only a dentry), so `path` is
 /// relative to the root of the file's filesystem, not to the system root.
@@ -404,6 +407,10 @@ pub struct KernelField {
     pub strukt: &'static str,
     pub field: &'static str,
 }
+
+/// The read-only global `u32` in the BPF object that holds the cgroup v2 level of session cgroups
+/// (set by userspace at load time, as the [`KERNEL_FIELDS`] globals).
+pub const SESSION_CGROUP_LEVEL: &str = "SESSION_CGROUP_LEVEL";
 
 macro_rules! kernel_fields {
     ($($global:ident = $strukt:literal . $field:literal;)*) => {

@@ -5,5 +5,6 @@
 #![no_std]
 
 pub mod kernel;
+pub mod op;
 pub mod policy;
 pub mod refer;

@@ -32,61 +32,7 @@ pub const NO_RULE: u32 = u32::MAX;
 /// Scope id meaning "anywhere" (no prefix check).
 pub const ROOT_SCOPE: u16 = 0;
 
-/// A file operation. Delete is its own op in schema v2; schema v1 treats it as a write.
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
-    Read = 0,
-    Write = 1,
-    Delete = 2,
-}
-
-impl Op {
-    pub const ALL: [Op; 3] = [Op::Read, Op::Write, Op::Delete];
-
-    /// Bit of this op in a [`NameSlot::ops`] mask.
-    pub const fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-
-    pub const fn index(self) -> usize {
-        self as usize
-    }
-
-    /// This op's value in a per-op array: a match, not an index, so that the BPF programs never
-    /// carry a bounds check (a panic path the verifier refuses).
-    #[inline(always)]
-    pub fn of<T: Copy>(self, values: &[T; 3]) -> T {
-        let [read, write, delete] = *values;
-        match self {
-            Op::Read => read,
-            Op::Write => write,
-            Op::Delete => delete,
-        }
-    }
-
-    /// This op's element of a per-op array, borrowed (see [`Op::of`]).
-    #[inline(always)]
-    pub fn at<T>(self, values: &[T; 3]) -> &T {
-        let [read, write, delete] = values;
-        match self {
-            Op::Read => read,
-            Op::Write => write,
-            Op::Delete => delete,
-        }
-    }
-
-    /// This op's slot in a per-op array (see [`Op::of`]).
-    #[inline(always)]
-    pub fn of_mut<T>(self, values: &mut [T; 3]) -> &mut T {
-        let [read, write, delete] = values;
-        match self {
-            Op::Read => read,
-            Op::Write => write,
-            Op::Delete => delete,
-        }
-    }
-}
+pub use crate::op::Op;
 
 /// What the tables say about a (path, op).
 #[repr(u8)]

@@ -26,17 +26,7 @@
 //! `mv` and friends fall back to copy and unlink, each step decided on its own.
 use crate::policy::{Op, TableVerdict};
 
-/// Which operation moves the content.
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MoveKind {
-    /// rename(A, B): A's content is at B afterwards; what B named is gone.
-    Rename = 0,
-    /// renameat2(A, B, RENAME_EXCHANGE): both names stay and swap their content.
-    Exchange = 1,
-    /// link(A, B): the content is at A and at B.
-    Link = 2,
-}
+pub use crate::op::MoveKind;
 
 /// What decides everything below a directory, from the evaluation of `dir/`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,2 +1,3 @@
 #![no_std]
-// Exists so cargo accepts fp-ebpf as a (build-)dependency of fp-agent; the programs are in main.rs.
+// Exists so cargo accepts fp-ebpf as a (build-)dependency of fp-agent; the programs are the
+// binary's (main.rs and its modules).

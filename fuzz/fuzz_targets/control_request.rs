@@ -1,4 +1,5 @@
-//! Arbitrary bytes as a control socket request line: the parser must never panic, and whatever
+//! Arbitrary bytes as a control socket request line — any request of the one protocol: sessions,
+//! status, subscribe and the prompt tier's approvals: the parser must never panic, and whatever
 //! it accepts must survive a round trip through its own encoding.
 //! Run: `FP_EBPF_STUB=1 cargo +nightly fuzz run control_request` (in fuzz/).
 #![no_main]

@@ -22,8 +22,15 @@ struct BpffsUnmounted;
 impl BpffsUnmounted {
     fn new() -> Self {
         assert!(matches!(fp_tests::place(), Place::Vm), "unmounts bpffs: VM only");
-        if bpffs_mounted() {
-            nix::mount::umount("/sys/fs/bpf").unwrap();
+        // EBUSY while an earlier test's process still exits with a pin open: wait for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while bpffs_mounted() {
+            match nix::mount::umount("/sys/fs/bpf") {
+                Err(nix::errno::Errno::EBUSY) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(200))
+                }
+                done => done.unwrap(),
+            }
         }
         assert!(!bpffs_mounted());
         BpffsUnmounted

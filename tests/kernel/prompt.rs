@@ -49,7 +49,7 @@ fn wait_without_approval(socket: &Path, file: &Path) {
 /// for `<workspace>/secret/**`, which holds `secret`.
 struct PromptDaemon {
     t: TempTree,
-    daemon: Child,
+    daemon: fp_tests::Daemon,
     config: PathBuf,
     socket: PathBuf,
     policy: PathBuf,
@@ -77,7 +77,7 @@ impl PromptDaemon {
 
 /// Stops the daemon with SIGTERM, checks it stopped cleanly and left nothing behind, and returns
 /// its audit log (in `t`'s `log/`).
-fn stop_daemon(daemon: Child, t: &TempTree) -> String {
+fn stop_daemon(daemon: fp_tests::Daemon, t: &TempTree) -> String {
     fp_tests::stop_daemon(daemon);
     std::fs::read_to_string(t.join("log/audit.log")).unwrap()
 }
@@ -139,11 +139,28 @@ fn approvals(socket: &Path) -> serde_json::Value {
 #[test]
 fn session_processes_cannot_approve_execs_wait_outsiders_pass_and_nobody_means_denied() {
     let _g = exclusive();
-    let timeout = 15;
+    // Long enough for two `fp` commands in a session under TCG on a loaded host.
+    let timeout = 30;
     let PromptDaemon { t, daemon, socket, policy, ws, secret, .. } =
         PromptDaemon::start("prompt-more", timeout);
     let tool = t.join("ws/secret/tool");
     std::fs::copy("/bin/echo", &tool).unwrap();
+
+    // A session process that will try to list and decide the approval: started first (a session
+    // start is slow under TCG), it waits until `go` names the approval.
+    let fp_bin = std::env::var("FP_BIN").unwrap();
+    let go = t.join("go");
+    let inside = fp_tests::run_with_daemon(
+        &socket,
+        &policy,
+        &ws,
+        &format!(
+            "while [ ! -s {go} ]; do sleep 0.1; done; id=$(cat {go}); \
+             {fp_bin} approvals --socket {s}; echo list=$?; {fp_bin} approve $id --socket {s}; echo approve=$?",
+            go = go.display(),
+            s = socket.display()
+        ),
+    );
 
     // An exec of a prompt-tier binary waits for its approval, as an exec.
     let exec = fp_tests::run_with_daemon(
@@ -164,16 +181,7 @@ fn session_processes_cannot_approve_execs_wait_outsiders_pass_and_nobody_means_d
     assert!(started.elapsed() < Duration::from_secs(10), "an outsider was held");
 
     // A session process may neither list nor decide approvals; the approval stays pending.
-    let fp_bin = std::env::var("FP_BIN").unwrap();
-    let inside = fp_tests::run_with_daemon(
-        &socket,
-        &policy,
-        &ws,
-        &format!(
-            "{fp_bin} approvals --socket {s}; echo list=$?; {fp_bin} approve {id} --socket {s}; echo approve=$?",
-            s = socket.display()
-        ),
-    );
+    std::fs::write(&go, id.to_string()).unwrap();
     let inside = inside.wait_with_output().unwrap();
     let said = stdout(&inside);
     assert!(

@@ -414,12 +414,54 @@ macro_rules! escape_suite {
 }
 
 /// Starts `fp daemon --config config` (its stderr piped).
-pub fn start_daemon(config: &Path) -> std::process::Child {
-    fp().args(["daemon", "--config"])
+pub fn start_daemon(config: &Path) -> Daemon {
+    let child = fp()
+        .args(["daemon", "--config"])
         .arg(config)
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Daemon(Some(child))
+}
+
+/// A daemon started by a test. A test that fails before [`stop_daemon`] must not leave it running
+/// (holding bpffs and its sessions for the next test): dropped, it gets SIGTERM, and SIGKILL if it
+/// has not exited within 60 s.
+pub struct Daemon(Option<std::process::Child>);
+
+impl std::ops::Deref for Daemon {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("a running daemon")
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.as_mut().expect("a running daemon")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
 
 /// Waits until the daemon listens on `socket` (loading the programs takes a while under TCG).
@@ -438,7 +480,8 @@ pub fn wait_for_socket(socket: &Path, daemon: &mut std::process::Child) {
 }
 
 /// Stops the daemon with SIGTERM: it must exit 0 and leave nothing behind.
-pub fn stop_daemon(daemon: std::process::Child) {
+pub fn stop_daemon(mut daemon: Daemon) {
+    let daemon = daemon.0.take().expect("a running daemon");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(daemon.id() as i32),
         nix::sys::signal::SIGTERM,

@@ -9,7 +9,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// The record format version written in every record's `v`.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// A file operation as the policy sees it.
+/// A file operation as an audit record reports it; its names and conversions are in
+/// [`crate::op`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Op {
@@ -24,22 +25,6 @@ pub enum Op {
     Link,
     Exec,
     Setattr,
-}
-
-impl Op {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Read => "read",
-            Op::Write => "write",
-            Op::Create => "create",
-            Op::Delete => "delete",
-            Op::Rename => "rename",
-            Op::Exchange => "exchange",
-            Op::Link => "link",
-            Op::Exec => "exec",
-            Op::Setattr => "setattr",
-        }
-    }
 }
 
 /// The outcome recorded for one file operation.

@@ -183,7 +183,7 @@ impl Reevaluate for crate::policy::EffectivePolicy {
                 rule: "unresolved path".to_owned(),
             };
         };
-        let d = crate::policy::EffectivePolicy::decide(self, &path, policy_op(op));
+        let d = crate::policy::EffectivePolicy::decide(self, &path, op.into());
         let verdict = match d.verdict {
             crate::policy::Verdict::Allow => PolicyVerdict::Allow,
             crate::policy::Verdict::Prompt => PolicyVerdict::Prompt,
@@ -198,11 +198,8 @@ impl Reevaluate for crate::policy::EffectivePolicy {
 
     fn decide_record(&self, decision: &FileDecision) -> Reevaluation {
         use fp_common::refer::{MoveKind, MoveVerdict};
-        let kind = match decision.op {
-            Op::Rename => MoveKind::Rename,
-            Op::Exchange => MoveKind::Exchange,
-            Op::Link => MoveKind::Link,
-            _ => return Reevaluate::decide(self, decision.path.as_bytes(), decision.op),
+        let Some(kind) = decision.op.move_kind() else {
+            return Reevaluate::decide(self, decision.path.as_bytes(), decision.op);
         };
         let Some(target) = &decision.target_path else {
             return Reevaluate::decide(self, decision.path.as_bytes(), decision.op);
@@ -225,30 +222,13 @@ impl Reevaluate for crate::policy::EffectivePolicy {
             MoveVerdict::Allow => (PolicyVerdict::Allow, "refer: no access gained".to_owned()),
             MoveVerdict::Denied { op, target } => (
                 PolicyVerdict::Deny,
-                format!(
-                    "{} denied at the {}",
-                    crate::policy::op_name(op),
-                    if target { "target" } else { "source" }
-                ),
+                format!("{} denied at the {}", op.name(), if target { "target" } else { "source" }),
             ),
-            MoveVerdict::Refused { op } => (
-                PolicyVerdict::Deny,
-                format!("refer: {} would be gained (EXDEV)", crate::policy::op_name(op)),
-            ),
+            MoveVerdict::Refused { op } => {
+                (PolicyVerdict::Deny, format!("refer: {} would be gained (EXDEV)", op.name()))
+            }
         };
         Reevaluation { verdict, rule }
-    }
-}
-
-/// The policy op that governs a recorded op: exec needs read; creating, renaming (the target),
-/// linking and changing attributes are writes; delete is delete.
-pub fn policy_op(op: Op) -> crate::policy::Op {
-    match op {
-        Op::Read | Op::Exec => crate::policy::Op::Read,
-        Op::Write | Op::Create | Op::Rename | Op::Exchange | Op::Link | Op::Setattr => {
-            crate::policy::Op::Write
-        }
-        Op::Delete => crate::policy::Op::Delete,
     }
 }
 

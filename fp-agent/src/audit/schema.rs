@@ -144,8 +144,7 @@ enum Type {
     OneOf(&'static [&'static str]),
 }
 
-const OPS: &[&str] =
-    &["read", "write", "create", "delete", "rename", "exchange", "link", "exec", "setattr"];
+const OPS: &[&str] = &super::Op::NAMES;
 const DECISIONS: &[&str] =
     &["allow", "deny", "prompt-approved", "prompt-denied", "prompt-timed-out"];
 

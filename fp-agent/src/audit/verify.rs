@@ -11,6 +11,7 @@ use super::chain::{self, GENESIS, Hash};
 use super::checkpoint::{self, NoteError, VerifierKey};
 use super::record::{Body, Record};
 use super::schema;
+use crate::exit;
 
 /// How far back and ahead a broken link is looked up to tell insertions and reorders apart.
 const WINDOW: usize = 64;
@@ -77,19 +78,14 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-/// Exit codes of `fp audit verify` (docs/audit.md).
-pub const EXIT_INTACT: u8 = 0;
-pub const EXIT_TAMPER: u8 = 1;
-pub const EXIT_CANNOT_VERIFY: u8 = 2;
-pub const EXIT_WARNINGS: u8 = 3;
-
 impl Report {
+    /// The exit code of `fp audit verify` (docs/audit.md).
     pub fn exit_code(&self) -> u8 {
         match &self.problem {
-            Some(problem) if problem.class.is_tamper() => EXIT_TAMPER,
-            Some(_) => EXIT_WARNINGS,
-            None if !self.warnings.is_empty() => EXIT_WARNINGS,
-            None => EXIT_INTACT,
+            Some(problem) if problem.class.is_tamper() => exit::TAMPER,
+            Some(_) => exit::WARNINGS,
+            None if !self.warnings.is_empty() => exit::WARNINGS,
+            None => exit::INTACT,
         }
     }
 }

@@ -1,32 +1,23 @@
 //! `fp approvals`, `fp approve ID`, `fp deny ID`: the prompt tier's pending approvals, through
 //! the daemon's control socket (docs/prompt.md). Exit: 0 done, 1 refused (unknown id, already
 //! decided, not allowed), 3 no daemon, 125 fp error.
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::io::Write as _;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, anyhow};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::prompt::api::{ApprovalReply, ApprovalRequest, DecideRequest};
+use crate::daemon::ClientError;
+use crate::daemon::api::{DecideApproval, ErrorCode, Reply};
 use crate::prompt::{
     Approval, ApprovalEvent, ApprovalId, Decision, PromptOutcome, Remember, Surface, parse_duration,
 };
 
-use crate::daemon::config::DEFAULT_SOCKET;
-/// The protocol version of the control socket.
-const PROTOCOL: u32 = 1;
-
-const EXIT_REFUSED: u8 = 1;
-const EXIT_NO_DAEMON: u8 = 3;
-const EXIT_FP_ERROR: u8 = 125;
+use crate::exit::FP_ERROR;
 
 #[derive(clap::Args)]
 pub struct Socket {
-    /// The daemon's control socket.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
-    socket: PathBuf,
+    #[command(flatten)]
+    socket: super::sessions::Socket,
     #[arg(long)]
     json: bool,
 }
@@ -61,42 +52,34 @@ pub struct DenyArgs {
     socket: Socket,
 }
 
-/// Why a request did not succeed.
-enum Failure {
-    /// The daemon answered with an error (its code and message).
-    Refused(String, String),
-    NoDaemon(String),
-    Fp(anyhow::Error),
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Self {
-        Failure::Fp(e)
-    }
-}
-
-fn exit(result: Result<(), Failure>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Refused(code, message)) => {
-            eprintln!("fp: {message}");
-            // Errors about the request itself are refusals; the daemon failing is fp's error.
-            let refused = ["not_found", "already_decided", "permission_denied", "bad_request"];
-            ExitCode::from(if refused.contains(&code.as_str()) {
-                EXIT_REFUSED
-            } else {
-                EXIT_FP_ERROR
-            })
+/// Prints why a command failed. The daemon refusing the request itself is a refusal (1); the
+/// daemon failing (`unavailable`, `internal`, ...) is fp's error.
+fn exit(result: Result<(), ClientError>) -> ExitCode {
+    let e = match result {
+        Ok(()) => return ExitCode::SUCCESS,
+        Err(e) => e,
+    };
+    let code = match &e {
+        ClientError::Refused(error) => {
+            eprintln!("fp: {}", error.message);
+            let refused = [
+                ErrorCode::NotFound,
+                ErrorCode::AlreadyDecided,
+                ErrorCode::PermissionDenied,
+                ErrorCode::BadRequest,
+            ];
+            if refused.contains(&error.code) { e.exit_code() } else { FP_ERROR }
         }
-        Err(Failure::NoDaemon(why)) => {
-            eprintln!("fp: no daemon: {why}");
-            ExitCode::from(EXIT_NO_DAEMON)
+        ClientError::NoDaemon { socket, source } => {
+            eprintln!("fp: no daemon: {}: {source}", socket.display());
+            e.exit_code()
         }
-        Err(Failure::Fp(e)) => {
-            eprintln!("fp: {e:#}");
-            ExitCode::from(EXIT_FP_ERROR)
+        _ => {
+            eprintln!("fp: {e}");
+            e.exit_code()
         }
-    }
+    };
+    ExitCode::from(code)
 }
 
 pub fn list(args: ListArgs) -> ExitCode {
@@ -104,7 +87,7 @@ pub fn list(args: ListArgs) -> ExitCode {
 }
 
 pub fn approve(args: ApproveArgs) -> ExitCode {
-    let decide = DecideRequest {
+    let decide = DecideApproval {
         id: args.id,
         decision: Decision::Approve,
         remember: args.remember,
@@ -115,7 +98,7 @@ pub fn approve(args: ApproveArgs) -> ExitCode {
 }
 
 pub fn deny(args: DenyArgs) -> ExitCode {
-    let decide = DecideRequest {
+    let decide = DecideApproval {
         id: args.id,
         decision: Decision::Deny,
         remember: None,
@@ -125,16 +108,16 @@ pub fn deny(args: DenyArgs) -> ExitCode {
     exit(decide_approval(decide, &args.socket))
 }
 
-fn list_approvals(args: &ListArgs) -> Result<(), Failure> {
+fn list_approvals(args: &ListArgs) -> Result<(), ClientError> {
     let socket = &args.socket;
     // Subscribed before listing: an approval opened in between is streamed, not lost.
-    let watch = if args.watch { Some(subscribe(&socket.socket)?) } else { None };
-    let reply = request(&socket.socket, &ApprovalRequest::ListApprovals)?;
-    let ApprovalReply::Approvals { approvals } = reply else {
-        return Err(unexpected(&reply));
+    let watch = match args.watch {
+        true => Some(socket.socket.connect()?.watch_approvals()?),
+        false => None,
     };
+    let approvals = socket.socket.connect()?.list_approvals()?;
     if socket.json && !args.watch {
-        println!("{}", serde_json::to_string_pretty(&approvals).context("encoding")?);
+        println!("{}", serde_json::to_string_pretty(&approvals).map_err(encoding)?);
     } else if socket.json {
         for approval in approvals {
             println!("{}", json!({"kind": "pending", "approval": approval}));
@@ -146,52 +129,42 @@ fn list_approvals(args: &ListArgs) -> Result<(), Failure> {
             println!("{}", describe_approval(approval));
         }
     }
-    match watch {
-        Some(lines) => stream(lines, socket.json),
-        None => Ok(()),
-    }
-}
-
-fn subscribe(socket: &Path) -> Result<Lines, Failure> {
-    let mut lines = send(socket, &ApprovalRequest::WatchApprovals)?;
-    match read_reply(&mut lines)? {
-        ApprovalReply::Watching => Ok(lines),
-        other => Err(unexpected(&other)),
-    }
-}
-
-fn stream(mut lines: Lines, json: bool) -> Result<(), Failure> {
-    loop {
-        match read_reply(&mut lines)? {
-            ApprovalReply::ApprovalEvent { event } if json => {
-                println!("{}", serde_json::to_string(&event).context("encoding")?);
+    for reply in watch.into_iter().flatten() {
+        match reply? {
+            Reply::ApprovalEvent { event } if socket.json => {
+                println!("{}", serde_json::to_string(&event).map_err(encoding)?);
             }
-            ApprovalReply::ApprovalEvent { event: ApprovalEvent::Opened { approval } } => {
+            Reply::ApprovalEvent { event: ApprovalEvent::Opened { approval } } => {
                 println!("{}", describe_approval(&approval));
             }
-            ApprovalReply::ApprovalEvent { event: ApprovalEvent::Decided { outcome } } => {
+            Reply::ApprovalEvent { event: ApprovalEvent::Decided { outcome } } => {
                 println!("{}", describe_outcome(&outcome));
             }
-            ApprovalReply::Missed { count } => {
+            Reply::Missed { count } => {
                 eprintln!("fp: missed {count} approval events (see the audit log)");
             }
-            other => return Err(unexpected(&other)),
+            other => return Err(ClientError::Protocol(format!("{other:?}"))),
         }
         let _ = std::io::stdout().flush();
     }
+    match args.watch {
+        true => Err(ClientError::Protocol("the daemon closed the connection".into())),
+        false => Ok(()),
+    }
 }
 
-fn decide_approval(decide: DecideRequest, socket: &Socket) -> Result<(), Failure> {
-    let reply = request(&socket.socket, &ApprovalRequest::DecideApproval(decide))?;
-    let ApprovalReply::Decided { outcome } = reply else {
-        return Err(unexpected(&reply));
-    };
+fn decide_approval(decide: DecideApproval, socket: &Socket) -> Result<(), ClientError> {
+    let outcome = socket.socket.connect()?.decide_approval(decide)?;
     if socket.json {
-        println!("{}", serde_json::to_string_pretty(&outcome).context("encoding")?);
+        println!("{}", serde_json::to_string_pretty(&outcome).map_err(encoding)?);
     } else {
         println!("{}", describe_outcome(&outcome));
     }
     Ok(())
+}
+
+fn encoding(e: serde_json::Error) -> ClientError {
+    ClientError::Io(e.into())
 }
 
 fn describe_approval(approval: &Approval) -> String {
@@ -228,46 +201,4 @@ fn describe_outcome(o: &PromptOutcome) -> String {
         o.opens,
         o.latency_us / 1000
     )
-}
-
-fn unexpected(reply: &ApprovalReply) -> Failure {
-    Failure::Fp(anyhow!("unexpected reply from the daemon: {reply:?}"))
-}
-
-/// One request, one reply.
-fn request(socket: &Path, request: &ApprovalRequest) -> Result<ApprovalReply, Failure> {
-    let mut lines = send(socket, request)?;
-    read_reply(&mut lines)
-}
-
-type Lines = std::io::Lines<BufReader<UnixStream>>;
-
-fn send(socket: &Path, request: &ApprovalRequest) -> Result<Lines, Failure> {
-    let mut stream = UnixStream::connect(socket).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-            Failure::NoDaemon(format!("{}: {e}", socket.display()))
-        }
-        _ => Failure::Fp(anyhow!("connecting to {}: {e}", socket.display())),
-    })?;
-    let mut line = serde_json::to_value(request).context("encoding the request")?;
-    line["v"] = json!(PROTOCOL);
-    let mut bytes = serde_json::to_vec(&line).context("encoding the request")?;
-    bytes.push(b'\n');
-    stream.write_all(&bytes).with_context(|| format!("writing to {}", socket.display()))?;
-    Ok(BufReader::new(stream).lines())
-}
-
-fn read_reply(lines: &mut Lines) -> Result<ApprovalReply, Failure> {
-    let line = lines
-        .next()
-        .ok_or_else(|| anyhow!("the daemon closed the connection"))?
-        .context("reading the daemon's reply")?;
-    let value: Value = serde_json::from_str(&line).context("the daemon's reply is not JSON")?;
-    // Errors are matched on their code alone: the daemon's own codes are not all ours.
-    if value["type"] == "error" {
-        let code = value["error"]["code"].as_str().unwrap_or("").to_string();
-        let message = value["error"]["message"].as_str().unwrap_or(&line).to_string();
-        return Err(Failure::Refused(code, message));
-    }
-    Ok(serde_json::from_value(value).with_context(|| format!("unexpected reply: {line}"))?)
 }

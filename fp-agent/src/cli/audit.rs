@@ -8,8 +8,9 @@ use anyhow::Context as _;
 
 use crate::audit::checkpoint::{self, VerifierKey};
 use crate::audit::replay::{self, Filter, Reevaluate};
-use crate::audit::verify::{self, EXIT_CANNOT_VERIFY, EXIT_TAMPER, Report, VerifyOptions};
+use crate::audit::verify::{self, Report, VerifyOptions};
 use crate::audit::{Body, Record, Verdict, segments, tail};
+use crate::exit;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -138,7 +139,7 @@ pub fn main(cmd: Command) -> ExitCode {
             } else {
                 eprintln!("fp audit: {e:#}");
             }
-            ExitCode::from(EXIT_CANNOT_VERIFY)
+            ExitCode::from(exit::CANNOT_VERIFY)
         }
     }
 }
@@ -153,7 +154,7 @@ fn keygen(prefix: &Path, name: &str, force: bool, json: bool) -> anyhow::Result<
     } else {
         println!("wrote {} (0600) and {}; key id {key_id}", private.display(), public.display());
     }
-    Ok(0)
+    Ok(exit::OK)
 }
 
 fn verify_options(trust: &Trust) -> anyhow::Result<VerifyOptions> {
@@ -198,8 +199,8 @@ fn run_verify(paths: &[PathBuf], trust: &Trust) -> anyhow::Result<(Vec<PathBuf>,
 
 fn print_report(report: &Report) {
     let verdict = match report.exit_code() {
-        0 => "intact",
-        EXIT_TAMPER => "TAMPER EVIDENCE",
+        exit::INTACT => "intact",
+        exit::TAMPER => "TAMPER EVIDENCE",
         _ => "intact with warnings",
     };
     println!("{verdict}");
@@ -281,7 +282,7 @@ fn replay_command(args: &ReplayArgs) -> anyhow::Result<u8> {
         decision: args.decision,
     };
     let (segments, report) = run_verify(&args.paths, &args.trust)?;
-    let failed = report.exit_code() == EXIT_TAMPER;
+    let failed = report.exit_code() == exit::TAMPER;
     if failed {
         let problem = report.problem.as_ref().expect("tamper has a problem");
         let what = format!("{}:{}: {}", problem.segment.display(), problem.line, problem.detail);
@@ -290,7 +291,7 @@ fn replay_command(args: &ReplayArgs) -> anyhow::Result<u8> {
                 "fp audit: refusing to replay: verification failed ({what}); pass --force to \
                  replay anyway"
             );
-            return Ok(EXIT_TAMPER);
+            return Ok(exit::TAMPER);
         }
         eprintln!("fp audit: WARNING: replaying a log that failed verification ({what})");
     }
@@ -343,7 +344,7 @@ fn replay_command(args: &ReplayArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    Ok(0)
+    Ok(exit::OK)
 }
 
 /// Per session: how many operations of each kind got each decision.
@@ -382,5 +383,5 @@ fn tail_command(path: &Path, follow: bool, lines: usize, json: bool) -> anyhow::
         };
         written.and_then(|()| out.flush()).is_ok()
     })?;
-    Ok(0)
+    Ok(exit::OK)
 }

@@ -8,17 +8,14 @@ use std::sync::Arc;
 
 use anyhow::bail;
 
-use super::run::EXIT_FP_ERROR;
-use crate::daemon::{self, Config, SessionHost};
-use crate::kernel;
-
-/// EX_CONFIG (sysexits.h): packaging/fp.service lists it in RestartPreventExitStatus.
-const EXIT_CONFIG: u8 = 78;
+use crate::config::Config;
+use crate::daemon::{self, SessionHost};
+use crate::{exit, kernel};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The config file (docs/configuration.md).
-    #[arg(long, value_name = "FILE", default_value = daemon::config::DEFAULT_PATH)]
+    #[arg(long, value_name = "FILE", default_value = crate::config::DEFAULT_PATH)]
     config: PathBuf,
     /// Check the config file and exit.
     #[arg(long)]
@@ -30,7 +27,7 @@ pub fn main(args: Args) -> ExitCode {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
-            return ExitCode::from(EXIT_CONFIG);
+            return ExitCode::from(exit::BAD_CONFIG);
         }
     };
     if args.check {
@@ -41,7 +38,7 @@ pub fn main(args: Args) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fp daemon: error: {e:#}");
-            ExitCode::from(EXIT_FP_ERROR)
+            ExitCode::from(exit::FP_ERROR)
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `fp kernel`: what the running kernel offers fp.
 use std::process::ExitCode;
 
-use crate::kernel;
+use crate::{exit, kernel};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
@@ -33,7 +33,7 @@ pub fn main(cmd: Command) -> ExitCode {
                     Err(e) => eprintln!("fp: {e:#}"),
                 }
             }
-            if result.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            ExitCode::from(if result.is_ok() { exit::OK } else { exit::NO_BPF_LSM })
         }
         Command::Offsets { json } => {
             match kernel::btf::Btf::from_sys().and_then(|btf| kernel::resolve_offsets(&btf)) {
@@ -48,7 +48,7 @@ pub fn main(cmd: Command) -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("fp: {e:#}");
-                    return ExitCode::from(2);
+                    return ExitCode::from(exit::MISSING_FIELD);
                 }
             }
             ExitCode::SUCCESS

@@ -9,9 +9,11 @@ use serde_json::json;
 
 use fp_common::refer::{MoveKind, MoveVerdict};
 
+use crate::exit;
+use crate::op::ExplainOp;
 use crate::policy::{
     Decision, EffectivePolicy, LoadOptions, Name, Op, PolicyError, Rule, TableVerdict, Verdict,
-    normalize_path, op_name,
+    normalize_path,
 };
 
 #[derive(clap::Subcommand)]
@@ -36,7 +38,7 @@ pub enum Command {
         #[command(flatten)]
         session: Session,
         #[arg(long, value_enum)]
-        op: OpArg,
+        op: ExplainOp,
         /// Report as JSON, one object per path and line.
         #[arg(long)]
         json: bool,
@@ -70,47 +72,12 @@ pub struct Session {
     user: Option<String>,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum OpArg {
-    Read,
-    Write,
-    Delete,
-    /// rename(SRC, DST)
-    Rename,
-    /// renameat2(SRC, DST, RENAME_EXCHANGE)
-    Exchange,
-    /// link(SRC, DST)
-    Link,
-}
-
-/// What `explain` decides: one op on each path, or a move from one path to another.
-enum Question {
-    File(Op),
-    Move(MoveKind),
-}
-
-impl From<OpArg> for Question {
-    fn from(op: OpArg) -> Question {
-        match op {
-            OpArg::Read => Question::File(Op::Read),
-            OpArg::Write => Question::File(Op::Write),
-            OpArg::Delete => Question::File(Op::Delete),
-            OpArg::Rename => Question::Move(MoveKind::Rename),
-            OpArg::Exchange => Question::Move(MoveKind::Exchange),
-            OpArg::Link => Question::Move(MoveKind::Link),
-        }
-    }
-}
-
-const POLICY_ERROR: u8 = 1;
-const USAGE_ERROR: u8 = 2;
-
 pub fn main(cmd: Command) -> ExitCode {
     let result = match cmd {
         Command::Check { session, json, files } => check(&session, json, &files),
-        Command::Explain { policy, session, op, json, paths } => match op.into() {
-            Question::File(op) => explain(&policy, &session, op, json, &paths),
-            Question::Move(kind) => explain_move(&policy, &session, kind, json, &paths),
+        Command::Explain { policy, session, op, json, paths } => match op {
+            ExplainOp::File(op) => explain(&policy, &session, op, json, &paths),
+            ExplainOp::Move(kind) => explain_move(&policy, &session, kind, json, &paths),
         },
         Command::Compile { policy, session, json } => compile(&policy, &session, json),
     };
@@ -118,11 +85,11 @@ pub fn main(cmd: Command) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Policy(e)) => {
             eprintln!("{e}");
-            ExitCode::from(POLICY_ERROR)
+            ExitCode::from(exit::POLICY_ERROR)
         }
         Err(Failure::Usage(message)) => {
             eprintln!("error: {message}");
-            ExitCode::from(USAGE_ERROR)
+            ExitCode::from(exit::USAGE_ERROR)
         }
     }
 }
@@ -228,7 +195,9 @@ fn is_deferred(policy: &EffectivePolicy, rule: &Rule) -> bool {
 
 fn defaults_json(policy: &EffectivePolicy) -> serde_json::Value {
     let d = policy.defaults();
-    json!({"read": d[0], "write": d[1], "delete": d[2]})
+    serde_json::Value::Object(
+        Op::ALL.iter().map(|op| (op.name().into(), json!(op.of(&d)))).collect(),
+    )
 }
 
 fn verdict_name(v: Verdict) -> &'static str {
@@ -262,7 +231,7 @@ fn print_check(file: &Path, policy: &EffectivePolicy, warnings: &[String]) {
         let verdicts: Vec<String> = Op::ALL
             .iter()
             .filter_map(|op| {
-                rule.verdicts[op.index()].map(|v| format!("{} {}", op_name(*op), verdict_name(v)))
+                rule.verdicts[op.index()].map(|v| format!("{} {}", op.name(), verdict_name(v)))
             })
             .collect();
         println!(
@@ -297,11 +266,11 @@ fn explain(
             let rule = decision.rule.and_then(|r| policy.rule(r));
             let why = match rule {
                 Some(r) => format!("rule \"{}\" ({}, {})", r.text, r.tier, r.source),
-                None => format!("default for {}", op_name(op)),
+                None => format!("default for {}", op.name()),
             };
             println!(
                 "{shown}: {} {} by {why}; kernel: {}",
-                op_name(op),
+                op.name(),
                 verdict_name(decision.verdict),
                 match decision.kernel {
                     crate::policy::KernelDisposition::Exact => "exact",
@@ -331,10 +300,7 @@ fn explain_move(
     paths: &[PathBuf],
 ) -> Result<(), Failure> {
     let [src, dst] = paths else {
-        return Err(Failure::Usage(format!(
-            "--op {} takes two paths, SRC and DST",
-            move_name(kind)
-        )));
+        return Err(Failure::Usage(format!("--op {} takes two paths, SRC and DST", kind.name())));
     };
     let policy = load(policy_file, session, session.workspace.clone())?;
     let (src_path, dst_path) = (normalized(src)?, normalized(dst)?);
@@ -351,7 +317,7 @@ fn explain_move(
     let verdicts = |i: usize| -> serde_json::Map<String, serde_json::Value> {
         Op::ALL
             .iter()
-            .map(|op| (op_name(*op).to_string(), json!(op.of(&sides[i].node).name())))
+            .map(|op| (op.name().to_string(), json!(op.of(&sides[i].node).name())))
             .collect()
     };
     let (answer, errno, why) = match verdict {
@@ -363,7 +329,7 @@ fn explain_move(
             Some("EACCES"),
             format!(
                 "{} of {} is denied",
-                op_name(op),
+                op.name(),
                 if target { "the target" } else { "the source" }
             ),
         ),
@@ -374,7 +340,7 @@ fn explain_move(
                 "refer: the {} would gain {} (or a prompt, defer or directory context cannot be \
                  proven equal); mv falls back to copy and unlink",
                 if dirs { "tree" } else { "content" },
-                op_name(op)
+                op.name()
             ),
         ),
     };
@@ -382,7 +348,7 @@ fn explain_move(
         println!(
             "{}",
             json!({
-                "op": move_name(kind),
+                "op": kind.name(),
                 "path": shown_src,
                 "target": shown_dst,
                 "verdict": answer,
@@ -396,24 +362,16 @@ fn explain_move(
         );
     } else {
         let errno = errno.map(|e| format!(" ({e})")).unwrap_or_default();
-        println!("{shown_src} -> {shown_dst}: {} {answer}{errno}: {why}", move_name(kind));
+        println!("{shown_src} -> {shown_dst}: {} {answer}{errno}: {why}", kind.name());
     }
     Ok(())
-}
-
-fn move_name(kind: MoveKind) -> &'static str {
-    match kind {
-        MoveKind::Rename => "rename",
-        MoveKind::Exchange => "exchange",
-        MoveKind::Link => "link",
-    }
 }
 
 fn explain_json(policy: &EffectivePolicy, path: &str, op: Op, d: &Decision) -> serde_json::Value {
     let rule = d.rule.and_then(|r| policy.rule(r));
     json!({
         "path": path,
-        "op": op_name(op),
+        "op": op.name(),
         "verdict": d.verdict,
         "rule": rule.map(|r| &r.text),
         "glob": rule.map(|r| &r.glob),

@@ -16,14 +16,11 @@ use nix::unistd::{Gid, Uid, User};
 use crate::{
     audit,
     daemon::{Client, ClientError, api},
-    kernel,
+    exit, kernel,
     policy::{EffectivePolicy, LoadOptions},
     prompt,
     session::{self, Mode},
 };
-
-/// Exit status when fp itself fails (as opposed to the command it runs).
-pub const EXIT_FP_ERROR: u8 = 125;
 
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("rules").required(true).multiple(true).args(["deny", "policy", "config"]))]
@@ -69,7 +66,7 @@ pub struct Args {
     /// The daemon's control socket: when a daemon answers there, it hosts the session (and
     /// records it in its audit log); otherwise fp runs an embedded agent for the command's
     /// lifetime. `--deny`, `--audit-log` and `--cgroup-parent` always use the embedded agent.
-    #[arg(long, value_name = "PATH", default_value = crate::daemon::config::DEFAULT_SOCKET)]
+    #[arg(long, value_name = "PATH", default_value = crate::config::DEFAULT_SOCKET)]
     socket: PathBuf,
     /// Never ask a daemon: run the embedded agent.
     #[arg(long)]
@@ -87,7 +84,7 @@ pub fn main(args: Args) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("fp: error: {e:#}");
-            ExitCode::from(EXIT_FP_ERROR)
+            ExitCode::from(exit::FP_ERROR)
         }
     }
 }
@@ -152,11 +149,11 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The [approval] section of the operator's config: who decides prompt-tier opens.
     let approval = match &args.config {
         Some(path) => {
-            crate::daemon::config::Config::load(path)
+            crate::config::Config::load(path)
                 .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))?
                 .approval
         }
-        None => crate::daemon::config::Approval::default(),
+        None => crate::config::Approval::default(),
     };
     // Nothing on the host changes before BPF LSM is known to work here: no log file, no bpffs
     // mount, no cgroup. A kernel without it gets the probe's explanation (exit 125).
@@ -468,7 +465,7 @@ fn run_placed(
         Ok(child) => child,
         Err(e) => {
             eprintln!("fp: cannot run {}: {e}", command[0].to_string_lossy());
-            return Ok(127);
+            return Ok(exit::CANNOT_START);
         }
     };
     CHILD.store(child.id() as i32, Ordering::Relaxed);
@@ -481,8 +478,8 @@ fn run_placed(
     let status = status?;
     Ok(match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
         (Some(c), _) => c as u8,
-        (None, Some(sig)) => 128 + sig as u8,
-        _ => EXIT_FP_ERROR,
+        (None, Some(sig)) => exit::SIGNALED + sig as u8,
+        _ => exit::FP_ERROR,
     })
 }
 

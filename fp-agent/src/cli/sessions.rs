@@ -3,13 +3,12 @@
 //! Exit codes: 0 ok, 1 the daemon said no, 3 no daemon running, 125 fp error.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use serde::Serialize;
 
-use super::run::EXIT_FP_ERROR;
 use crate::daemon::api::{PolicySource, Reload, SessionSummary};
 use crate::daemon::{Client, ClientError};
+use crate::exit;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -46,16 +45,14 @@ enum Command {
 #[derive(clap::Args)]
 pub struct Socket {
     /// The daemon's control socket.
-    #[arg(long, global = true, value_name = "PATH", default_value = crate::daemon::config::DEFAULT_SOCKET)]
+    #[arg(long, global = true, value_name = "PATH", default_value = crate::config::DEFAULT_SOCKET)]
     socket: PathBuf,
 }
 
 impl Socket {
-    /// Connects, bounding every call: a hung daemon must not hang the CLI.
+    /// Connects; every call is bounded ([`crate::daemon::client::CALL_TIMEOUT`]).
     pub fn connect(&self) -> Result<Client, ClientError> {
-        let mut client = Client::connect(&self.socket)?;
-        client.set_timeout(Some(Duration::from_secs(60)))?;
-        Ok(client)
+        Client::connect(&self.socket)
     }
 }
 
@@ -73,7 +70,7 @@ pub fn report<T: Serialize>(
             }
             Err(e) => {
                 eprintln!("fp: error: {e}");
-                ExitCode::from(EXIT_FP_ERROR)
+                ExitCode::from(exit::FP_ERROR)
             }
         },
         Ok(value) => {

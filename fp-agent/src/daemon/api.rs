@@ -1,5 +1,6 @@
 //! The control socket protocol (docs/api.md): JSON lines, one request per line, one reply per
-//! request, every message carrying the protocol version `"v"`.
+//! request, every message carrying the protocol version `"v"`. One vocabulary for the daemon's
+//! sessions and the prompt tier's approvals (docs/prompt.md), shared by the server and the client.
 //!
 //! A request is `{"v":1,"op":"<op>",...}`; a reply is `{"v":1,"type":"<type>",...}`, and an error
 //! reply is `{"v":1,"type":"error","error":{"code":"<code>","message":"..."}}` whose `code` is
@@ -7,6 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::prompt::{
+    Approval, ApprovalEvent, ApprovalId, DecideError, Decision, PromptOutcome, Remember, Surface,
+};
 
 /// The protocol version this build speaks.
 pub const VERSION: u32 = 1;
@@ -28,6 +33,28 @@ pub enum Request {
     /// Turns the connection into an event stream: after the `subscribed` reply every line is an
     /// `event` until the client disconnects.
     Subscribe,
+    /// The prompt tier's pending approvals.
+    ListApprovals,
+    DecideApproval(DecideApproval),
+    /// Turns the connection into a stream of approvals: after the `watching` reply every line is
+    /// an `approval_event` (or `missed`) until the client disconnects.
+    WatchApprovals,
+}
+
+/// Approve or deny a pending approval (`fp approve`, `fp deny`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecideApproval {
+    pub id: ApprovalId,
+    pub decision: Decision,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remember: Option<Remember>,
+    /// How long the remembered grant lasts (`10m`); without it, until the session ends.
+    #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// What the client is: `cli` for `fp approve`/`fp deny` [default: socket].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub surface: Option<Surface>,
 }
 
 pub use crate::session::Mode;
@@ -134,13 +161,35 @@ pub struct Reload {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
     SessionCreated(SessionCreated),
-    Sessions { sessions: Vec<SessionSummary> },
-    SessionEnded { id: String },
+    Sessions {
+        sessions: Vec<SessionSummary>,
+    },
+    SessionEnded {
+        id: String,
+    },
     Reloaded(Reloaded),
     Status(Status),
     Subscribed,
-    Event { event: Event },
-    Error { error: ApiError },
+    Event {
+        event: Event,
+    },
+    Approvals {
+        approvals: Vec<Approval>,
+    },
+    Decided {
+        outcome: PromptOutcome,
+    },
+    Watching,
+    ApprovalEvent {
+        event: ApprovalEvent,
+    },
+    /// This approvals watcher fell behind and missed `count` events (they are in the audit log).
+    Missed {
+        count: u64,
+    },
+    Error {
+        error: ApiError,
+    },
 }
 
 impl From<ApiError> for Reply {
@@ -295,6 +344,18 @@ impl From<crate::policy::PolicyError> for ApiError {
     }
 }
 
+/// A decision the approval store refuses.
+impl From<DecideError> for ApiError {
+    fn from(e: DecideError) -> Self {
+        let code = match e {
+            DecideError::UnknownId(_) => ErrorCode::NotFound,
+            DecideError::AlreadyDecided(_) => ErrorCode::AlreadyDecided,
+            DecideError::RememberOnDeny => ErrorCode::BadRequest,
+        };
+        ApiError::new(code, e.to_string())
+    }
+}
+
 /// Stable error codes; never renamed, only added to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -309,7 +370,7 @@ pub enum ErrorCode {
     BadRequest,
     /// The peer may not use the socket, or may not do this.
     PermissionDenied,
-    /// No session with that id.
+    /// No session, or no pending approval, with that id.
     NotFound,
     /// The policy or config does not load (the message carries file:line:col).
     InvalidPolicy,
@@ -317,6 +378,8 @@ pub enum ErrorCode {
     Unavailable,
     /// A bug in fp.
     Internal,
+    /// Another surface or the timeout decided the approval first; the message says who and how.
+    AlreadyDecided,
 }
 
 impl ErrorCode {
@@ -331,6 +394,7 @@ impl ErrorCode {
             ErrorCode::InvalidPolicy => "invalid_policy",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::AlreadyDecided => "already_decided",
         }
     }
 }
@@ -423,6 +487,15 @@ mod tests {
             Request::ReloadSession(Reload { id: "s1".into(), source: PolicySource::default() }),
             Request::Status,
             Request::Subscribe,
+            Request::ListApprovals,
+            Request::DecideApproval(DecideApproval {
+                id: 3,
+                decision: Decision::Approve,
+                remember: Some(Remember::Dir),
+                duration: Some("10m".into()),
+                surface: Some(Surface::Cli),
+            }),
+            Request::WatchApprovals,
         ];
         for request in requests {
             let line = request_line(&request);
@@ -437,6 +510,44 @@ mod tests {
         let Request::CreateSession(c) = parse_request(line.as_bytes()).unwrap() else { panic!() };
         assert_eq!((c.agent.as_str(), c.mode, c.full_audit), ("claude", Some(Mode::Enforce), None));
         assert_eq!(parse_request(br#"{"op":"status","v":1}"#).unwrap(), Request::Status);
+    }
+
+    #[test]
+    fn approval_requests_have_their_wire_shapes() {
+        let line = r#"{"v":1,"op":"decide_approval","id":3,"decision":"approve","remember":"dir","for":"10m"}"#;
+        assert_eq!(
+            parse_request(line.as_bytes()).unwrap(),
+            Request::DecideApproval(DecideApproval {
+                id: 3,
+                decision: Decision::Approve,
+                remember: Some(Remember::Dir),
+                duration: Some("10m".into()),
+                surface: None,
+            })
+        );
+        let list = parse_request(br#"{"v":1,"op":"list_approvals"}"#).unwrap();
+        assert_eq!(list, Request::ListApprovals);
+        let reply = ApiError::new(ErrorCode::AlreadyDecided, "x");
+        let reply: serde_json::Value =
+            serde_json::from_slice(&Message::line(reply.into())).unwrap();
+        assert_eq!(reply["type"], "error");
+        assert_eq!(reply["error"]["code"], "already_decided");
+        let missed: serde_json::Value =
+            serde_json::from_slice(&Message::line(Reply::Missed { count: 4 })).unwrap();
+        assert_eq!(missed, serde_json::json!({"v": 1, "type": "missed", "count": 4}));
+    }
+
+    /// Approval requests are versioned like every other request (they used to get `bad_request`).
+    #[test]
+    fn approval_requests_of_another_version_are_unsupported() {
+        assert_eq!(code(r#"{"op":"list_approvals"}"#), ErrorCode::UnsupportedVersion);
+        assert_eq!(code(r#"{"v":2,"op":"watch_approvals"}"#), ErrorCode::UnsupportedVersion);
+        let decide = r#"{"v":0,"op":"decide_approval","id":1,"decision":"deny"}"#;
+        assert_eq!(code(decide), ErrorCode::UnsupportedVersion);
+        assert_eq!(code(r#"{"v":1,"op":"decide_approval","id":1}"#), ErrorCode::BadRequest);
+        let unknown = r#"{"v":1,"op":"decide_approval","id":1,"decision":"deny","x":1}"#;
+        assert_eq!(code(unknown), ErrorCode::BadRequest);
+        assert_eq!(code(r#"{"v":1,"op":"list_approvals","x":1}"#), ErrorCode::BadRequest);
     }
 
     #[test]
@@ -539,7 +650,7 @@ mod tests {
 
         #[test]
         fn the_parser_never_panics_on_near_requests(
-            op in "(create_session|list_sessions|end_session|reload_session|status|subscribe|x)",
+            op in "(create_session|list_sessions|end_session|reload_session|status|subscribe|list_approvals|decide_approval|watch_approvals|x)",
             fields in proptest::collection::vec(("[a-z_]{1,12}", "(1|-1|\"[a-z/]{0,8}\"|null|true|\\[\\]|\\{\\})"), 0..6),
         ) {
             let body: Vec<String> = fields.iter().map(|(k, v)| format!(",\"{k}\":{v}")).collect();

@@ -1,9 +1,17 @@
-//! A blocking client of the control socket, for the CLI (`fp sessions`, `fp status`, `fp run`).
+//! The blocking client of the control socket, for every CLI command that talks to the daemon
+//! (`fp sessions`, `fp status`, `fp run`, `fp approvals`, `fp approve`, `fp deny`). A call waits
+//! at most [`CALL_TIMEOUT`] for the daemon; a stream (`subscribe`, `watch_approvals`) waits for
+//! as long as it runs.
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::api::{self, ApiError, Event, Message, Reply, Request};
+use crate::prompt::{Approval, PromptOutcome};
+
+/// How long a call waits on the daemon: a hung daemon must not hang the CLI.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub struct Client {
     reader: BufReader<UnixStream>,
@@ -28,9 +36,9 @@ impl ClientError {
     /// The CLI's exit status: 1 the daemon said no, 3 no daemon, 125 anything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ClientError::Refused(_) => 1,
-            ClientError::NoDaemon { .. } => 3,
-            ClientError::Io(_) | ClientError::Protocol(_) => 125,
+            ClientError::Refused(_) => crate::exit::REFUSED,
+            ClientError::NoDaemon { .. } => crate::exit::NO_DAEMON,
+            ClientError::Io(_) | ClientError::Protocol(_) => crate::exit::FP_ERROR,
         }
     }
 }
@@ -57,6 +65,7 @@ impl From<std::io::Error> for ClientError {
 }
 
 impl Client {
+    /// Connects; calls time out after [`CALL_TIMEOUT`] (see [`Client::set_timeout`]).
     pub fn connect(socket: &Path) -> Result<Client, ClientError> {
         let stream = UnixStream::connect(socket).map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
@@ -67,11 +76,13 @@ impl Client {
                 format!("connecting to {}: {source}", socket.display()),
             )),
         })?;
-        Ok(Client { reader: BufReader::new(stream.try_clone()?), writer: stream })
+        let mut client = Client { reader: BufReader::new(stream.try_clone()?), writer: stream };
+        client.set_timeout(Some(CALL_TIMEOUT))?;
+        Ok(client)
     }
 
     /// Bounds how long a call waits on the daemon (a timeout is [`ClientError::Io`]).
-    pub fn set_timeout(&mut self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) -> std::io::Result<()> {
         self.writer.set_read_timeout(timeout)?;
         self.writer.set_write_timeout(timeout)
     }
@@ -146,9 +157,53 @@ impl Client {
     }
 
     /// Turns the connection into a stream of events, ending when the daemon closes it.
-    pub fn subscribe(mut self) -> Result<Events, ClientError> {
-        match self.call(&Request::Subscribe)? {
-            Reply::Subscribed => Ok(Events { client: self }),
+    pub fn subscribe(self) -> Result<Events, ClientError> {
+        self.stream(Request::Subscribe, Reply::Subscribed, |reply| match reply {
+            Reply::Event { event } => Ok(event),
+            other => Err(other),
+        })
+    }
+
+    /// The prompt tier's pending approvals.
+    pub fn list_approvals(&mut self) -> Result<Vec<Approval>, ClientError> {
+        match self.call(&Request::ListApprovals)? {
+            Reply::Approvals { approvals } => Ok(approvals),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub fn decide_approval(
+        &mut self,
+        req: api::DecideApproval,
+    ) -> Result<PromptOutcome, ClientError> {
+        match self.call(&Request::DecideApproval(req))? {
+            Reply::Decided { outcome } => Ok(outcome),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Turns the connection into a stream of approval events: each a [`Reply::ApprovalEvent`]
+    /// or a [`Reply::Missed`], ending when the daemon closes it.
+    pub fn watch_approvals(self) -> Result<Stream<Reply>, ClientError> {
+        self.stream(Request::WatchApprovals, Reply::Watching, |reply| match reply {
+            Reply::ApprovalEvent { .. } | Reply::Missed { .. } => Ok(reply),
+            other => Err(other),
+        })
+    }
+
+    /// Sends a request that turns the connection into a stream once the daemon replies `first`;
+    /// the stream waits for its items without a timeout.
+    fn stream<T>(
+        mut self,
+        request: Request,
+        first: Reply,
+        item: fn(Reply) -> Result<T, Reply>,
+    ) -> Result<Stream<T>, ClientError> {
+        match self.call(&request)? {
+            reply if reply == first => {
+                self.set_timeout(None)?;
+                Ok(Stream { client: self, item })
+            }
             other => Err(unexpected(&other)),
         }
     }
@@ -158,18 +213,23 @@ fn unexpected(reply: &Reply) -> ClientError {
     ClientError::Protocol(serde_json::to_string(reply).unwrap_or_default())
 }
 
-pub struct Events {
+/// The items of a stream ([`Client::subscribe`], [`Client::watch_approvals`]), until the daemon
+/// closes the connection.
+pub struct Stream<T> {
     client: Client,
+    /// The item a reply is, or the reply back when it is not one.
+    item: fn(Reply) -> Result<T, Reply>,
 }
 
-impl Iterator for Events {
-    type Item = Result<Event, ClientError>;
+pub type Events = Stream<Event>;
+
+impl<T> Iterator for Stream<T> {
+    type Item = Result<T, ClientError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         match self.client.read_reply().transpose()? {
-            Ok(Reply::Event { event }) => Some(Ok(event)),
             Ok(Reply::Error { error }) => Some(Err(ClientError::Refused(error))),
-            Ok(other) => Some(Err(unexpected(&other))),
+            Ok(reply) => Some((self.item)(reply).map_err(|other| unexpected(&other))),
             Err(e) => Some(Err(e)),
         }
     }

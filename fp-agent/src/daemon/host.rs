@@ -15,11 +15,12 @@ use anyhow::Context as _;
 use tokio::sync::broadcast;
 
 use super::{
-    Config, Peer, SessionHost,
+    Peer, SessionHost,
     api::{self, ApiError, ErrorCode},
 };
 use crate::{
     audit,
+    config::Config,
     policy::{EffectivePolicy, LoadOptions},
     prompt::{self, PromptHost},
     session::{Cgroup2, Manager, SessionSpec, Sink},

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use crate::config::Config;
+
 pub mod api;
 pub mod client;
-pub mod config;
 pub mod host;
 mod lock;
 mod notify;
@@ -17,7 +18,6 @@ pub mod server;
 mod tests;
 
 pub use client::{Client, ClientError};
-pub use config::Config;
 pub use lock::InstanceLock;
 pub use server::{Peer, Server};
 

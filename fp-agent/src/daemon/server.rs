@@ -11,12 +11,12 @@ use tokio::io::{
     AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, BufReader,
 };
 use tokio::net::UnixStream;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::SessionHost;
 use super::api::{self, ApiError, ErrorCode, Event, Message, Reply, Request};
-use super::config::{Config, Sessions};
-use crate::prompt::api::{self as prompt_api, ApprovalReply, ApprovalRequest};
+use crate::config::{Config, Sessions};
+use crate::prompt::{ApprovalEvent, Approvals, Decider, PromptOutcome, Surface, parse_duration};
 use crate::session::Cgroup2;
 
 /// Open connections beyond this are refused, so that clients can never take the file
@@ -161,14 +161,19 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        if let Some(request) = approval_request(&line) {
-            match serve_approval(&shared, &peer, request, &mut reader, &mut write).await {
-                Ok(()) => continue,
-                Err(()) => return,
-            }
-        }
         let reply = match api::parse_request(&line) {
-            Ok(Request::Subscribe) => return stream_events(&shared, reader, write).await,
+            Ok(Request::Subscribe) => {
+                let events = shared.host.subscribe();
+                return stream_replies(Reply::Subscribed, events, event_reply, reader, write).await;
+            }
+            Ok(Request::WatchApprovals) => match shared.approvals() {
+                Ok(approvals) => {
+                    let events = approvals.subscribe();
+                    return stream_replies(Reply::Watching, events, approval_reply, reader, write)
+                        .await;
+                }
+                Err(error) => error.into(),
+            },
             Ok(request) => shared.handle(peer, request).await,
             Err(error) => error.into(),
         };
@@ -176,74 +181,6 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
             return;
         }
     }
-}
-
-/// A request of the prompt tier's approvals (`list_approvals`, `decide_approval`,
-/// `watch_approvals`, docs/prompt.md), or None for the daemon's own protocol.
-fn approval_request(line: &[u8]) -> Option<Result<ApprovalRequest, String>> {
-    let mut value: serde_json::Value = serde_json::from_slice(line).ok()?;
-    let op = value.get("op")?.as_str()?;
-    if !matches!(op, "list_approvals" | "decide_approval" | "watch_approvals") {
-        return None;
-    }
-    let object = value.as_object_mut()?;
-    if object.remove("v") != Some(serde_json::json!(api::VERSION)) {
-        return Some(Err(format!("\"v\" must be {}", api::VERSION)));
-    }
-    Some(serde_json::from_value(value).map_err(|e| e.to_string()))
-}
-
-/// One line of the approvals protocol: the reply with the protocol version.
-fn approval_line(reply: &ApprovalReply) -> Vec<u8> {
-    let mut value = serde_json::to_value(reply).unwrap_or_default();
-    if let Some(object) = value.as_object_mut() {
-        object.insert("v".into(), serde_json::json!(api::VERSION));
-    }
-    let mut line = serde_json::to_vec(&value).unwrap_or_default();
-    line.push(b'\n');
-    line
-}
-
-/// Answers an approvals request; a watch streams until the client leaves (then `Err`, which
-/// closes the connection, as does a failed write).
-async fn serve_approval(
-    shared: &Arc<Shared>,
-    peer: &Peer,
-    request: Result<ApprovalRequest, String>,
-    reader: &mut (impl AsyncRead + Unpin),
-    write: &mut (impl AsyncWrite + Unpin),
-) -> Result<(), ()> {
-    let reply = match (request, shared.host.approvals()) {
-        (Err(message), _) => Reply::from(ApiError::new(ErrorCode::BadRequest, message)),
-        (Ok(_), None) => {
-            Reply::from(ApiError::new(ErrorCode::Unavailable, "this daemon runs no prompt broker"))
-        }
-        (Ok(ApprovalRequest::WatchApprovals), Some(approvals)) => {
-            let mut events = approvals.subscribe();
-            write.write_all(&approval_line(&ApprovalReply::Watching)).await.map_err(drop)?;
-            let mut scratch = [0u8; 256];
-            loop {
-                tokio::select! {
-                    received = events.recv() => {
-                        let Some(reply) = prompt_api::watch_reply(received) else { return Err(()) };
-                        write.write_all(&approval_line(&reply)).await.map_err(drop)?;
-                    }
-                    read = reader.read(&mut scratch) => match read {
-                        Ok(0) | Err(_) => return Err(()),
-                        Ok(_) => {}
-                    },
-                }
-            }
-        }
-        (Ok(request), Some(approvals)) => {
-            let (approvals, uid) = (approvals.clone(), peer.uid);
-            let work =
-                tokio::task::spawn_blocking(move || prompt_api::handle(&approvals, request, uid));
-            let reply = work.await.map_err(drop)?;
-            return write.write_all(&approval_line(&reply)).await.map_err(drop);
-        }
-    };
-    write.write_all(&Message::line(reply)).await.map_err(drop)
 }
 
 /// Replies with `error` and closes the connection, first discarding for a moment what the client
@@ -288,34 +225,66 @@ async fn read_line(
     }
 }
 
-/// Forwards events until the client goes away. Input after `subscribe` is read and ignored, so
-/// a closed connection is noticed even when no events flow.
-async fn stream_events(
-    shared: &Shared,
+/// Replies `first`, then forwards `events` as replies until the client goes away or `reply`
+/// says the stream ended. Input after the request is read and ignored, so a closed connection
+/// is noticed even when no events flow.
+async fn stream_replies<T: Clone>(
+    first: Reply,
+    mut events: broadcast::Receiver<T>,
+    reply: fn(Result<T, RecvError>) -> Option<Reply>,
     mut reader: impl AsyncRead + Unpin,
     mut write: impl AsyncWrite + Unpin,
 ) {
-    let mut events = shared.host.subscribe();
-    if write.write_all(&Message::line(Reply::Subscribed)).await.is_err() {
+    if write.write_all(&Message::line(first)).await.is_err() {
         return;
     }
     let mut scratch = [0u8; 512];
     loop {
-        let event = tokio::select! {
-            received = events.recv() => match received {
-                Ok(event) => event,
-                Err(RecvError::Lagged(count)) => Event::Missed { count },
-                Err(RecvError::Closed) => return,
+        let next = tokio::select! {
+            received = events.recv() => match reply(received) {
+                Some(next) => next,
+                None => return,
             },
             read = reader.read(&mut scratch) => match read {
                 Ok(0) | Err(_) => return,
                 Ok(_) => continue,
             },
         };
-        if write.write_all(&Message::line(Reply::Event { event })).await.is_err() {
+        if write.write_all(&Message::line(next)).await.is_err() {
             return;
         }
     }
+}
+
+/// One line of a `subscribe` stream; None when the host is gone.
+fn event_reply(received: Result<Event, RecvError>) -> Option<Reply> {
+    match received {
+        Ok(event) => Some(Reply::Event { event }),
+        Err(RecvError::Lagged(count)) => Some(Reply::Event { event: Event::Missed { count } }),
+        Err(RecvError::Closed) => None,
+    }
+}
+
+/// One line of a `watch_approvals` stream; None when the approval store is gone.
+pub fn approval_reply(received: Result<ApprovalEvent, RecvError>) -> Option<Reply> {
+    match received {
+        Ok(event) => Some(Reply::ApprovalEvent { event }),
+        Err(RecvError::Lagged(count)) => Some(Reply::Missed { count }),
+        Err(RecvError::Closed) => None,
+    }
+}
+
+/// Decides a pending approval for a peer of uid `uid` (`decide_approval`).
+pub fn decide(
+    approvals: &Approvals,
+    request: api::DecideApproval,
+    uid: u32,
+) -> Result<PromptOutcome, ApiError> {
+    let duration = request.duration.as_deref().map(parse_duration).transpose();
+    let duration =
+        duration.map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("for: {e}")))?;
+    let decider = Decider { uid, surface: request.surface.unwrap_or(Surface::Socket) };
+    Ok(approvals.decide(request.id, request.decision, request.remember, duration, decider)?)
 }
 
 impl Shared {
@@ -343,8 +312,16 @@ impl Shared {
             Request::Status => {
                 Ok(Reply::Status(api::Status { daemon: self.daemon_info(), host: host.status() }))
             }
-            // Handled by the connection, which turns into an event stream.
+            Request::ListApprovals => {
+                self.approvals().map(|approvals| Reply::Approvals { approvals: approvals.list() })
+            }
+            Request::DecideApproval(req) => self
+                .approvals()
+                .and_then(|approvals| decide(&approvals, req, peer.uid))
+                .map(|outcome| Reply::Decided { outcome }),
+            // Handled by the connection, which turns into a stream.
             Request::Subscribe => Ok(Reply::Subscribed),
+            Request::WatchApprovals => Ok(Reply::Watching),
         };
         reply.unwrap_or_else(Reply::from)
     }
@@ -390,6 +367,13 @@ impl Shared {
         req.mode = Some(req.mode.unwrap_or(self.sessions.default_mode));
         req.full_audit = Some(req.full_audit.unwrap_or(self.sessions.full_audit));
         Ok(req)
+    }
+
+    /// The prompt tier's approval store, when the host runs a broker (docs/prompt.md).
+    fn approvals(&self) -> Result<Arc<Approvals>, ApiError> {
+        self.host.approvals().ok_or_else(|| {
+            ApiError::new(ErrorCode::Unavailable, "this daemon runs no prompt broker")
+        })
     }
 
     fn default_config(&self) -> Option<PathBuf> {

@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use super::api::{self, ApiError, ErrorCode, Event, Mode};
-use super::{Client, ClientError, Config, Peer, Server, SessionHost};
+use super::{Client, ClientError, Peer, Server, SessionHost};
+use crate::config::Config;
 
 #[derive(Default)]
 struct FakeHost {
@@ -174,6 +175,20 @@ fn reply_of(reader: &mut BufReader<UnixStream>) -> serde_json::Value {
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
 }
 
+/// Each line of `cases` gets an error reply with its code.
+fn error_replies(
+    stream: &mut UnixStream,
+    reader: &mut BufReader<UnixStream>,
+    cases: &[(&str, &str)],
+) {
+    for &(line, code) in cases {
+        stream.write_all(line.as_bytes()).unwrap();
+        let reply = reply_of(reader);
+        assert_eq!((reply["v"].as_u64(), reply["type"].as_str()), (Some(1), Some("error")));
+        assert_eq!(reply["error"]["code"], code, "{line}");
+    }
+}
+
 fn refused(result: Result<impl std::fmt::Debug, ClientError>) -> ApiError {
     match result {
         Err(ClientError::Refused(e)) => e,
@@ -328,14 +343,59 @@ fn bad_lines_get_error_replies_and_the_connection_goes_on() {
         ("{\"v\":1,\"op\":\"reboot\"}\n", "bad_request"),
         ("\u{1}\u{2}\u{ff}\n", "invalid_json"),
     ];
-    for (line, code) in cases {
-        stream.write_all(line.as_bytes()).unwrap();
-        let reply = reply_of(&mut reader);
-        assert_eq!((reply["v"].as_u64(), reply["type"].as_str()), (Some(1), Some("error")));
-        assert_eq!(reply["error"]["code"], code, "{line}");
-    }
+    error_replies(&mut stream, &mut reader, &cases);
     stream.write_all(b"\n{\"v\":1,\"op\":\"list_sessions\"}\n").unwrap();
     assert_eq!(reply_of(&mut reader)["type"], "sessions");
+}
+
+/// Approval requests are parsed like the others: another version is `unsupported_version`, and
+/// a daemon without a prompt broker answers `unavailable`; the connection goes on.
+#[test]
+fn approval_requests_share_the_protocol() {
+    let daemon = TestDaemon::start();
+    let (mut stream, mut reader) = daemon.raw();
+    let cases = [
+        ("{\"v\":2,\"op\":\"list_approvals\"}\n", "unsupported_version"),
+        ("{\"op\":\"watch_approvals\"}\n", "unsupported_version"),
+        (
+            "{\"v\":7,\"op\":\"decide_approval\",\"id\":1,\"decision\":\"deny\"}\n",
+            "unsupported_version",
+        ),
+        ("{\"v\":1,\"op\":\"decide_approval\",\"id\":1}\n", "bad_request"),
+        ("{\"v\":1,\"op\":\"list_approvals\"}\n", "unavailable"),
+        ("{\"v\":1,\"op\":\"watch_approvals\"}\n", "unavailable"),
+    ];
+    error_replies(&mut stream, &mut reader, &cases);
+    assert_eq!(refused(daemon.client().list_approvals()).code, ErrorCode::Unavailable);
+}
+
+/// A call gives up on a daemon that never answers; a stream, once started, waits.
+#[test]
+fn calls_time_out_and_streams_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("slow.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let server = std::thread::spawn(move || {
+        // The first connection is never answered; the second starts a watch, then waits.
+        let (silent, _) = listener.accept().unwrap();
+        let (mut watch, _) = listener.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(&watch).read_line(&mut line).unwrap();
+        watch.write_all(b"{\"v\":1,\"type\":\"watching\"}\n").unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        watch.write_all(b"{\"v\":1,\"type\":\"missed\",\"count\":2}\n").unwrap();
+        drop(silent);
+    });
+    let mut client = Client::connect(&socket).unwrap();
+    client.set_timeout(Some(Duration::from_millis(200))).unwrap();
+    let e = client.list_approvals().unwrap_err();
+    assert!(matches!(&e, ClientError::Io(_)), "{e}");
+    assert_eq!(e.exit_code(), 125);
+    let mut client = Client::connect(&socket).unwrap();
+    client.set_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut watch = client.watch_approvals().unwrap();
+    assert_eq!(watch.next().unwrap().unwrap(), api::Reply::Missed { count: 2 });
+    server.join().unwrap();
 }
 
 #[test]

@@ -15,7 +15,10 @@ use aya::{
     programs::{Lsm, links::FdLink, links::PinnedLink},
 };
 use fp_common::{
-    kernel::{ABI_VERSION, GrantValue, Hook, KERNEL_FIELDS, SessionCounters, SessionInfo},
+    kernel::{
+        ABI_VERSION, GrantValue, Hook, KERNEL_FIELDS, SESSION_CGROUP_LEVEL, SessionCounters,
+        SessionInfo, maps, programs,
+    },
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
         TableHeader,
@@ -92,7 +95,7 @@ fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, aya::Btf, HookProgra
     for o in &offsets {
         loader.override_global(o.global, &o.offset, true);
     }
-    loader.override_global("SESSION_CGROUP_LEVEL", &session_cgroup_level, true);
+    loader.override_global(SESSION_CGROUP_LEVEL, &session_cgroup_level, true);
     let ebpf = loader.load(object()?).context("loading the fp BPF object")?;
     Ok((ebpf, btf, hooks))
 }
@@ -143,7 +146,7 @@ pub fn probe() -> anyhow::Result<()> {
         );
     }
     let (mut ebpf, btf, _) = open(0)?;
-    let link = attach(&mut ebpf, &btf, "fp_probe", "file_open").map_err(|e| {
+    let link = attach(&mut ebpf, &btf, programs::PROBE, Hook::FileOpen.name()).map_err(|e| {
         // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
         let cause = e.root_cause().to_string();
         let active = std::fs::read_to_string("/sys/kernel/security/lsm")
@@ -167,22 +170,6 @@ pub struct Enforcer {
     pin_dir: PathBuf,
     links: Vec<(PathBuf, PinnedLink)>,
 }
-
-const PINNED_MAPS: [&str; 13] = [
-    "SESSIONS",
-    "COUNTERS",
-    "HEADERS",
-    "PREFIXES",
-    "INTERIOR",
-    "NAMES",
-    "SCOPES",
-    "INODES",
-    "EVENTS",
-    "BROKER",
-    "PENDING",
-    "PROTECTED",
-    "GRANTS",
-];
 
 /// The `INTERIOR` keys of tables `id`: each directory with its NUL, so that the longest-prefix
 /// lookup of `dir\0` finds exactly it. Directories too long for a key are left out: the
@@ -218,7 +205,7 @@ impl Enforcer {
         let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
         let attached = this.pin_and_attach(&mut ebpf, &btf, &hooks);
         // The programs stay loaded through their links; the maps are what userspace keeps.
-        for name in PINNED_MAPS {
+        for name in maps::PINNED {
             if let Some(map) = ebpf.take_map(name) {
                 this.maps.insert(name, map);
             }
@@ -235,7 +222,7 @@ impl Enforcer {
     /// enforcing): its links and maps, checked against the hooks this kernel and this fp attach.
     /// `None` when nothing is pinned there.
     pub fn adopt(pin_dir: PathBuf) -> anyhow::Result<Option<Self>> {
-        if !pin_dir.join("SESSIONS").exists() {
+        if !pin_dir.join(maps::SESSIONS).exists() {
             return Ok(None);
         }
         let hooks = available_hooks(&btf::Btf::from_sys()?)?;
@@ -256,7 +243,7 @@ impl Enforcer {
             );
         }
         let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
-        for name in PINNED_MAPS {
+        for name in maps::PINNED {
             let path = this.pin_dir.join(name);
             let data = MapData::from_pin(&path)
                 .with_context(|| format!("opening the pinned map {}", path.display()))?;
@@ -277,7 +264,7 @@ impl Enforcer {
         btf: &aya::Btf,
         hooks: &[(&str, Hook)],
     ) -> anyhow::Result<()> {
-        for name in PINNED_MAPS {
+        for name in maps::PINNED {
             let path = self.pin_dir.join(name);
             ebpf.map(name)
                 .ok_or_else(|| anyhow!("map {name} missing from the BPF object"))?
@@ -311,8 +298,15 @@ impl Enforcer {
         }
         let mut usage = Vec::new();
         for name in [
-            "SESSIONS", "HEADERS", "PREFIXES", "INTERIOR", "NAMES", "SCOPES", "INODES", "PENDING",
-            "GRANTS",
+            maps::SESSIONS,
+            maps::HEADERS,
+            maps::PREFIXES,
+            maps::INTERIOR,
+            maps::NAMES,
+            maps::SCOPES,
+            maps::INODES,
+            maps::PENDING,
+            maps::GRANTS,
         ] {
             let map = self.map_mut(name)?;
             let capacity = match &*map {
@@ -322,20 +316,20 @@ impl Enforcer {
                 _ => continue,
             };
             let used = match name {
-                "SESSIONS" => count::<u64, SessionInfo>(map)?,
-                "HEADERS" => count::<u64, TableHeader>(map)?,
-                "PREFIXES" => {
+                maps::SESSIONS => count::<u64, SessionInfo>(map)?,
+                maps::HEADERS => count::<u64, TableHeader>(map)?,
+                maps::PREFIXES => {
                     let trie: LpmTrie<_, PrefixKeyData, PrefixValue> = LpmTrie::try_from(map)?;
                     trie.keys().filter(Result::is_ok).count() as u64
                 }
-                "INTERIOR" => {
+                maps::INTERIOR => {
                     let trie: LpmTrie<_, PrefixKeyData, u8> = LpmTrie::try_from(map)?;
                     trie.keys().filter(Result::is_ok).count() as u64
                 }
-                "NAMES" => count::<NameKey, NameValue>(map)?,
-                "SCOPES" => count::<ScopeKey, ScopeValue>(map)?,
-                "INODES" => count::<InodeKey, InodeValue>(map)?,
-                "GRANTS" => {
+                maps::NAMES => count::<NameKey, NameValue>(map)?,
+                maps::SCOPES => count::<ScopeKey, ScopeValue>(map)?,
+                maps::INODES => count::<InodeKey, InodeValue>(map)?,
+                maps::GRANTS => {
                     let trie: LpmTrie<_, PrefixKeyData, GrantValue> = LpmTrie::try_from(map)?;
                     trie.keys().filter(Result::is_ok).count() as u64
                 }
@@ -372,23 +366,24 @@ impl Enforcer {
         inodes: &tables::InodeTable,
     ) -> anyhow::Result<()> {
         let mut prefixes: LpmTrie<_, PrefixKeyData, PrefixValue> =
-            LpmTrie::try_from(self.map_mut("PREFIXES")?)?;
+            LpmTrie::try_from(self.map_mut(maps::PREFIXES)?)?;
         for (bytes, value) in tables.prefixes() {
             let (bits, key) = PrefixKeyData::new(id, bytes)
                 .ok_or_else(|| anyhow!("compiled prefix longer than an LPM key"))?;
             prefixes.insert(&Key::new(bits, key), value, 0)?;
         }
         let mut interior: LpmTrie<_, PrefixKeyData, u8> =
-            LpmTrie::try_from(self.map_mut("INTERIOR")?)?;
+            LpmTrie::try_from(self.map_mut(maps::INTERIOR)?)?;
         for (bits, key) in interior_keys(id, tables) {
             interior.insert(&Key::new(bits, key), 1, 0)?;
         }
-        let mut names: HashMap<_, NameKey, NameValue> = HashMap::try_from(self.map_mut("NAMES")?)?;
+        let mut names: HashMap<_, NameKey, NameValue> =
+            HashMap::try_from(self.map_mut(maps::NAMES)?)?;
         for (key, value) in tables.names() {
             names.insert(NameKey { session_id: id, ..*key }, value, 0)?;
         }
         let mut scopes: HashMap<_, ScopeKey, ScopeValue> =
-            HashMap::try_from(self.map_mut("SCOPES")?)?;
+            HashMap::try_from(self.map_mut(maps::SCOPES)?)?;
         for (scope_id, value) in tables.scopes().iter().enumerate().skip(1) {
             scopes.insert(
                 ScopeKey { session_id: id, scope_id: scope_id as u16, _pad: [0; 6] },
@@ -396,12 +391,13 @@ impl Enforcer {
                 0,
             )?;
         }
-        let mut map: HashMap<_, InodeKey, InodeValue> = HashMap::try_from(self.map_mut("INODES")?)?;
+        let mut map: HashMap<_, InodeKey, InodeValue> =
+            HashMap::try_from(self.map_mut(maps::INODES)?)?;
         for (key, value) in inodes.keyed(id) {
             map.insert(key, value, 0)?;
         }
         let mut headers: HashMap<_, u64, TableHeader> =
-            HashMap::try_from(self.map_mut("HEADERS")?)?;
+            HashMap::try_from(self.map_mut(maps::HEADERS)?)?;
         headers.insert(id, tables.header(), 0)?;
         Ok(())
     }
@@ -414,26 +410,27 @@ impl Enforcer {
         inodes: &tables::InodeTable,
     ) -> anyhow::Result<()> {
         let mut headers: HashMap<_, u64, TableHeader> =
-            HashMap::try_from(self.map_mut("HEADERS")?)?;
+            HashMap::try_from(self.map_mut(maps::HEADERS)?)?;
         gone(headers.remove(&id))?;
         let mut prefixes: LpmTrie<_, PrefixKeyData, PrefixValue> =
-            LpmTrie::try_from(self.map_mut("PREFIXES")?)?;
+            LpmTrie::try_from(self.map_mut(maps::PREFIXES)?)?;
         for (bytes, _) in tables.prefixes() {
             if let Some((bits, key)) = PrefixKeyData::new(id, bytes) {
                 gone(prefixes.remove(&Key::new(bits, key)))?;
             }
         }
         let mut interior: LpmTrie<_, PrefixKeyData, u8> =
-            LpmTrie::try_from(self.map_mut("INTERIOR")?)?;
+            LpmTrie::try_from(self.map_mut(maps::INTERIOR)?)?;
         for (bits, key) in interior_keys(id, tables) {
             gone(interior.remove(&Key::new(bits, key)))?;
         }
-        let mut names: HashMap<_, NameKey, NameValue> = HashMap::try_from(self.map_mut("NAMES")?)?;
+        let mut names: HashMap<_, NameKey, NameValue> =
+            HashMap::try_from(self.map_mut(maps::NAMES)?)?;
         for (key, _) in tables.names() {
             gone(names.remove(&NameKey { session_id: id, ..*key }))?;
         }
         let mut scopes: HashMap<_, ScopeKey, ScopeValue> =
-            HashMap::try_from(self.map_mut("SCOPES")?)?;
+            HashMap::try_from(self.map_mut(maps::SCOPES)?)?;
         for scope_id in 1..tables.scopes().len() {
             gone(scopes.remove(&ScopeKey {
                 session_id: id,
@@ -441,7 +438,8 @@ impl Enforcer {
                 _pad: [0; 6],
             }))?;
         }
-        let mut map: HashMap<_, InodeKey, InodeValue> = HashMap::try_from(self.map_mut("INODES")?)?;
+        let mut map: HashMap<_, InodeKey, InodeValue> =
+            HashMap::try_from(self.map_mut(maps::INODES)?)?;
         for (key, _) in inodes.keyed(id) {
             gone(map.remove(&key))?;
         }
@@ -452,33 +450,35 @@ impl Enforcer {
     /// (for a running session) swaps its tables in one map update.
     pub fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
         let mut counters: HashMap<_, u64, SessionCounters> =
-            HashMap::try_from(self.map_mut("COUNTERS")?)?;
+            HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
         if counters.get(&cgroup, 0).is_err() {
             counters.insert(cgroup, SessionCounters::default(), 0)?;
         }
-        let mut map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        let mut map: HashMap<_, u64, SessionInfo> =
+            HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         map.insert(cgroup, info, 0)?;
         Ok(())
     }
 
     pub fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo> {
-        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         Ok(map.get(&cgroup, 0)?)
     }
 
     /// Forgets the session of cgroup `cgroup` (its tables are removed separately).
     pub fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
-        let mut map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        let mut map: HashMap<_, u64, SessionInfo> =
+            HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         map.remove(&cgroup)?;
         let mut counters: HashMap<_, u64, SessionCounters> =
-            HashMap::try_from(self.map_mut("COUNTERS")?)?;
+            HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
         counters.remove(&cgroup)?;
         Ok(())
     }
 
     /// Every session the programs confine now, by cgroup id.
     pub fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>> {
-        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut("SESSIONS")?)?;
+        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         Ok(map.iter().filter_map(Result::ok).collect())
     }
 
@@ -513,26 +513,32 @@ impl Enforcer {
             Ok(())
         }
         let removed =
-            sweep::<u64, TableHeader>(self.map_mut("HEADERS")?, |id| !tables.contains(id))?;
-        sweep_trie::<PrefixValue>(self.map_mut("PREFIXES")?, |k| !tables.contains(&k.session_id))?;
-        sweep_trie::<u8>(self.map_mut("INTERIOR")?, |k| !tables.contains(&k.session_id))?;
-        sweep_trie::<GrantValue>(self.map_mut("GRANTS")?, |k| !cgroups.contains(&k.session_id))?;
-        sweep::<NameKey, NameValue>(self.map_mut("NAMES")?, |k| !tables.contains(&k.session_id))?;
-        sweep::<ScopeKey, ScopeValue>(self.map_mut("SCOPES")?, |k| {
+            sweep::<u64, TableHeader>(self.map_mut(maps::HEADERS)?, |id| !tables.contains(id))?;
+        sweep_trie::<PrefixValue>(self.map_mut(maps::PREFIXES)?, |k| {
             !tables.contains(&k.session_id)
         })?;
-        sweep::<InodeKey, InodeValue>(self.map_mut("INODES")?, |k| {
+        sweep_trie::<u8>(self.map_mut(maps::INTERIOR)?, |k| !tables.contains(&k.session_id))?;
+        sweep_trie::<GrantValue>(self.map_mut(maps::GRANTS)?, |k| {
+            !cgroups.contains(&k.session_id)
+        })?;
+        sweep::<NameKey, NameValue>(self.map_mut(maps::NAMES)?, |k| {
             !tables.contains(&k.session_id)
         })?;
-        sweep::<u64, SessionCounters>(self.map_mut("COUNTERS")?, |c| !cgroups.contains(c))?;
-        sweep::<InodeKey, u64>(self.map_mut("PENDING")?, |k| !cgroups.contains(&k.session_id))?;
+        sweep::<ScopeKey, ScopeValue>(self.map_mut(maps::SCOPES)?, |k| {
+            !tables.contains(&k.session_id)
+        })?;
+        sweep::<InodeKey, InodeValue>(self.map_mut(maps::INODES)?, |k| {
+            !tables.contains(&k.session_id)
+        })?;
+        sweep::<u64, SessionCounters>(self.map_mut(maps::COUNTERS)?, |c| !cgroups.contains(c))?;
+        sweep::<InodeKey, u64>(self.map_mut(maps::PENDING)?, |k| !cgroups.contains(&k.session_id))?;
         Ok(removed.len())
     }
 
     /// Opens the broker never answered (it died) that no agent has recorded yet: each is
     /// returned once, and its reads stay refused until a broker answers a new open of the file.
     pub fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>> {
-        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut("PENDING")?)?;
+        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut(maps::PENDING)?)?;
         let fresh: Vec<InodeKey> =
             map.iter().filter_map(Result::ok).filter(|(_, v)| *v == 1).map(|(k, _)| k).collect();
         for key in &fresh {
@@ -545,7 +551,7 @@ impl Enforcer {
     /// Sessions may not signal or trace the process `tgid` (the agent): it replaces whatever
     /// process an earlier agent protected.
     pub fn protect(&mut self, tgid: u32) -> anyhow::Result<()> {
-        let mut map: HashMap<_, u32, u8> = HashMap::try_from(self.map_mut("PROTECTED")?)?;
+        let mut map: HashMap<_, u32, u8> = HashMap::try_from(self.map_mut(maps::PROTECTED)?)?;
         let earlier: Vec<u32> = map.keys().filter_map(Result::ok).collect();
         map.insert(tgid, 1, 0)?;
         for old in earlier.into_iter().filter(|&t| t != tgid) {
@@ -557,14 +563,17 @@ impl Enforcer {
     /// Takes the prompt broker's heartbeat map (once), so that beats never wait behind a session
     /// start holding the enforcer.
     pub fn take_broker_clock(&mut self) -> anyhow::Result<BrokerClock> {
-        let map = self.maps.remove("BROKER").ok_or_else(|| anyhow!("BROKER already taken"))?;
+        let map = self
+            .maps
+            .remove(maps::BROKER)
+            .ok_or_else(|| anyhow!("{} already taken", maps::BROKER))?;
         Ok(BrokerClock(aya::maps::Array::try_from(map)?))
     }
 
     /// The broker answered the open of (`st_dev`, `st_ino`) by the session of cgroup `cgroup`:
     /// its reads are no longer refused as pending.
     pub fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
-        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut("PENDING")?)?;
+        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut(maps::PENDING)?)?;
         let key = InodeKey { session_id: cgroup, ino: st_ino, dev: kernel_dev(st_dev), _pad: 0 };
         Ok(gone(map.remove(&key))?)
     }
@@ -577,7 +586,7 @@ impl Enforcer {
         grants: &[(u32, PrefixKeyData, GrantValue)],
     ) -> anyhow::Result<()> {
         let mut map: LpmTrie<_, PrefixKeyData, GrantValue> =
-            LpmTrie::try_from(self.map_mut("GRANTS")?)?;
+            LpmTrie::try_from(self.map_mut(maps::GRANTS)?)?;
         for (bits, key, value) in grants {
             map.insert(&Key::new(*bits, *key), value, 0)?;
         }
@@ -592,14 +601,18 @@ impl Enforcer {
     }
 
     pub fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters> {
-        let map: HashMap<_, u64, SessionCounters> = HashMap::try_from(self.map_mut("COUNTERS")?)?;
+        let map: HashMap<_, u64, SessionCounters> =
+            HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
         Ok(map.get(&cgroup, 0)?)
     }
 
     /// Takes the ring buffer of decision events (once). It is pinned: events queued while no
     /// agent read them are still there for the next one.
     pub fn take_events(&mut self) -> anyhow::Result<RingBuf<MapData>> {
-        let map = self.maps.remove("EVENTS").ok_or_else(|| anyhow!("EVENTS already taken"))?;
+        let map = self
+            .maps
+            .remove(maps::EVENTS)
+            .ok_or_else(|| anyhow!("{} already taken", maps::EVENTS))?;
         Ok(RingBuf::try_from(map)?)
     }
 
@@ -610,7 +623,7 @@ impl Enforcer {
         for (path, link) in links {
             link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
         }
-        for name in PINNED_MAPS {
+        for name in maps::PINNED {
             let path = pin_dir.join(name);
             match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -754,6 +767,55 @@ mod tests {
         for f in KERNEL_FIELDS {
             assert!(text.contains(f.global), "object lacks the global {}", f.global);
         }
+        assert!(
+            text.contains(SESSION_CGROUP_LEVEL),
+            "object lacks the global {SESSION_CGROUP_LEVEL}"
+        );
+    }
+
+    /// The embedded object, parsed as aya parses it to load it.
+    fn parsed_object() -> aya_obj::Object {
+        let obj = object().expect("a real BPF object is embedded");
+        aya_obj::Object::parse(obj).expect("the embedded BPF object parses")
+    }
+
+    /// The object's maps are exactly the ones userspace names (fp_common::kernel::maps): the
+    /// `#[map]` statics of fp-ebpf cannot take their names from those consts, so a renamed,
+    /// added or removed map shows here rather than when a session fails to start.
+    #[test]
+    #[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
+    fn object_maps_are_the_named_ones() {
+        use aya_obj::EbpfSectionKind;
+        let obj = parsed_object();
+        // Not the .rodata/.bss/.data sections aya also lists as maps: the globals are checked
+        // by `embedded_object_is_real`.
+        let mut found: Vec<&str> = obj
+            .maps
+            .iter()
+            .filter(|(_, m)| {
+                matches!(m.section_kind(), EbpfSectionKind::Maps | EbpfSectionKind::BtfMaps)
+            })
+            .map(|(name, _)| name.as_str())
+            .collect();
+        found.sort_unstable();
+        let mut named = maps::ALL.to_vec();
+        named.sort_unstable();
+        assert_eq!(found, named, "the maps of fp-ebpf/src/maps.rs against fp_common::kernel::maps");
+        assert!(maps::PINNED.iter().all(|m| maps::ALL.contains(m)));
+    }
+
+    /// The object's programs are exactly those userspace attaches by name: one per hook and
+    /// kernel prototype ([`Hook::program`]) and the probe.
+    #[test]
+    #[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
+    fn object_programs_are_the_named_ones() {
+        let obj = parsed_object();
+        let mut found: Vec<&str> = obj.programs.keys().map(String::as_str).collect();
+        found.sort_unstable();
+        let mut named: Vec<&str> = Hook::ALL.iter().map(|h| h.program(&[])).collect();
+        named.extend([programs::INODE_SETATTR_IDMAP, programs::BPF_KERNEL, programs::PROBE]);
+        named.sort_unstable();
+        assert_eq!(found, named, "the #[lsm] programs of fp-ebpf/src/hooks against fp_common");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use fp_common::policy::{
 
 use super::error::{ErrorKind, PolicyError};
 use super::glob::{Shape, shape};
-use super::{Op, Rule, Verdict, op_name};
+use super::{Op, Rule, Verdict};
 
 /// One session's kernel tables (session id 0; the loader puts the real id in every key).
 #[derive(Clone, Debug)]
@@ -364,7 +364,7 @@ impl KernelTables {
                 let e = entries[op.index()];
                 if e.rank != 0 {
                     m.insert(
-                        op_name(op).into(),
+                        op.name().into(),
                         json!({"verdict": verdict(e.verdict), "rank": e.rank, "rule": e.rule_id}),
                     );
                 }
@@ -392,7 +392,7 @@ impl KernelTables {
                         let ops: Vec<_> = Op::ALL
                             .iter()
                             .filter(|o| s.ops & o.bit() != 0)
-                            .map(|o| op_name(*o))
+                            .map(|o| o.name())
                             .collect();
                         json!({"ops": ops, "verdict": verdict(s.verdict), "rank": s.rank,
                                "rule": s.rule_id, "scope": s.scope_id})
@@ -411,7 +411,7 @@ impl KernelTables {
             .collect();
         let defaults: serde_json::Map<_, _> = Op::ALL
             .iter()
-            .map(|o| (op_name(*o).to_string(), json!(verdict(self.header.defaults[o.index()]))))
+            .map(|o| (o.name().to_string(), json!(verdict(self.header.defaults[o.index()]))))
             .collect();
         json!({
             "defaults": defaults,

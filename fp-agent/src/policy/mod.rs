@@ -142,20 +142,17 @@ pub struct LoadOptions {
     pub secret_paths: Vec<PathBuf>,
 }
 
-/// A session's policy: rules, defaults, and the kernel tables compiled from them.
+/// A session's policy: its rules and defaults (what is saved), and what is derived from them: the
+/// exact evaluator and the kernel tables.
 #[derive(Clone, Debug)]
 pub struct EffectivePolicy {
-    schema: Option<Schema>,
-    defaults: [Verdict; 3],
-    base: Base,
-    rules: Vec<Rule>,
-    floor_exceptions: Vec<Spanned<String>>,
+    saved: SavedPolicy,
     exact: ExactEvaluator,
     tables: KernelTables,
 }
 
-/// An effective policy as a restarted daemon reads it back: its rules, already expanded, and its
-/// defaults. [`EffectivePolicy::from_saved`] rebuilds the same policy (same hash, same tables).
+/// The rules of an effective policy, already expanded, and its defaults: what a restarted daemon
+/// reads back. [`EffectivePolicy::from_saved`] rebuilds the same policy (same hash, same tables).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SavedPolicy {
     schema: Option<Schema>,
@@ -391,36 +388,22 @@ impl EffectivePolicy {
 
     /// The policy of its rules and defaults: the exact evaluator and the kernel tables built
     /// from them.
-    fn assemble(parts: SavedPolicy) -> Result<EffectivePolicy, PolicyError> {
-        if parts.rules.len() > MAX_RULES {
+    fn assemble(saved: SavedPolicy) -> Result<EffectivePolicy, PolicyError> {
+        if saved.rules.len() > MAX_RULES {
             return Err(PolicyError::new(
                 ErrorKind::Limit,
                 None,
-                format!("{} rules (floors included), the limit is {MAX_RULES}", parts.rules.len()),
+                format!("{} rules (floors included), the limit is {MAX_RULES}", saved.rules.len()),
             ));
         }
-        let exact = ExactEvaluator::new(&parts.rules)?;
-        let tables = compile::compile(&parts.rules, parts.defaults)?;
-        Ok(EffectivePolicy {
-            schema: parts.schema,
-            defaults: parts.defaults,
-            base: parts.base,
-            rules: parts.rules,
-            floor_exceptions: parts.floor_exceptions,
-            exact,
-            tables,
-        })
+        let exact = ExactEvaluator::new(&saved.rules)?;
+        let tables = compile::compile(&saved.rules, saved.defaults)?;
+        Ok(EffectivePolicy { saved, exact, tables })
     }
 
     /// The policy as saved across a daemon restart.
     pub fn saved(&self) -> SavedPolicy {
-        SavedPolicy {
-            schema: self.schema,
-            defaults: self.defaults,
-            base: self.base,
-            rules: self.rules.clone(),
-            floor_exceptions: self.floor_exceptions.clone(),
-        }
+        self.saved.clone()
     }
 
     /// The policy `saved` was made from.
@@ -438,11 +421,11 @@ impl EffectivePolicy {
     /// The exact verdict for `path` (absolute, normalized) and `op`, with the deciding rule and
     /// whether the kernel decides it itself.
     pub fn decide(&self, path: &[u8], op: Op) -> Decision {
-        let (verdict, rule) = match self.exact.decide(&self.rules, path, op) {
+        let (verdict, rule) = match self.exact.decide(&self.saved.rules, path, op) {
             Some(rule) => {
                 (rule.verdicts[op.index()].unwrap_or(Verdict::Deny), Some(RuleRef(rule.id)))
             }
-            None => (self.defaults[op.index()], None),
+            None => (self.saved.defaults[op.index()], None),
         };
         let kernel = match fp_common::policy::evaluate(&self.tables, path, op).verdict {
             TableVerdict::Defer => KernelDisposition::Defer,
@@ -462,28 +445,28 @@ impl EffectivePolicy {
     }
 
     pub fn rule(&self, rule: RuleRef) -> Option<&Rule> {
-        self.rules.get(rule.0 as usize)
+        self.saved.rules.get(rule.0 as usize)
     }
 
     pub fn rules(&self) -> &[Rule] {
-        &self.rules
+        &self.saved.rules
     }
 
     pub fn schema(&self) -> Option<Schema> {
-        self.schema
+        self.saved.schema
     }
 
     pub fn defaults(&self) -> [Verdict; 3] {
-        self.defaults
+        self.saved.defaults
     }
 
     pub fn base(&self) -> Base {
-        self.base
+        self.saved.base
     }
 
     /// Safety-floor entries the operator lifted, with where.
     pub fn floor_exceptions(&self) -> &[Spanned<String>] {
-        &self.floor_exceptions
+        &self.saved.floor_exceptions
     }
 
     /// sha256 of a canonical form of the effective policy (what audit records name).
@@ -500,11 +483,12 @@ impl EffectivePolicy {
             rules: Vec<CanonicalRule<'a>>,
         }
         let rules = self
+            .saved
             .rules
             .iter()
             .map(|r| CanonicalRule { glob: &r.glob, verdicts: r.verdicts, ranks: r.ranks })
             .collect();
-        let canonical = Canonical { defaults: self.defaults, rules };
+        let canonical = Canonical { defaults: self.saved.defaults, rules };
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
         sha2::Sha256::digest(&bytes).into()
     }
@@ -556,7 +540,7 @@ fn policy_rules(
                 for tier in V2Tier::ALL {
                     let mut verdicts = [None; 3];
                     verdicts[i] = Some(tier_verdict(tier));
-                    let name = format!("{}.{}", op_name(op), tier.key());
+                    let name = format!("{}.{}", op.name(), tier.key());
                     for g in fields.v2_lists[i][tier as usize].iter().flatten() {
                         b.add(
                             &g.value,
@@ -579,15 +563,6 @@ fn tier_verdict(tier: V2Tier) -> Verdict {
         V2Tier::Silent => Verdict::Allow,
         V2Tier::Prompt => Verdict::Prompt,
         V2Tier::Deny => Verdict::Deny,
-    }
-}
-
-/// `read`, `write` or `delete`.
-pub fn op_name(op: Op) -> &'static str {
-    match op {
-        Op::Read => "read",
-        Op::Write => "write",
-        Op::Delete => "delete",
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use toml::de::{DeTable, DeValue};
 
+use super::Op;
 use super::error::{ErrorKind, PolicyError, Source};
 
 /// A value and where it was written.
@@ -79,8 +80,12 @@ pub enum Base {
 
 const V1_LIST_KEYS: [&str; 4] = ["deny_paths", "prompt_paths", "read_paths", "write_paths"];
 const V1_KEYS: [&str; 5] = ["default", "deny_paths", "prompt_paths", "read_paths", "write_paths"];
-const V2_KEYS: [&str; 4] = ["defaults", "read", "write", "delete"];
-const V2_OP_KEYS: [&str; 3] = ["read", "write", "delete"];
+const V2_KEYS: [&str; 4] = {
+    let [read, write, delete] = Op::NAMES;
+    ["defaults", read, write, delete]
+};
+/// `[file_policy.<op>]`: the ops' names.
+const V2_OP_KEYS: [&str; 3] = Op::NAMES;
 const V2_TIER_KEYS: [&str; 3] = ["silent", "prompt", "deny"];
 const NEUTRAL_KEYS: [&str; 2] = ["base", "floor_exceptions"];
 
@@ -197,7 +202,7 @@ impl Parser<'_> {
                         fields.v2_defaults[op] = Some(self.at(tier, v.span()));
                     }
                 }
-                "read" | "write" | "delete" => {
+                _ if V2_OP_KEYS.contains(&name) => {
                     let op = V2_OP_KEYS.iter().position(|o| *o == name).unwrap_or(0);
                     let t = self.table(value, &format!("[file_policy.{name}]"))?;
                     for (k, v) in t {

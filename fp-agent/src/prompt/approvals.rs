@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::command::ApprovalCommand;
-use crate::policy::Op;
 
 pub type ApprovalId = u64;
 
@@ -21,6 +20,7 @@ const DECIDED_KEPT: usize = 1024;
 const EVENTS_CAPACITY: usize = 1024;
 
 /// How the opener opens the file (from its open flags; an unknown mode counts as read-write).
+/// The policy ops that decide it, and its name, are in [`crate::op`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
@@ -28,22 +28,6 @@ pub enum Access {
     Write,
     ReadWrite,
     Exec,
-}
-
-impl Access {
-    /// [`Op::bit`] mask of [`Self::policy_ops`].
-    pub fn op_bits(self) -> u8 {
-        self.policy_ops().iter().fold(0, |bits, op| bits | op.bit())
-    }
-
-    /// The policy ops that decide this access; exec decides as read, as the kernel does.
-    pub fn policy_ops(self) -> &'static [Op] {
-        match self {
-            Access::Read | Access::Exec => &[Op::Read],
-            Access::Write => &[Op::Write],
-            Access::ReadWrite => &[Op::Read, Op::Write],
-        }
-    }
 }
 
 /// What `--remember` keeps after an approval.
@@ -138,7 +122,7 @@ pub struct Grant {
     /// When it ends, CLOCK_BOOTTIME ns (the kernel's clock for it); 0: with the session.
     #[serde(skip)]
     expires: u64,
-    /// [`Op::bit`] mask of the ops the approved open needed: a grant answers only those (an
+    /// [`crate::policy::Op::bit`] mask of the ops the approved open needed: a grant answers only those (an
     /// approved read does not answer an open for reading and writing).
     #[serde(skip)]
     ops: u8,
@@ -798,7 +782,7 @@ pub(super) mod tests {
         let merged = entries.iter().find(|(b, k, _)| (*b, *k) == dir).unwrap();
         assert_eq!(
             merged.2,
-            GrantValue::new(GrantScope::Dir, Op::Read.bit(), 0),
+            GrantValue::new(GrantScope::Dir, crate::policy::Op::Read.bit(), 0),
             "the longer-lived grant wins"
         );
         let long = request("s1", &format!("/{}", "x".repeat(300)));

@@ -22,12 +22,11 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use tokio::sync::broadcast;
 
 use super::{
-    Access, Approval, ApprovalCommand, ApprovalEvent, Approvals, BrokerConfig, Decider, Decision,
+    Approval, ApprovalCommand, ApprovalEvent, Approvals, BrokerConfig, Decider, Decision,
     OutcomeKind, PromptBroker, PromptOutcome, SessionInfo, SessionLookup, Surface,
 };
 use crate::{
-    audit,
-    daemon::config,
+    audit, config,
     policy::EffectivePolicy,
     session::{Cgroup2, Manager, Sink},
 };
@@ -274,7 +273,7 @@ fn record(sink: &Sink, outcome: &PromptOutcome) {
             eprintln!(
                 "fp: {} {} {} ({}, pid {}, rule \"{}\"){by}{reason}",
                 super::serde_plain(&outcome.outcome),
-                access_verb(outcome.open.access),
+                outcome.open.access.verb(),
                 outcome.open.path,
                 outcome.open.comm,
                 outcome.open.pid,
@@ -292,11 +291,7 @@ fn prompt_record(outcome: &PromptOutcome) -> audit::FileDecision {
         Denied | FailedClosed | DeferDenied => audit::Verdict::PromptDenied,
         TimedOut => audit::Verdict::PromptTimedOut,
     };
-    let op = match outcome.open.access {
-        Access::Read => audit::Op::Read,
-        Access::Write | Access::ReadWrite => audit::Op::Write,
-        Access::Exec => audit::Op::Exec,
-    };
+    let op = outcome.open.access.into();
     let detail = serde_json::json!({
         "outcome": outcome.outcome,
         "approval": outcome.approval,
@@ -322,15 +317,6 @@ fn prompt_record(outcome: &PromptOutcome) -> audit::FileDecision {
         }),
         reason: Some(detail.to_string()),
         ..audit::FileDecision::default()
-    }
-}
-
-fn access_verb(access: Access) -> &'static str {
-    match access {
-        Access::Read => "read",
-        Access::Write => "write",
-        Access::ReadWrite => "read and write",
-        Access::Exec => "execute",
     }
 }
 
@@ -372,7 +358,7 @@ impl Asker {
             let question = format!(
                 "fp: {} wants to {} {} (rule \"{}\").",
                 approval.open.session,
-                access_verb(approval.open.access),
+                approval.open.access.verb(),
                 approval.open.path,
                 approval.open.rule.as_deref().unwrap_or("(default)"),
             );

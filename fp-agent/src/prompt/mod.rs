@@ -5,9 +5,8 @@
 //! ```ignore
 //! let (broker, outcomes) = PromptBroker::start(BrokerConfig::new(cgroup2, filesystems), lookup)?;
 //! // drain `outcomes` into the audit log; call broker.sessions_changed() when a session starts;
-//! // route the socket's approval requests to api::handle(broker.approvals(), request, peer_uid).
+//! // the daemon's socket serves broker.approvals() (list_approvals, decide_approval, watch_approvals).
 //! ```
-pub mod api;
 mod approvals;
 mod broker;
 mod command;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use fp_common::{
     kernel::{
-        DecisionEvent, EVENT_DENIED, EVENT_EXCHANGE, EVENT_MOVE_DIR, EVENT_PATH_FS_RELATIVE,
-        EVENT_TARGET_EXISTS, Hook, Op, PATH_MAX, Reason,
+        DecisionEvent, EVENT_DENIED, EVENT_MOVE_DIR, EVENT_PATH_FS_RELATIVE, EVENT_TARGET_EXISTS,
+        Hook, Op, PATH_MAX, Reason,
     },
     policy::{NO_RULE, TableVerdict},
 };
@@ -86,29 +86,6 @@ pub fn line(ev: &DecisionEvent, ctx: &SessionContext) -> String {
     )
 }
 
-/// The audit op of an event: the hook says more than the policy op (a write may be a create, a
-/// link or an attribute change; a rename is one record whatever op decided it).
-fn audit_op(hook: Option<Hook>, op: Option<Op>, flags: u8) -> audit::Op {
-    use Hook::*;
-    match (op, hook) {
-        (_, Some(PathRename)) if flags & EVENT_EXCHANGE != 0 => audit::Op::Exchange,
-        (_, Some(PathRename)) => audit::Op::Rename,
-        (_, Some(PathLink)) => audit::Op::Link,
-        (Some(Op::Read), _) => audit::Op::Read,
-        (Some(Op::Exec), _) => audit::Op::Exec,
-        (Some(Op::Delete), _) => audit::Op::Delete,
-        (_, Some(PathMknod | PathMkdir | PathSymlink)) => audit::Op::Create,
-        (
-            _,
-            Some(
-                PathChmod | PathChown | InodeSetattr | InodeSetxattr | InodeRemovexattr
-                | InodeSetAcl | InodeRemoveAcl,
-            ),
-        ) => audit::Op::Setattr,
-        _ => audit::Op::Write,
-    }
-}
-
 /// Who decided and under which policy, for the records of one session.
 #[derive(Clone)]
 pub struct SessionContext {
@@ -162,7 +139,7 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
         gid: ev.gid,
         comm: comm(ev),
         exe: audit::RawPath(Vec::new()),
-        op: audit_op(Hook::from_u8(ev.hook), Op::from_u8(ev.op), ev.flags),
+        op: audit::Op::of_event(Hook::from_u8(ev.hook), Op::from_u8(ev.op), ev.flags),
         hook: hook.to_owned(),
         path: audit::RawPath(path(ev).to_vec()),
         target_path: target(ev).map(|t| audit::RawPath(t.to_vec())),
@@ -181,6 +158,8 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
 
 #[cfg(test)]
 mod tests {
+    use fp_common::kernel::EVENT_EXCHANGE;
+
     use super::*;
 
     fn event(hook: Hook, op: Op, path: &[u8]) -> DecisionEvent {

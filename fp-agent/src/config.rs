@@ -7,10 +7,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::api::Mode;
 use crate::audit::WriterConfig;
 use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
 use crate::session::Cgroup2;
+use crate::session::Mode;
 
 pub const DEFAULT_PATH: &str = "/etc/fp/config.toml";
 /// Where the daemon listens unless `[daemon] socket` says otherwise.
@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn the_shipped_config_parses() {
-        let text = include_str!("../../../packaging/config.toml");
+        let text = include_str!("../../packaging/config.toml");
         let config = parse(text).unwrap();
         assert_eq!(config.sessions.default_mode, Mode::Enforce);
         assert!(config.socket_group.is_none(), "groups differ per host: the default is commented");
@@ -294,7 +294,7 @@ mod tests {
     /// leaves commented out means when unset: every such claim is checked against the code.
     #[test]
     fn the_shipped_config_states_the_code_defaults() {
-        let text = include_str!("../../../packaging/config.toml");
+        let text = include_str!("../../packaging/config.toml");
         assert!(text.contains("the values shown are the defaults"));
         let shipped = parse(text).unwrap();
         let defaults = Config::default();
@@ -364,8 +364,8 @@ mod tests {
     /// The docs give the socket's default as the code has it.
     #[test]
     fn the_docs_name_the_default_socket() {
-        let configuration = include_str!("../../../docs/configuration.md");
-        let prompt = include_str!("../../../docs/prompt.md");
+        let configuration = include_str!("../../docs/configuration.md");
+        let prompt = include_str!("../../docs/prompt.md");
         assert!(configuration.contains(&format!("| `socket` | `\"{DEFAULT_SOCKET}\"` |")));
         assert!(prompt.contains(&format!("`--socket PATH` [default `{DEFAULT_SOCKET}`")));
         assert!(!prompt.contains("control.sock"), "an old socket path in docs/prompt.md");
@@ -374,7 +374,7 @@ mod tests {
     /// The complete example of docs/configuration.md sets every key.
     #[test]
     fn every_key_is_read() {
-        let doc = include_str!("../../../docs/configuration.md");
+        let doc = include_str!("../../docs/configuration.md");
         let (_, example) = doc.split_once("## A complete example\n\n```toml\n").unwrap();
         let (text, _) = example.split_once("```").unwrap();
         let c = parse(text).unwrap();

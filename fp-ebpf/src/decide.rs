@@ -1,0 +1,255 @@
+//! The one decision of every hook but renames and links: walk, evaluate, apply grants and the
+//! prompt broker, settle, report; and its adapters for the hooks' argument shapes.
+use aya_ebpf::helpers::{bpf_ktime_get_boot_ns, generated::bpf_loop};
+use core::ffi::c_void;
+use fp_common::{
+    kernel::{
+        GrantValue, Hook, MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT,
+        after_grant,
+    },
+    policy::{NO_RULE, Op as PolicyOp, OpEntry, TableVerdict},
+};
+
+use crate::{
+    kernel::{EACCES, OFF_FILE_F_PATH, OFF_MOUNT_MNT, OFF_PATH_DENTRY, OFF_PATH_MNT, off, read},
+    maps::{SCRATCH, Scratch},
+    prompt::{broker_alive, grant, mark_pending},
+    report::{Report, report},
+    session::{Session, count, current_session, session_info, unreadable},
+    tables::evaluate,
+    walk::{NO_MOUNT, RESOLVED, WALKING, walk_step},
+};
+
+/// The outcome of one decision, for the event.
+#[derive(Clone, Copy)]
+pub(crate) struct Outcome {
+    pub(crate) verdict: TableVerdict,
+    pub(crate) reason: Reason,
+    pub(crate) rule_id: u32,
+}
+
+impl Outcome {
+    pub(crate) const UNRESOLVED: Outcome =
+        Outcome { verdict: TableVerdict::Deny, reason: Reason::Unresolved, rule_id: NO_RULE };
+    pub(crate) const REFER: Outcome =
+        Outcome { verdict: TableVerdict::Deny, reason: Reason::Refer, rule_id: NO_RULE };
+    pub(crate) const ALLOWED: Outcome =
+        Outcome { verdict: TableVerdict::Allow, reason: Reason::Default, rule_id: NO_RULE };
+    pub(crate) const RELOADED: Outcome =
+        Outcome { verdict: TableVerdict::Deny, reason: Reason::Reloaded, rule_id: NO_RULE };
+}
+
+/// Resolves (`vfsmount`, `dentry`) to its path from the root of the mount tree (not the task's
+/// root: chroot does not change it), offering every dentry's inode-table entry on the way, then
+/// evaluates the path against the session's tables with the decision core, for all three ops at
+/// once. Leaves the walk's results in `s.walk` for the event. With [`NO_MOUNT`] only inode
+/// identity decides: a path relative to a filesystem root must never be matched against rules
+/// written from the system root.
+///
+/// `s` is a raw pointer, not `&mut`: bpf_loop's callback writes the scratch value behind the
+/// compiler's back, so a `&mut` (noalias) would let it reuse values from before the loop.
+#[inline(always)]
+pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
+    // SAFETY: `s` is this CPU's scratch value; every access goes through the raw pointer.
+    unsafe {
+        // Field by field: a struct literal is built on the stack first, and the BPF stack is
+        // small (512 bytes for a program and the subprograms it calls).
+        let w = &raw mut (*s).walk;
+        (*w).tables = tables;
+        (*w).vfsmount = vfsmount;
+        (*w).mount = vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64); // unused for NO_MOUNT
+        (*w).dentry = dentry;
+        (*w).depth = 0;
+        (*w).pos = PATH_MAX as u64;
+        (*w).end = PATH_MAX as u64;
+        (*w).ino = 0;
+        (*w).dev = 0;
+        (*w).hit = [OpEntry::default(); 3];
+        (*w).below = [OpEntry::default(); 3];
+        (*w).state = WALKING;
+        (*s).path[PATH_MAX] = 0;
+        // The callback finds its state in the scratch map itself.
+        bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
+        let out = &raw mut (*s).outcomes;
+        let state = core::ptr::read_volatile(&(*s).walk.state);
+        if state != RESOLVED {
+            *out = [Outcome::UNRESOLVED; 3];
+            return;
+        }
+        let pos = core::ptr::read_volatile(&(*s).walk.pos) as usize;
+        if pos == PATH_MAX {
+            (*s).path[PATH_MAX - 1] = b'/'; // the root itself
+            (*s).walk.pos = (PATH_MAX - 1) as u64;
+        }
+        let hit = &raw const (*s).walk.hit;
+        if vfsmount == NO_MOUNT {
+            for op in PolicyOp::ALL {
+                let hit = op.of(&*hit);
+                *op.of_mut(&mut *out) = match hit.rank {
+                    0 => Outcome {
+                        verdict: TableVerdict::Allow,
+                        reason: Reason::Default,
+                        rule_id: NO_RULE,
+                    },
+                    _ => Outcome {
+                        verdict: TableVerdict::from_u8(hit.verdict),
+                        reason: Reason::InodeRule,
+                        rule_id: hit.rule_id,
+                    },
+                };
+            }
+            return;
+        }
+        evaluate(s, tables, &*hit);
+        let eval = &(*s).eval;
+        for op in PolicyOp::ALL {
+            let (decision, hit) = (eval.decision(op), op.of(&*hit));
+            let reason = if hit.rank != 0 && op.of(&eval.best) == hit {
+                Reason::InodeRule
+            } else if decision.rule_id == NO_RULE {
+                Reason::Default
+            } else {
+                Reason::PathRule
+            };
+            *op.of_mut(&mut *out) =
+                Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id };
+        }
+    }
+}
+
+/// The outcome of `op` that [`check`] left in the scratch value, read back as the verifier
+/// sees map memory: unknown values, so the paths that computed them merge (the stack would keep
+/// each combination of constants apart and verify everything after it once per combination).
+#[inline(always)]
+pub(crate) fn outcome_of(s: *const Scratch, op: PolicyOp) -> Outcome {
+    // SAFETY: this CPU's scratch value, written by `check` with valid values.
+    unsafe { core::ptr::read_volatile(op.at(&(*s).outcomes)) }
+}
+
+/// Starts a decision: bumps this CPU's scratch generation (see [`Scratch`]).
+#[inline(always)]
+pub(crate) fn begin(s: *mut Scratch) -> u64 {
+    // SAFETY: this CPU's scratch value; accessed through the raw pointer (see `check`).
+    unsafe {
+        let g = core::ptr::read_volatile(&(*s).generation).wrapping_add(1);
+        core::ptr::write_volatile(&mut (*s).generation, g);
+        g
+    }
+}
+
+/// Ends a decision: the outcome, unless the session's tables were replaced meanwhile or another
+/// decision reused the scratch (both fail closed).
+#[inline(always)]
+pub(crate) fn settle(
+    session: &Session,
+    s: *mut Scratch,
+    generation: u64,
+    outcome: Outcome,
+) -> Outcome {
+    // A reload replaces the session's tables id and then deletes the old tables: a decision that
+    // ran while the id changed may have seen them half deleted, so it fails closed (redoing it
+    // would double the code the verifier walks in every program).
+    if session_info(session.id).map_or(0, |i| i.tables) != session.info.tables {
+        count(session.id, |c| unsafe { &raw mut (*c).raced_reload });
+        return Outcome::RELOADED;
+    }
+    // SAFETY: as above.
+    if unsafe { core::ptr::read_volatile(&(*s).generation) } != generation {
+        return Outcome::UNRESOLVED;
+    }
+    outcome
+}
+
+/// An op's outcome after a remembered grant of the session (opens and execs only).
+#[inline(always)]
+fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: PolicyOp, now: u64) -> Outcome {
+    let verdict = after_grant(outcome.verdict, grant, op, now);
+    if verdict == outcome.verdict {
+        return outcome;
+    }
+    Outcome { verdict, reason: Reason::Granted, rule_id: outcome.rule_id }
+}
+
+/// The one decision of every hook but renames and links: may the current task do `op` (and, if
+/// `and_write`, also write: an open for reading and writing) to (`vfsmount`, `dentry`)? Returns
+/// 0 or -EACCES. The strictest verdict of the ops decides. Prompt and Defer verdicts deny (with
+/// their verdict in the event) until a userspace broker answers them; a prompt of an open a
+/// remembered grant covers is allowed.
+#[inline(always)]
+pub(crate) fn decide(hook: Hook, op: Op, and_write: bool, vfsmount: u64, dentry: u64) -> i32 {
+    let Some(session) = current_session() else {
+        return 0;
+    };
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return -EACCES; // fail closed: no scratch space means no check
+    };
+    let generation = begin(s);
+    check(s, session.info.tables, vfsmount, dentry);
+    let (first, second) = (op.policy_op(), PolicyOp::Write);
+    let mut outcome = outcome_of(s, first);
+    let mut other = outcome_of(s, second);
+    // A remembered grant answers a prompt of an open or exec here, per op: no pending entry, and
+    // no broker needed (fanotify still asks the broker, which answers from its own grants).
+    // Looked up before the generation check, which also covers this use of the scratch.
+    let held_by_broker = matches!(hook, Hook::FileOpen | Hook::BprmCheckSecurity);
+    let prompts = outcome.verdict == TableVerdict::Prompt
+        || (and_write && other.verdict == TableVerdict::Prompt);
+    if held_by_broker && prompts {
+        // SAFETY: a helper call without arguments.
+        let now = unsafe { bpf_ktime_get_boot_ns() };
+        let grant = grant(session.id, s);
+        outcome = granted(outcome, grant.as_ref(), first, now);
+        other = granted(other, grant.as_ref(), second, now);
+    }
+    let mut reported = op;
+    if and_write && other.verdict.strictness() > outcome.verdict.strictness() {
+        (outcome, reported) = (other, Op::Write);
+    }
+    let outcome = settle(&session, s, generation, outcome);
+    // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:
+    // fanotify holds them. The open's file is marked pending until the broker answers.
+    let brokered = matches!(outcome.verdict, TableVerdict::Prompt | TableVerdict::Defer)
+        && held_by_broker
+        && broker_alive();
+    if brokered && (hook != Hook::FileOpen || mark_pending(session.id, s)) {
+        return 0;
+    }
+    let refused = outcome.verdict != TableVerdict::Allow;
+    let enforced = refused && session.info.flags & SESSION_AUDIT_ONLY == 0;
+    let full_audit = session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(reported, Op::Read);
+    if refused || full_audit {
+        report(&session, &outcome, &Report { hook, op: reported, denied: enforced, mv: None });
+    }
+    if enforced { -EACCES } else { 0 }
+}
+
+/// `decide` for the inode hooks, which get a dentry but no mount: a write decided by identity.
+#[inline(always)]
+pub(crate) fn decide_inode(hook: Hook, dentry: u64) -> i32 {
+    decide(hook, Op::Write, false, NO_MOUNT, dentry)
+}
+
+/// `decide` for a `struct path *`; `and_write`: the operation also writes (see [`decide`]).
+#[inline(always)]
+pub(crate) fn decide_path(hook: Hook, op: Op, and_write: bool, path: u64) -> i32 {
+    match (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY))) {
+        (Ok(mnt), Ok(dentry)) => decide(hook, op, and_write, mnt, dentry),
+        _ => unreadable(),
+    }
+}
+
+/// `decide` for a dentry in the directory `dir` (a `struct path *`): the name being created,
+/// removed or linked.
+#[inline(always)]
+pub(crate) fn decide_in_dir(hook: Hook, op: Op, dir: u64, dentry: u64) -> i32 {
+    match read::<u64>(dir, off(&OFF_PATH_MNT)) {
+        Ok(mnt) => decide(hook, op, false, mnt, dentry),
+        Err(()) => unreadable(),
+    }
+}
+
+/// `decide` for a `struct file *`.
+#[inline(always)]
+pub(crate) fn decide_file(hook: Hook, op: Op, and_write: bool, file: u64) -> i32 {
+    decide_path(hook, op, and_write, file + off(&OFF_FILE_F_PATH) as u64)
+}

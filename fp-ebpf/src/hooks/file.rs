@@ -1,0 +1,86 @@
+//! Hooks on open files and executables.
+use aya_ebpf::{macros::lsm, programs::LsmContext};
+use fp_common::kernel::{Hook, Op};
+
+use super::unless_denied;
+use crate::{
+    decide::decide_file,
+    kernel::{
+        F_FLAGS_EXEC, FMODE_EXEC, FMODE_READ, FMODE_WRITE, OFF_FILE_F_FLAGS, OFF_FILE_F_MODE,
+        OFF_LINUX_BINPRM_FILE, off, read,
+    },
+    prompt::check_pending,
+    session::unreadable,
+};
+
+/// Every open, including the open of an executable and of a file created by O_CREAT. An open
+/// decides every access it grants: read and write both for O_RDWR (the stricter verdict wins),
+/// write for O_WRONLY, exec for execve/uselib, read otherwise. O_TRUNC is checked as a write by
+/// path_truncate (6.1) or file_truncate (6.2+).
+#[lsm(hook = "file_open")]
+pub fn fp_file_open(ctx: LsmContext) -> i32 {
+    // file_open(struct file *file, int ret)
+    unless_denied(ctx.arg(1), || {
+        let file: u64 = ctx.arg(0);
+        let (Ok(mode), Ok(flags)) =
+            (read::<u32>(file, off(&OFF_FILE_F_MODE)), read::<u32>(file, off(&OFF_FILE_F_FLAGS)))
+        else {
+            return unreadable();
+        };
+        let writes = mode & FMODE_WRITE != 0;
+        let (op, and_write) = if writes && mode & FMODE_READ != 0 {
+            (Op::Read, true)
+        } else if writes {
+            (Op::Write, false)
+        } else if mode & FMODE_EXEC != 0 || flags & F_FLAGS_EXEC != 0 {
+            (Op::Exec, false)
+        } else {
+            (Op::Read, false)
+        };
+        decide_file(Hook::FileOpen, op, and_write, file)
+    })
+}
+
+/// ftruncate(2) and open(O_TRUNC) since 6.2.
+#[lsm(hook = "file_truncate")]
+pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
+    // file_truncate(struct file *file, int ret)
+    unless_denied(ctx.arg(1), || decide_file(Hook::FileTruncate, Op::Write, false, ctx.arg(0)))
+}
+
+/// The file execve is about to run, once per binary and interpreter (file_open saw it opened for
+/// exec already; this also covers binfmt interpreters).
+#[lsm(hook = "bprm_check_security")]
+pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
+    // bprm_check_security(struct linux_binprm *bprm, int ret)
+    unless_denied(ctx.arg(1), || match read::<u64>(ctx.arg(0), off(&OFF_LINUX_BINPRM_FILE)) {
+        Ok(file) => decide_file(Hook::BprmCheckSecurity, Op::Exec, false, file),
+        Err(()) => unreadable(),
+    })
+}
+
+/// Every read and write (also the kernel's own reads of an executable): refused only for a file
+/// whose prompt-tier open the broker has not answered.
+#[lsm(hook = "file_permission")]
+pub fn fp_file_permission(ctx: LsmContext) -> i32 {
+    // file_permission(struct file *file, int mask, int ret)
+    unless_denied(ctx.arg(2), || check_pending(Hook::FilePermission, ctx.arg(0)))
+}
+
+/// Mapping a file: as file_permission.
+#[lsm(hook = "mmap_file")]
+pub fn fp_mmap_file(ctx: LsmContext) -> i32 {
+    // mmap_file(struct file *file, unsigned long reqprot, unsigned long prot,
+    //           unsigned long flags, int ret)
+    unless_denied(ctx.arg(4), || {
+        let file: u64 = ctx.arg(0);
+        if file == 0 { 0 } else { check_pending(Hook::MmapFile, file) }
+    })
+}
+
+/// Pass-through program attached by `fp kernel probe` to prove BPF LSM works; it cannot deny.
+#[lsm(hook = "file_open")]
+pub fn fp_probe(ctx: LsmContext) -> i32 {
+    // file_open(struct file *file, int ret)
+    ctx.arg(1)
+}

@@ -1,0 +1,109 @@
+//! The kernel as the programs read it: struct offsets (read-only globals written by userspace
+//! from the running kernel's BTF, see fp_common::kernel::KERNEL_FIELDS), the session cgroup level,
+//! reads of kernel memory and the kernel's constants.
+
+pub(crate) const EACCES: i32 = 13;
+/// A rename or link the REFER rule refuses (fp_common::refer): as Landlock, so `mv` copies.
+pub(crate) const EXDEV: i32 = 18;
+/// `fmode_t` bits of `file.f_mode`, and `__FMODE_EXEC` as it stays in `file.f_flags`.
+pub(crate) const FMODE_READ: u32 = 0x1;
+pub(crate) const FMODE_WRITE: u32 = 0x2;
+pub(crate) const FMODE_EXEC: u32 = 0x20;
+pub(crate) const F_FLAGS_EXEC: u32 = 0x20;
+/// `path_rename` flag: both names stay and swap places.
+pub(crate) const RENAME_EXCHANGE: u32 = 1 << 1;
+
+macro_rules! offsets {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[unsafe(no_mangle)]
+            pub(crate) static $name: u32 = 0;
+        )*
+    };
+}
+offsets!(
+    OFF_FILE_F_PATH,
+    OFF_FILE_F_INODE,
+    OFF_PATH_MNT,
+    OFF_PATH_DENTRY,
+    OFF_DENTRY_D_PARENT,
+    OFF_DENTRY_D_NAME,
+    OFF_DENTRY_D_INODE,
+    OFF_QSTR_LEN,
+    OFF_QSTR_NAME,
+    OFF_INODE_I_INO,
+    OFF_INODE_I_MODE,
+    OFF_INODE_I_SB,
+    OFF_SUPER_BLOCK_S_DEV,
+    OFF_SUPER_BLOCK_S_MAGIC,
+    OFF_VFSMOUNT_MNT_ROOT,
+    OFF_MOUNT_MNT,
+    OFF_MOUNT_MNT_PARENT,
+    OFF_MOUNT_MNT_MOUNTPOINT,
+    OFF_MOUNT_MNT_NS,
+    OFF_MNT_NAMESPACE_NS,
+    OFF_NS_COMMON_INUM,
+    OFF_FILE_F_MODE,
+    OFF_FILE_F_FLAGS,
+    OFF_LINUX_BINPRM_FILE,
+    OFF_TASK_STRUCT_TGID,
+);
+
+/// cgroup v2 level of session cgroups (depth of the configured parent + 1): the session of a task
+/// is its ancestor at this level, so non-session tasks cost one helper call and one lookup.
+#[unsafe(no_mangle)]
+pub(crate) static SESSION_CGROUP_LEVEL: u32 = 0;
+
+#[inline(always)]
+pub(crate) fn off(global: &u32) -> usize {
+    // SAFETY: a read of our own read-only global; volatile so the compiler keeps the load that the
+    // loader's value replaces.
+    unsafe { core::ptr::read_volatile(global) as usize }
+}
+
+#[inline(always)]
+pub(crate) fn read<T: Copy>(base: u64, offset: usize) -> Result<T, ()> {
+    // SAFETY: bpf_probe_read_kernel checks the address; failures surface as Err.
+    unsafe { aya_ebpf::helpers::bpf_probe_read_kernel((base as usize + offset) as *const T) }
+        .map_err(|_| ())
+}
+
+pub(crate) const PROC_SUPER_MAGIC: u64 = 0x9fa0;
+/// `mount.mnt_ns` of kernel-internal mounts: `ERR_PTR(-EINVAL)`.
+pub(crate) const MNT_NS_INTERNAL: u64 = -22i64 as u64;
+
+/// The inode of a dentry (0 for a negative one) and whether it is a directory.
+#[inline(always)]
+pub(crate) fn dentry_kind(dentry: u64) -> Result<(u64, bool), ()> {
+    let inode: u64 = read(dentry, off(&OFF_DENTRY_D_INODE))?;
+    if inode == 0 {
+        return Ok((0, false));
+    }
+    let mode: u16 = read(inode, off(&OFF_INODE_I_MODE))?;
+    Ok((inode, mode & S_IFMT == S_IFDIR))
+}
+
+const S_IFMT: u16 = 0o170000;
+const S_IFDIR: u16 = 0o040000;
+
+/// (inode number, device) of a dentry.
+#[inline(always)]
+pub(crate) fn dentry_identity(dentry: u64) -> Result<(u64, u32), ()> {
+    let inode: u64 = read(dentry, off(&OFF_DENTRY_D_INODE))?;
+    let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
+    let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
+    let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?;
+    Ok((ino, dev))
+}
+
+/// (inode number, device) of a `struct path *`.
+#[inline(always)]
+pub(crate) fn path_identity(path: u64) -> Result<(u64, u32), ()> {
+    dentry_identity(read(path, off(&OFF_PATH_DENTRY))?)
+}
+
+/// The device of a `struct super_block *` (inode number 0: the filesystem as a whole).
+#[inline(always)]
+pub(crate) fn sb_identity(sb: u64) -> Result<(u64, u32), ()> {
+    Ok((0, read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?))
+}

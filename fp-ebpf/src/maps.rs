@@ -1,0 +1,101 @@
+//! Every map of the programs (userspace finds them by name: fp_common::kernel::maps) and the
+//! per-CPU scratch value.
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, HashMap, LpmTrie, PerCpuArray, RingBuf, lpm_trie::Key},
+};
+use fp_common::{
+    kernel::{GrantValue, PATH_MAX, SessionCounters, SessionInfo},
+    policy::{
+        Evaluation, InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey,
+        ScopeValue, TableHeader,
+    },
+    refer::MoveSide,
+};
+
+use crate::{decide::Outcome, moves::MoveNames, walk::Walk};
+
+#[map]
+pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
+
+#[map]
+pub(crate) static COUNTERS: HashMap<u64, SessionCounters> = HashMap::with_max_entries(1024, 0);
+
+/// The compiled tables (fp_common::policy), keyed by tables id: two sets per session while a
+/// reload swaps them.
+#[map]
+pub(crate) static HEADERS: HashMap<u64, TableHeader> = HashMap::with_max_entries(2048, 0);
+
+#[map]
+pub(crate) static PREFIXES: LpmTrie<PrefixKeyData, PrefixValue> =
+    LpmTrie::with_max_entries(65536, 1); // BPF_F_NO_PREALLOC
+
+#[map]
+pub(crate) static NAMES: HashMap<NameKey, NameValue> = HashMap::with_max_entries(16384, 0);
+
+#[map]
+pub(crate) static SCOPES: HashMap<ScopeKey, ScopeValue> = HashMap::with_max_entries(4096, 0);
+
+#[map]
+pub(crate) static INODES: HashMap<InodeKey, InodeValue> = HashMap::with_max_entries(65536, 0);
+
+/// Directories with a rule anchored at or below them, as exact `dir\0` keys by tables id: a
+/// directory moved from or to one is refused (fp_common::refer).
+#[map]
+pub(crate) static INTERIOR: LpmTrie<PrefixKeyData, u8> = LpmTrie::with_max_entries(65536, 1); // BPF_F_NO_PREALLOC
+
+#[map]
+pub(crate) static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
+
+/// The prompt broker's last heartbeat, CLOCK_BOOTTIME ns (0: no broker).
+#[map]
+pub(crate) static BROKER: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Files a session opened with a prompt or defer verdict, by (session cgroup id, inode), until
+/// the broker has answered: reads, writes and mmaps of them are denied meanwhile, so a broker
+/// that dies mid-prompt (fanotify then lets the open through) gives no data away.
+#[map]
+pub(crate) static PENDING: HashMap<InodeKey, u64> = HashMap::with_max_entries(4096, 0);
+
+/// Remembered prompt grants, by session cgroup id and `GrantScope::key` pattern: a prompt
+/// verdict of an open or exec that a live grant covers is allowed here (`after_grant`), without a
+/// pending entry. Grants whose pattern is longer than a key stay with the broker.
+#[map]
+pub(crate) static GRANTS: LpmTrie<PrefixKeyData, GrantValue> = LpmTrie::with_max_entries(4096, 1); // BPF_F_NO_PREALLOC
+
+/// fp's own processes (the daemon, `fp run`), by tgid: sessions may not signal or trace them.
+#[map]
+pub(crate) static PROTECTED: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
+
+/// Per-CPU scratch space: too large for the 512-byte BPF stack.
+///
+/// BPF programs run with migration disabled but may be preempted, so on a fully preemptible
+/// kernel another task can run one of these programs on this CPU in the middle of a decision and
+/// overwrite the scratch. `generation` is bumped by every decision; one that finds it changed
+/// when it is done was interleaved with another and fails closed.
+#[repr(C)]
+pub(crate) struct Scratch {
+    pub(crate) generation: u64,
+    pub(crate) walk: Walk,
+    pub(crate) eval: Evaluation,
+    /// The resolved path is written backwards so that it ends at `PATH_MAX` (where a NUL sits);
+    /// twice PATH_MAX so that bounded writes never leave the buffer.
+    pub(crate) path: [u8; 2 * PATH_MAX],
+    /// A move's source path (`other[..other_len]`) while its target is walked.
+    pub(crate) other: [u8; PATH_MAX],
+    pub(crate) other_len: u64,
+    /// What [`check`] decided per op.
+    pub(crate) outcomes: [Outcome; 3],
+    /// The names of a move, for [`move_side_step`].
+    pub(crate) mv: MoveNames,
+    /// A move's source and target as the REFER rule reads them, and their outcomes per op.
+    pub(crate) sides: [MoveSide; 2],
+    pub(crate) side_outcomes: [[Outcome; 3]; 2],
+    /// [`below`]'s answer: a rule is anchored at or below the directory.
+    pub(crate) anchored: u64,
+    pub(crate) prefix_key: Key<PrefixKeyData>,
+    pub(crate) name_key: NameKey,
+}
+
+#[map]
+pub(crate) static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);

@@ -1,0 +1,65 @@
+//! The prompt broker's side in the kernel: its heartbeat, files pending its answer, and the
+//! grants it remembered.
+use aya_ebpf::helpers::bpf_ktime_get_boot_ns;
+use fp_common::{
+    kernel::{BROKER_HEARTBEAT_TIMEOUT_NS, GrantValue, Hook, Op, Reason},
+    policy::InodeKey,
+};
+
+use crate::{
+    kernel::{
+        EACCES, OFF_FILE_F_INODE, OFF_INODE_I_INO, OFF_INODE_I_SB, OFF_SUPER_BLOCK_S_DEV, off, read,
+    },
+    maps::{BROKER, GRANTS, PENDING, Scratch},
+    protect::refuse_without_path,
+    session::current_session,
+    tables::{ScratchPath, prefix_key},
+};
+
+/// The session's grant covering the path `check` resolved, if any (the longest: a shorter one
+/// it shadows is left to the broker).
+#[inline(always)]
+pub(crate) fn grant(session: u64, s: *mut Scratch) -> Option<GrantValue> {
+    GRANTS.get(prefix_key(s, session, &ScratchPath::of(s))?).copied()
+}
+
+#[inline(always)]
+pub(crate) fn broker_alive() -> bool {
+    // SAFETY: a copy out of the map value.
+    let beat = BROKER.get(0).copied().unwrap_or(0);
+    // SAFETY: a helper call without arguments.
+    let now = unsafe { bpf_ktime_get_boot_ns() };
+    beat != 0 && now.wrapping_sub(beat) <= BROKER_HEARTBEAT_TIMEOUT_NS
+}
+
+/// Records the file `check` resolved as pending for `session`; false (deny) if it cannot.
+#[inline(always)]
+pub(crate) fn mark_pending(session: u64, s: *const Scratch) -> bool {
+    // SAFETY: this CPU's scratch value, filled by `check`.
+    let (ino, dev) = unsafe { ((*s).walk.ino, (*s).walk.dev) };
+    let key = InodeKey { session_id: session, ino, dev: dev as u32, _pad: 0 };
+    ino != 0 && PENDING.insert(&key, &1, 0).is_ok()
+}
+
+/// Denies reads, writes and mmaps of a file whose prompt-tier open is still pending.
+#[inline(always)]
+pub(crate) fn check_pending(hook: Hook, file: u64) -> i32 {
+    let Some(session) = current_session() else {
+        return 0;
+    };
+    let identity = read::<u64>(file, off(&OFF_FILE_F_INODE)).and_then(|inode| {
+        let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
+        let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
+        let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?;
+        Ok((ino, dev))
+    });
+    let Ok((ino, dev)) = identity else {
+        return -EACCES;
+    };
+    let key = InodeKey { session_id: session.id, ino, dev, _pad: 0 };
+    // SAFETY: only tested for presence.
+    if unsafe { PENDING.get(&key) }.is_none() {
+        return 0;
+    }
+    refuse_without_path(&session, hook, Op::Read, Reason::PromptPending, (ino, dev))
+}

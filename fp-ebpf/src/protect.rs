@@ -1,0 +1,85 @@
+//! Refusals decided without a path: fp's self-protection (bpf(), signals and ptrace of fp's own
+//! processes, the mount table) and the event of such a refusal.
+use fp_common::{
+    kernel::{Hook, Op, Reason, SESSION_AUDIT_ONLY},
+    policy::{NO_RULE, TableVerdict},
+};
+
+use crate::{
+    decide::Outcome,
+    kernel::{EACCES, OFF_TASK_STRUCT_TGID, off, read},
+    maps::{PROTECTED, SCRATCH},
+    report::{Report, report},
+    session::{Session, current_session},
+    walk::{NO_MOUNT, UNRESOLVED},
+};
+
+/// Reports and refuses an operation decided without resolving a path (the event names the file
+/// by identity, if any); audit-mode sessions are only reported.
+#[inline(always)]
+pub(crate) fn refuse_without_path(
+    session: &Session,
+    hook: Hook,
+    op: Op,
+    reason: Reason,
+    file: (u64, u32),
+) -> i32 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return -EACCES;
+    };
+    // SAFETY: this CPU's scratch value.
+    unsafe {
+        (*s).walk.ino = file.0;
+        (*s).walk.dev = file.1 as u64;
+        (*s).walk.vfsmount = NO_MOUNT;
+        (*s).walk.state = UNRESOLVED;
+    }
+    let verdict =
+        if reason == Reason::PromptPending { TableVerdict::Prompt } else { TableVerdict::Deny };
+    let outcome = Outcome { verdict, reason, rule_id: NO_RULE };
+    let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
+    report(session, &outcome, &Report { hook, op, denied: enforced, mv: None });
+    if enforced { -EACCES } else { 0 }
+}
+
+/// Sessions may not use bpf(): with it, root could detach fp's programs or rewrite its maps.
+#[inline(always)]
+pub(crate) fn refuse_bpf() -> i32 {
+    match current_session() {
+        Some(session) => {
+            refuse_without_path(&session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0))
+        }
+        None => 0,
+    }
+}
+
+/// Sessions may not signal or trace fp's own processes.
+#[inline(always)]
+pub(crate) fn refuse_if_protected(hook: Hook, task: u64) -> i32 {
+    let Some(session) = current_session() else {
+        return 0;
+    };
+    let Ok(tgid) = read::<u32>(task, off(&OFF_TASK_STRUCT_TGID)) else {
+        return -EACCES;
+    };
+    // SAFETY: only tested for presence.
+    if unsafe { PROTECTED.get(&tgid) }.is_none() {
+        return 0;
+    }
+    refuse_without_path(&session, hook, Op::Write, Reason::SelfProtection, (0, 0))
+}
+
+/// Sessions may not change the mount table, in any namespace: a mount, bind mount, move or
+/// umount could hide a path behind another tree or show a tree under another name, and the walk
+/// would then name what the session sees. The event names the mountpoint (or the filesystem) by
+/// identity, `(0, 0)` when it cannot be read: the refusal never depends on it.
+#[inline(always)]
+pub(crate) fn refuse_mount(hook: Hook, identity: impl FnOnce() -> Result<(u64, u32), ()>) -> i32 {
+    match current_session() {
+        Some(session) => {
+            let file = identity().unwrap_or((0, 0));
+            refuse_without_path(&session, hook, Op::Write, Reason::SelfProtection, file)
+        }
+        None => 0,
+    }
+}

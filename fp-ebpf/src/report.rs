@@ -1,0 +1,106 @@
+//! The ring-buffer event of a decision.
+use aya_ebpf::helpers::{
+    bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid,
+    generated::bpf_probe_read_kernel,
+};
+use core::ffi::c_void;
+use fp_common::kernel::{
+    DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook, Op, PATH_MAX, Reason,
+};
+
+use crate::{
+    decide::Outcome,
+    maps::{EVENTS, SCRATCH},
+    session::{Session, count},
+    walk::{NO_MOUNT, RESOLVED},
+};
+
+/// What the event of a rename or link carries besides the one of a file.
+#[derive(Clone, Copy)]
+pub(crate) struct MoveEvent {
+    /// `EVENT_MOVE_DIR`, `EVENT_TARGET_EXISTS`, `EVENT_EXCHANGE`.
+    pub(crate) flags: u8,
+    /// The source's identity (the walk's is the target's by then).
+    pub(crate) ino: u64,
+    pub(crate) dev: u64,
+}
+
+/// What an event says besides the outcome (one argument: BPF functions take at most five).
+#[derive(Clone, Copy)]
+pub(crate) struct Report {
+    pub(crate) hook: Hook,
+    pub(crate) op: Op,
+    /// The kernel refused the operation.
+    pub(crate) denied: bool,
+    /// A rename's or link's.
+    pub(crate) mv: Option<MoveEvent>,
+}
+
+/// Reports a decision. For a move, `path` is the source saved in `other` and `target` the
+/// target's path the walk left in the buffer.
+pub(crate) fn report(session: &Session, outcome: &Outcome, what: &Report) {
+    let Report { hook, op, denied, mv } = *what;
+    let Some(s) = SCRATCH.get_ptr(0) else {
+        return;
+    };
+    // SAFETY: this CPU's scratch value, filled by `check`.
+    let (w, path, other) = unsafe { (&(*s).walk, &(*s).path, &(*s).other) };
+    if denied {
+        count(session.id, |c| unsafe { &raw mut (*c).denied });
+    }
+    if outcome.reason == Reason::Unresolved {
+        count(session.id, |c| unsafe { &raw mut (*c).unresolved });
+    }
+    let Some(mut entry) = EVENTS.reserve::<DecisionEvent>(0) else {
+        count(session.id, |c| unsafe { &raw mut (*c).dropped });
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let uid_gid = bpf_get_current_uid_gid();
+    // SAFETY: `ev` is a reserved, exclusively owned ring buffer record of the right size.
+    unsafe {
+        (*ev).session = session.id;
+        (*ev).ino = w.ino;
+        (*ev).dev = w.dev as u32;
+        (*ev).pid = pid_tgid as u32;
+        (*ev).tgid = (pid_tgid >> 32) as u32;
+        (*ev).uid = uid_gid as u32;
+        (*ev).gid = (uid_gid >> 32) as u32;
+        (*ev).rule_id = outcome.rule_id;
+        (*ev).hook = hook as u8;
+        (*ev).reason = outcome.reason as u8;
+        (*ev).op = op as u8;
+        (*ev).flags = if w.vfsmount == NO_MOUNT { EVENT_PATH_FS_RELATIVE } else { 0 }
+            | if denied { EVENT_DENIED } else { 0 };
+        (*ev).verdict = outcome.verdict as u8;
+        (*ev)._pad = [0; 3];
+        (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
+        // An unresolved path is never reported as a (truncated) string.
+        let start = w.pos as usize & (PATH_MAX - 1);
+        let len = if w.state == RESOLVED { (PATH_MAX - start) & (PATH_MAX - 1) } else { 0 };
+        let src = (path.as_ptr() as usize + start) as *const c_void;
+        let (first, second) = match mv {
+            Some(_) => ((*ev).target.as_mut_ptr(), (*ev).path.as_mut_ptr()),
+            None => ((*ev).path.as_mut_ptr(), (*ev).target.as_mut_ptr()),
+        };
+        let mut first_len = len as u32;
+        if bpf_probe_read_kernel(first as *mut c_void, len as u32, src) != 0 {
+            first_len = 0;
+        }
+        let mut second_len = 0u32;
+        if let Some(mv) = mv {
+            (*ev).flags |= mv.flags;
+            (*ev).ino = mv.ino;
+            (*ev).dev = mv.dev as u32;
+            second_len = ((*s).other_len as usize & (PATH_MAX - 1)) as u32;
+            let from = other.as_ptr() as *const c_void;
+            if bpf_probe_read_kernel(second as *mut c_void, second_len, from) != 0 {
+                second_len = 0;
+            }
+        }
+        (*ev).path_len = if mv.is_some() { second_len } else { first_len };
+        (*ev).target_len = if mv.is_some() { first_len } else { 0 };
+    }
+    entry.submit(0);
+}

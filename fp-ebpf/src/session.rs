@@ -1,0 +1,54 @@
+//! The session of the current task, its counters, and failing closed for sessions.
+use aya_ebpf::helpers::bpf_get_current_ancestor_cgroup_id;
+use core::intrinsics::{AtomicOrdering, atomic_xadd};
+use fp_common::kernel::{SESSION_AUDIT_ONLY, SessionCounters, SessionInfo};
+
+use crate::{
+    kernel::{EACCES, SESSION_CGROUP_LEVEL, off},
+    maps::{COUNTERS, SESSIONS},
+};
+
+/// The session of the current task: its cgroup id (the ancestor at the session level) and its
+/// settings, copied (userspace replaces the value on reload).
+pub(crate) struct Session {
+    pub(crate) id: u64,
+    pub(crate) info: SessionInfo,
+}
+
+#[inline(always)]
+fn session_cgroup() -> u64 {
+    // SAFETY: a helper call with a plain integer argument.
+    unsafe { bpf_get_current_ancestor_cgroup_id(off(&SESSION_CGROUP_LEVEL) as i32) }
+}
+
+#[inline(always)]
+pub(crate) fn session_info(id: u64) -> Option<SessionInfo> {
+    // SAFETY: a copy out of the map value.
+    unsafe { SESSIONS.get(&id) }.copied()
+}
+
+#[inline(always)]
+pub(crate) fn current_session() -> Option<Session> {
+    let id = session_cgroup();
+    if id == 0 {
+        return None;
+    }
+    session_info(id).map(|info| Session { id, info })
+}
+
+#[inline(always)]
+pub(crate) fn count(session: u64, counter: impl FnOnce(*mut SessionCounters) -> *mut u64) {
+    if let Some(c) = COUNTERS.get_ptr_mut(&session) {
+        // SAFETY: `c` points into a map value that lives as long as the program runs.
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(counter(c), 1) };
+    }
+}
+
+/// Fail closed for session tasks when a hook's own arguments cannot be read.
+#[inline(always)]
+pub(crate) fn unreadable() -> i32 {
+    match current_session() {
+        Some(s) if s.info.flags & SESSION_AUDIT_ONLY == 0 => -EACCES,
+        _ => 0,
+    }
+}

@@ -1,0 +1,160 @@
+//! A session's compiled tables in the maps, as the decision core (fp_common::policy) reads them,
+//! and the evaluation of the resolved path against them.
+use aya_ebpf::{
+    helpers::generated::{bpf_loop, bpf_probe_read_kernel},
+    maps::lpm_trie::Key,
+};
+use core::ffi::c_void;
+use fp_common::{
+    kernel::PATH_MAX,
+    policy::{
+        MAX_NAME, MAX_PREFIX, MAX_STEPS, NameKind, NameValue, OpEntry, PathBytes, PrefixKeyData,
+        PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader,
+    },
+};
+
+use crate::maps::{HEADERS, NAMES, PREFIXES, SCOPES, SCRATCH, Scratch};
+
+/// The resolved path in the scratch buffer, `path[pos..end]`, read with masked indexes.
+pub(crate) struct ScratchPath {
+    buf: *const u8,
+    start: usize,
+    len: usize,
+}
+
+impl ScratchPath {
+    #[inline(always)]
+    pub(crate) fn of(s: *const Scratch) -> Self {
+        // `len` unmasked from a second volatile read: were it provably at most PATH_MAX, LLVM
+        // would drop the masks in `at` as redundant after `i < len`, and older verifiers learn no
+        // bound from comparing two unknown registers. The masks alone keep every read in bounds.
+        // SAFETY: this CPU's scratch value.
+        let (start, pos, end) = unsafe {
+            (
+                core::ptr::read_volatile(&(*s).walk.pos),
+                core::ptr::read_volatile(&(*s).walk.pos),
+                core::ptr::read_volatile(&(*s).walk.end),
+            )
+        };
+        let start = start as usize & (PATH_MAX - 1);
+        let len = end.wrapping_sub(pos) as usize;
+        // SAFETY: as above.
+        let buf = unsafe { (*s).path.as_ptr() };
+        ScratchPath { buf, start, len }
+    }
+}
+
+impl PathBytes for ScratchPath {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    fn at(&self, i: usize) -> u8 {
+        // SAFETY: the mask keeps the index inside the 2 * PATH_MAX buffer.
+        unsafe { *self.buf.add((self.start + i) & (2 * PATH_MAX - 1)) }
+    }
+}
+
+/// The LPM key of `path` (its first [`MAX_PREFIX`] bytes) under `id`, in the scratch value.
+/// Exact entries are stored with their NUL, so the key covers the path's NUL too.
+#[inline(always)]
+pub(crate) fn prefix_key<'a>(
+    s: *mut Scratch,
+    id: u64,
+    path: &ScratchPath,
+) -> Option<&'a Key<PrefixKeyData>> {
+    let bytes = core::cmp::min(path.len + 1, MAX_PREFIX);
+    // SAFETY: this CPU's scratch value; the helper checks the source range.
+    unsafe {
+        let key = &mut (*s).prefix_key;
+        key.prefix_len = ((8 + bytes) * 8) as u32;
+        key.data.session_id = id;
+        let src = path.buf.add(path.start) as *const c_void;
+        let dst = key.data.path.as_mut_ptr() as *mut c_void;
+        if bpf_probe_read_kernel(dst, MAX_PREFIX as u32, src) != 0 {
+            return None;
+        }
+        Some(&*key)
+    }
+}
+
+/// One session's tables in the maps, as the decision core reads them.
+struct MapTables {
+    id: u64,
+    s: *mut Scratch,
+}
+
+impl RuleTables for MapTables {
+    type Path = ScratchPath;
+
+    #[inline(always)]
+    fn header(&self) -> Option<&TableHeader> {
+        // SAFETY: a read of the map value.
+        unsafe { HEADERS.get(&self.id) }
+    }
+
+    #[inline(always)]
+    fn longest_prefix(&self, path: &ScratchPath) -> Option<&PrefixValue> {
+        prefix_key(self.s, self.id, path).and_then(|key| PREFIXES.get(key))
+    }
+
+    #[inline(always)]
+    fn name(
+        &self,
+        kind: NameKind,
+        path: &ScratchPath,
+        start: usize,
+        len: usize,
+    ) -> Option<&NameValue> {
+        // SAFETY: this CPU's scratch value.
+        let key = unsafe { &mut (*self.s).name_key };
+        key.session_id = self.id;
+        key.kind = kind as u8;
+        key.len = len as u8;
+        key._pad = [0; 6];
+        for i in 0..MAX_NAME {
+            // 0xff while i < len, then 0: arithmetic, not a branch per byte, which would give the
+            // verifier a state per possible `len` to follow through the rest of the step.
+            let keep = (((i as u64).wrapping_sub(len as u64) >> 63) as u8).wrapping_neg();
+            // SAFETY: i < MAX_NAME.
+            unsafe { *key.name.get_unchecked_mut(i) = path.at(start + i) & keep };
+        }
+        // SAFETY: a read of the map value.
+        unsafe { NAMES.get(&*key) }
+    }
+
+    #[inline(always)]
+    fn scope(&self, scope_id: u16) -> Option<&ScopeValue> {
+        let key = ScopeKey { session_id: self.id, scope_id, _pad: [0; 6] };
+        // SAFETY: a read of the map value.
+        unsafe { SCOPES.get(&key) }
+    }
+}
+
+/// bpf_loop callback: one step of the policy evaluation (fp_common::policy::Evaluation) on the
+/// resolved path; 1 once it is done.
+extern "C" fn eval_step(_index: u64, _ctx: *mut c_void) -> i64 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: this CPU's scratch value; the tables only write the key fields, not `eval`.
+    unsafe {
+        let tables = MapTables { id: core::ptr::read_volatile(&(*s).walk.tables), s };
+        let path = ScratchPath::of(s);
+        if (*s).eval.step(&tables, &path) { 1 } else { 0 }
+    }
+}
+
+/// Runs the decision core on the path in the scratch buffer, seeded with inode-table hits; the
+/// result is `s.eval` (read in place: an Evaluation is too large to copy onto the BPF stack).
+#[inline(always)]
+pub(crate) fn evaluate(s: *mut Scratch, tables: u64, seed: &[OpEntry; 3]) {
+    // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
+    unsafe {
+        let map_tables = MapTables { id: tables, s };
+        (*s).eval.restart(&map_tables, &ScratchPath::of(s), seed);
+        bpf_loop(MAX_STEPS as u32, eval_step as *mut c_void, core::ptr::null_mut(), 0);
+    }
+}
