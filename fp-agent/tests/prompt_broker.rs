@@ -76,8 +76,12 @@ fn fixture(configure: impl FnOnce(&mut BrokerConfig)) -> Option<Fixture> {
     let name =
         format!("fp-prompt-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
     let cgroup = SessionCgroup::create(&hierarchy, &hierarchy.mount.clone(), &name).unwrap();
-    let session =
-        SessionInfo { id: name.clone(), agent: "tester".into(), policy: Arc::new(policy) };
+    let session = SessionInfo {
+        id: name.clone(),
+        cgroup: cgroup.id,
+        agent: "tester".into(),
+        policy: Arc::new(policy),
+    };
     let lookup = Arc::new(Lookup { cgroup: cgroup.path.clone(), session });
     let mut config = BrokerConfig::new(hierarchy, vec![dir.path().to_path_buf()]);
     configure(&mut config);

@@ -12,7 +12,7 @@ use fp_common::{
         DecisionEvent, EVENT_DENIED, GrantValue, Hook, Op, Reason, SESSION_AUDIT_ONLY,
         SESSION_FULL_AUDIT, SessionCounters, SessionInfo,
     },
-    policy::{InodeKey, PrefixKeyData, TableVerdict},
+    policy::{InodeKey, NO_RULE, PrefixKeyData, TableVerdict},
 };
 
 use super::{
@@ -279,6 +279,7 @@ fn event(session: u64, path: &[u8]) -> DecisionEvent {
     ev.reason = Reason::PathRule as u8;
     ev.verdict = TableVerdict::Deny as u8;
     ev.flags = EVENT_DENIED;
+    ev.rule_id = NO_RULE;
     ev.path[..path.len()].copy_from_slice(path);
     ev.path_len = path.len() as u32;
     ev
@@ -349,6 +350,7 @@ fn a_restarted_agent_takes_over_saved_sessions_and_kills_the_rest() {
     assert_eq!(now.flags, SESSION_AUDIT_ONLY, "the session keeps its flags");
     assert!(!maps.sessions.contains_key(&4242));
     assert_eq!(maps.swept, Some((HashSet::from([now.tables]), HashSet::from([id]))));
+    drop(maps);
     let summary = second.manager.session(id).unwrap();
     assert_eq!((summary.name.as_str(), summary.mode), ("s1", Mode::Audit));
     assert!(path.is_dir(), "its processes keep running");

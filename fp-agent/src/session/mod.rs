@@ -6,11 +6,11 @@
 mod enforce;
 pub mod event;
 pub mod manager;
+#[cfg(test)]
+mod manager_tests;
 mod reader;
 mod saved;
 mod takeover;
-#[cfg(test)]
-mod manager_tests;
 
 pub use event::SessionContext;
 pub use manager::{Ended, Manager, Mode, SessionSpec, Summary};

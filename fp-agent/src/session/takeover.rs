@@ -96,8 +96,12 @@ impl Manager {
         for (file, session) in saved::saved_sessions(&state)? {
             let restored = session.and_then(|s| {
                 let policy = EffectivePolicy::from_saved(s.policy.clone())?;
-                let context =
-                    SessionContext::new(s.name.clone(), s.agent.clone(), s.cgroup, Arc::new(policy));
+                let context = SessionContext::new(
+                    s.name.clone(),
+                    s.agent.clone(),
+                    s.cgroup,
+                    Arc::new(policy),
+                );
                 if context.policy_hash != s.policy_hash {
                     anyhow::bail!("its saved policy no longer hashes to {}", s.policy_hash);
                 }
