@@ -1,13 +1,15 @@
 //! fp: per-agent file policies enforced in the kernel, with a tamper-evident audit log.
 //!
 //! One module per concept: `policy` (language, layering, compiler), `kernel` (BPF object, BTF
-//! offsets, maps), `session` (cgroups), `audit` (the hash-chained log), `config` (the config
-//! file), `daemon` (the control socket), `prompt` (the prompt tier), `cli` (the `fp` command).
+//! offsets, maps), `session` (cgroups, the session manager), `audit` (the hash-chained log),
+//! `config` (the config file), `prompt` (the prompt tier), `host` (the host agent: audit log,
+//! sessions, prompt broker), `daemon` (the control socket), `cli` (the `fp` command).
 pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod exit;
+pub mod host;
 pub mod kernel;
 pub mod op;
 pub mod policy;

@@ -16,7 +16,9 @@ use nix::unistd::{Gid, Uid, User};
 use crate::{
     audit,
     daemon::{Client, ClientError, api},
-    exit, kernel,
+    exit,
+    host::{self, Host},
+    kernel,
     policy::{EffectivePolicy, LoadOptions},
     prompt,
     session::{self, Mode},
@@ -163,41 +165,31 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
     let name = format!("run-{}", std::process::id());
-    let (sink, writer) = match &args.audit_log {
-        None => (session::Sink::Stderr, None),
+    let audit = match &args.audit_log {
+        None => None,
         Some(path) => {
             let signer = match &args.audit_key {
                 Some(key) => audit::checkpoint::SignerKey::load(key)?,
                 None => ephemeral_signer(path)?,
             };
-            let (handle, writer) =
-                audit::start(audit::WriterConfig::new(path.to_path_buf(), signer))
-                    .with_context(|| format!("opening the audit log {}", path.display()))?;
-            (session::Sink::Audit(handle), Some(writer))
+            Some(audit::WriterConfig::new(path.to_path_buf(), signer))
         }
     };
-    let pin_dir = kernel::pin_root().join(&name);
-    let outcome =
-        session::Manager::start(parent, pin_dir, sink.clone(), None).and_then(|manager| {
-            let settings = prompt::HostSettings {
-                cgroup2: hierarchy,
-                approval,
-                surfaces: prompt::Surfaces::Embedded,
-                outcomes: sink,
-            };
-            let prompt = prompt::PromptHost::new(manager.clone(), settings);
-            let ran = run_session(&manager, &prompt, &args, &run_as, &name, policy);
-            // Already done unless the session failed to start; before the maps it beats into go.
-            prompt.shutdown();
-            let stopped = manager.shutdown("fp run exited");
-            let ran = ran?;
-            stopped?;
-            Ok(ran)
-        });
-    if let Some(writer) = writer {
-        writer.shutdown()?;
-    }
-    let (status, dropped) = outcome?;
+    let host = Host::start(host::Settings {
+        cgroup2: hierarchy,
+        parent,
+        pin_dir: kernel::pin_root().join(&name),
+        state: None,
+        audit,
+        observer: None,
+        approval,
+        surfaces: prompt::Surfaces::Embedded,
+    })?;
+    let ran = run_session(&host, &args, &run_as, &name, policy);
+    // Already done unless the session failed to start; the audit log closes last.
+    let stopped = host.shutdown("fp run exited");
+    let (status, dropped) = ran?;
+    stopped?;
     if dropped > 0 {
         eprintln!("fp: {dropped} decision events were lost (ring buffer full)");
     }
@@ -331,16 +323,14 @@ fn resolve_deny(p: &Path) -> anyhow::Result<PathBuf> {
 /// Creates the session (with the prompt broker if its policy needs one), runs the command in it
 /// and ends it: (fp's exit status, events lost).
 fn run_session(
-    manager: &session::Manager,
-    prompt: &prompt::PromptHost,
+    host: &Host,
     args: &Args,
     run_as: &RunAs,
     name: &str,
     policy: EffectivePolicy,
 ) -> anyhow::Result<(u8, u64)> {
     let workspace = workspace(args)?;
-    prompt.prepare(&policy, Some(&workspace))?;
-    let (_, cgroup, id) = manager.create(session::SessionSpec {
+    let spec = session::SessionSpec {
         name: name.to_owned(),
         agent: args.agent.clone(),
         policy,
@@ -350,13 +340,13 @@ fn run_session(
         workspace: args.workspace.clone(),
         pid: std::process::id(),
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-    })?;
-    prompt.sessions_changed();
+    };
+    let (_, cgroup, id) = host.create(spec, Some(&workspace))?;
     let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| join_cgroup(&cgroup, pid));
     // Pending approvals are denied before the session's processes are killed.
-    prompt.shutdown();
+    host.stop_prompts();
     let reason = if status.is_ok() { "command exited" } else { "fp failed" };
-    let ended = manager.end(id, status.as_ref().ok().map(|s| i32::from(*s)), reason);
+    let ended = host.end(id, status.as_ref().ok().map(|s| i32::from(*s)), reason);
     let status = status?;
     Ok((status, ended?.dropped))
 }

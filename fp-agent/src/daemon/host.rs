@@ -1,6 +1,6 @@
-//! The daemon's [`SessionHost`] over the real kernel: the session manager (programs, tables,
-//! cgroups, event reader) writing into the daemon's audit log, a reaper that ends a session
-//! when its last process exits, and the subscribers' event stream.
+//! The daemon's [`SessionHost`] over the real kernel: the host agent ([`crate::host`]: the
+//! session manager writing into the daemon's audit log, the prompt host), a reaper that ends a
+//! session when its last process exits, and the subscribers' event stream.
 use std::{
     collections::HashSet,
     path::PathBuf,
@@ -21,14 +21,15 @@ use super::{
 use crate::{
     audit,
     config::Config,
+    host::{self, Host},
     policy::{EffectivePolicy, LoadOptions},
-    prompt::{self, PromptHost},
-    session::{Cgroup2, Manager, SessionSpec, Sink},
+    prompt,
+    session::{Cgroup2, Manager, SessionSpec},
 };
 
 pub struct KernelHost {
-    manager: Arc<Manager>,
-    writer: Mutex<Option<audit::AuditWriter>>,
+    /// The audit log, the session manager and the prompt broker.
+    host: Host,
     events: broadcast::Sender<api::Event>,
     /// Sessions whose first process has joined: the reaper ends them once empty.
     armed: Arc<Mutex<HashSet<u64>>>,
@@ -38,8 +39,6 @@ pub struct KernelHost {
     counters: Arc<EventCounters>,
     stop: Arc<AtomicBool>,
     next_id: AtomicU64,
-    /// The prompt broker, started with the first session that has prompt or defer verdicts.
-    prompt: PromptHost,
 }
 
 #[derive(Default)]
@@ -62,9 +61,6 @@ impl KernelHost {
         if let Some(dir) = config.audit.log.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        let (handle, writer) = audit::start(config.audit.writer_config(signer))
-            .with_context(|| format!("opening the audit log {}", config.audit.log.display()))?;
-        let audit_handle = handle.clone();
         let (events, _) = broadcast::channel(4096);
         let counters = Arc::new(EventCounters::default());
         let observer = {
@@ -79,33 +75,24 @@ impl KernelHost {
                 }
             })
         };
-        let cgroup2 = Cgroup2::find()?;
-        let parent = config.sessions_parent(&cgroup2);
-        let pin_dir = refuse_other_abi_pins(&config.pin_dir)?;
         // A daemon that died left its programs pinned (still enforcing) and its sessions running:
         // they are taken over (docs/operations.md).
-        let manager = Manager::start_or_adopt(
-            parent,
-            pin_dir,
-            config.state_dir(),
-            Sink::Audit(handle),
-            Some(observer),
-        )?;
-        let prompt = PromptHost::new(
-            manager.clone(),
-            prompt::HostSettings {
-                cgroup2,
-                approval: config.approval.clone(),
-                surfaces: prompt::Surfaces::ControlSocket,
-                outcomes: Sink::Audit(audit_handle),
-            },
-        );
+        let cgroup2 = Cgroup2::find()?;
+        let host = Host::start(host::Settings {
+            parent: config.sessions_parent(&cgroup2),
+            cgroup2,
+            pin_dir: refuse_other_abi_pins(&config.pin_dir)?,
+            state: Some(config.state_dir()),
+            audit: Some(config.audit.writer_config(signer)),
+            observer: Some(observer),
+            approval: config.approval.clone(),
+            surfaces: prompt::Surfaces::ControlSocket,
+        })?;
         let mut protected =
             vec![config.audit.log.clone(), config.socket.clone(), config.state_dir()];
         protected.extend(config.file.clone());
         let host = Arc::new(Self {
-            manager,
-            writer: Mutex::new(Some(writer)),
+            host,
             events,
             armed: Arc::new(Mutex::new(HashSet::new())),
             protected,
@@ -113,36 +100,16 @@ impl KernelHost {
             counters,
             stop: Arc::new(AtomicBool::new(false)),
             next_id: AtomicU64::new(1),
-            prompt,
         });
-        host.resume_adopted();
+        // The sessions taken over are ended by the reaper once empty.
+        host.armed.lock().unwrap().extend(host.manager().sessions().iter().map(|s| s.cgroup));
         let reaper = host.clone();
         std::thread::spawn(move || reaper.reap());
         Ok(host)
     }
 
-    /// Sessions taken over from a previous daemon: ended by the reaper once empty, and served by
-    /// the prompt broker if their policies need it.
-    fn resume_adopted(&self) {
-        let sessions = self.manager.sessions();
-        for s in &sessions {
-            self.armed.lock().unwrap().insert(s.cgroup);
-            let policy = self
-                .manager
-                .snapshot()
-                .into_iter()
-                .find(|(_, ctx)| ctx.session == s.name)
-                .map(|(_, ctx)| ctx.policy);
-            let workspace = self.manager.identity(s.cgroup).and_then(|(_, ws, _)| ws);
-            if let Some(policy) = policy
-                && let Err(e) = self.prompt.prepare(&policy, workspace.as_deref())
-            {
-                tracing::error!("prompt broker for session {}: {e:#}", s.name);
-            }
-        }
-        if !sessions.is_empty() {
-            self.sessions_changed();
-        }
+    fn manager(&self) -> &Manager {
+        self.host.manager()
     }
 
     /// Ends sessions whose processes have all exited.
@@ -150,7 +117,7 @@ impl KernelHost {
         while !self.stop.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(200));
             let armed: Vec<u64> = self.armed.lock().unwrap().iter().copied().collect();
-            for summary in self.manager.sessions() {
+            for summary in self.manager().sessions() {
                 if summary.pids == 0 && armed.contains(&summary.cgroup) {
                     self.armed.lock().unwrap().remove(&summary.cgroup);
                     let _ = self.end_session(summary.cgroup, "last process exited");
@@ -160,19 +127,12 @@ impl KernelHost {
     }
 
     fn end_session(&self, cgroup: u64, reason: &str) -> Result<(), ApiError> {
-        let name = self.manager.sessions().into_iter().find(|s| s.cgroup == cgroup).map(|s| s.name);
-        let ended = self.manager.end(cgroup, None, reason).map_err(unavailable);
-        self.sessions_changed();
-        ended?;
+        let name = self.manager().session(cgroup).map(|s| s.name);
+        self.host.end(cgroup, None, reason).map_err(unavailable)?;
         if let Some(id) = name {
             let _ = self.events.send(api::Event::SessionEnded { id, reason: reason.into() });
         }
         Ok(())
-    }
-
-    /// Publishes the sessions to the broker (and flushes its cache) after any change.
-    fn sessions_changed(&self) {
-        self.prompt.sessions_changed();
     }
 
     fn load_policy(
@@ -245,35 +205,32 @@ impl SessionHost for KernelHost {
         req: api::CreateSession,
     ) -> Result<api::SessionCreated, ApiError> {
         let policy = self.load_policy(&req.source, req.workspace.clone(), req.uid)?;
-        self.prompt.prepare(&policy, req.workspace.as_deref()).map_err(unavailable)?;
         let name =
             format!("s{}-{}", std::process::id(), self.next_id.fetch_add(1, Ordering::Relaxed));
-        let (name, cgroup, id) = self
-            .manager
-            .create(SessionSpec {
-                name,
-                agent: req.agent.clone(),
-                policy,
-                mode: req.mode.unwrap_or_default(),
-                full_audit: req.full_audit.unwrap_or(false),
-                uid: req.uid,
-                workspace: req.workspace.clone(),
-                pid: req.pid as u32,
-                command: req.command.clone(),
-            })
-            .map_err(unavailable)?;
+        let spec = SessionSpec {
+            name,
+            agent: req.agent.clone(),
+            policy,
+            mode: req.mode.unwrap_or_default(),
+            full_audit: req.full_audit.unwrap_or(false),
+            uid: req.uid,
+            workspace: req.workspace.clone(),
+            pid: req.pid as u32,
+            command: req.command.clone(),
+        };
+        let (name, cgroup, id) =
+            self.host.create(spec, req.workspace.as_deref()).map_err(unavailable)?;
         // The client's child waits for this before it execs the session's command.
         let moved = std::fs::write(cgroup.join("cgroup.procs"), req.pid.to_string());
         if let Err(e) = moved {
-            let _ = self.manager.end(id, None, "could not move the process in");
+            let _ = self.host.end(id, None, "could not move the process in");
             return Err(ApiError::new(
                 ErrorCode::Unavailable,
                 format!("moving pid {} into the session: {e}", req.pid),
             ));
         }
-        self.sessions_changed();
         self.armed.lock().unwrap().insert(id);
-        let summary = self.manager.sessions().into_iter().find(|s| s.cgroup == id);
+        let summary = self.manager().session(id);
         let policy_hash = summary.as_ref().map(|s| s.policy_hash.clone()).unwrap_or_default();
         if let Some(s) = summary {
             let _ = self.events.send(api::Event::SessionStarted { session: api_summary(s) });
@@ -282,12 +239,12 @@ impl SessionHost for KernelHost {
     }
 
     fn list(&self) -> Vec<api::SessionSummary> {
-        self.manager.sessions().into_iter().map(api_summary).collect()
+        self.manager().sessions().into_iter().map(api_summary).collect()
     }
 
     fn end(&self, id: &str) -> Result<(), ApiError> {
         let cgroup = self
-            .manager
+            .manager()
             .find(id)
             .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {id}")))?;
         self.armed.lock().unwrap().remove(&cgroup);
@@ -296,24 +253,22 @@ impl SessionHost for KernelHost {
 
     fn reload(&self, req: api::Reload) -> Result<api::Reloaded, ApiError> {
         let cgroup = self
-            .manager
+            .manager()
             .find(&req.id)
             .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {}", req.id)))?;
         // The session keeps its workspace and user: they are part of what it is.
         let (_, workspace, uid) = self
-            .manager
+            .manager()
             .identity(cgroup)
             .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {}", req.id)))?;
-        let policy = self.load_policy(&req.source, workspace.clone(), uid)?;
-        self.prompt.prepare(&policy, workspace.as_deref()).map_err(unavailable)?;
+        let policy = self.load_policy(&req.source, workspace, uid)?;
         let source = match (&req.source.policy, &req.source.policy_text) {
             (Some(p), _) => p.display().to_string(),
             (None, Some(_)) => "<request>".to_owned(),
             (None, None) => "the daemon's default policy".to_owned(),
         };
         let (previous_policy_hash, policy_hash) =
-            self.manager.reload(cgroup, policy, &source).map_err(unavailable)?;
-        self.sessions_changed();
+            self.host.reload(cgroup, policy, &source).map_err(unavailable)?;
         let reloaded = api::Reloaded { id: req.id, previous_policy_hash, policy_hash };
         let _ = self.events.send(api::Event::PolicyReloaded(reloaded.clone()));
         Ok(reloaded)
@@ -322,14 +277,14 @@ impl SessionHost for KernelHost {
     fn status(&self) -> api::HostStatus {
         api::HostStatus {
             bpf_lsm: true,
-            attached_hooks: self.manager.attached_hooks(),
+            attached_hooks: self.manager().attached_hooks(),
             maps: self
-                .manager
+                .manager()
                 .map_usage()
                 .into_iter()
                 .map(|m| api::MapUsage { name: m.name.into(), used: m.used, capacity: m.capacity })
                 .collect(),
-            sessions: self.manager.sessions().len() as u32,
+            sessions: self.manager().sessions().len() as u32,
             counters: api::Counters {
                 events: self.counters.events.load(Ordering::Relaxed),
                 losses: self.counters.losses.load(Ordering::Relaxed),
@@ -342,19 +297,13 @@ impl SessionHost for KernelHost {
     }
 
     fn approvals(&self) -> Option<Arc<prompt::Approvals>> {
-        self.prompt.approvals()
+        self.host.approvals()
     }
 
     fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
-        self.prompt.shutdown();
-        if let Err(e) = self.manager.shutdown("daemon stopped") {
-            tracing::error!("shutting the sessions down: {e:#}");
-        }
-        if let Some(writer) = self.writer.lock().unwrap().take()
-            && let Err(e) = writer.shutdown()
-        {
-            tracing::error!("closing the audit log: {e:#}");
+        if let Err(e) = self.host.shutdown("daemon stopped") {
+            tracing::error!("{e:#}");
         }
     }
 }

@@ -1,0 +1,172 @@
+//! The host agent: what the daemon and `fp run`'s embedded agent both run — the audit writer, the
+//! session manager writing into it, and the prompt host serving its sessions. Each change to the
+//! sessions goes through here once: the prompt broker is prepared for a policy before a session
+//! gets it, and learns of every change before the session's processes run.
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex},
+};
+
+use anyhow::Context as _;
+
+use crate::{
+    audit, config,
+    policy::EffectivePolicy,
+    prompt::{self, PromptHost},
+    session::{Cgroup2, Manager, Observer, SessionSpec, Sink},
+};
+
+/// What a host agent is made of.
+pub struct Settings {
+    pub cgroup2: Cgroup2,
+    /// The cgroup directory sessions are created in.
+    pub parent: PathBuf,
+    /// Where the programs' maps and links are pinned.
+    pub pin_dir: PathBuf,
+    /// Where sessions are saved for a restarted agent to take over, which this one does first
+    /// (the daemon's); `None`: the agent's sessions end with it (`fp run`'s).
+    pub state: Option<PathBuf>,
+    /// The audit log; `None`: decisions are lines on stderr.
+    pub audit: Option<audit::WriterConfig>,
+    /// Sees every record of the session manager.
+    pub observer: Option<Observer>,
+    /// The config's `[approval]`.
+    pub approval: config::Approval,
+    pub surfaces: prompt::Surfaces,
+}
+
+pub struct Host {
+    manager: Arc<Manager>,
+    prompt: PromptHost,
+    writer: Mutex<Option<audit::AuditWriter>>,
+}
+
+impl Host {
+    /// Opens the audit log, loads and attaches the programs (or takes over a previous agent's,
+    /// with `state`) and hosts the prompt broker, prepared for every session taken over. The
+    /// caller has checked that BPF LSM works ([`crate::kernel::probe`]).
+    pub fn start(settings: Settings) -> anyhow::Result<Self> {
+        let Settings { cgroup2, parent, pin_dir, state, audit, observer, approval, surfaces } =
+            settings;
+        let (sink, writer) = match audit {
+            None => (Sink::Stderr, None),
+            Some(config) => {
+                let path = config.path.clone();
+                let (handle, writer) = audit::start(config)
+                    .with_context(|| format!("opening the audit log {}", path.display()))?;
+                (Sink::Audit(handle), Some(writer))
+            }
+        };
+        let manager = match state {
+            Some(state) => Manager::start_or_adopt(parent, pin_dir, state, sink.clone(), observer),
+            None => Manager::start(parent, pin_dir, sink.clone(), observer),
+        };
+        let manager = match manager {
+            Ok(manager) => manager,
+            Err(e) => {
+                if let Some(writer) = writer {
+                    let _ = writer.shutdown();
+                }
+                return Err(e);
+            }
+        };
+        let settings = prompt::HostSettings { cgroup2, approval, surfaces, outcomes: sink };
+        let host = Host {
+            prompt: PromptHost::new(manager.clone(), settings),
+            manager,
+            writer: Mutex::new(writer),
+        };
+        host.resume();
+        Ok(host)
+    }
+
+    /// The sessions taken over from a previous agent are served by the prompt broker if their
+    /// policies need it.
+    fn resume(&self) {
+        let sessions = self.manager.snapshot();
+        for (_, ctx) in &sessions {
+            let workspace = self.manager.identity(ctx.cgroup).and_then(|(_, ws, _)| ws);
+            if let Err(e) = self.prompt.prepare(&ctx.policy, workspace.as_deref()) {
+                tracing::error!("prompt broker for session {}: {e:#}", ctx.session);
+            }
+        }
+        if !sessions.is_empty() {
+            self.prompt.sessions_changed();
+        }
+    }
+
+    /// The session manager (its sessions, their summaries, the kernel's state).
+    pub fn manager(&self) -> &Arc<Manager> {
+        &self.manager
+    }
+
+    /// The approval store, once the prompt broker runs.
+    pub fn approvals(&self) -> Option<Arc<prompt::Approvals>> {
+        self.prompt.approvals()
+    }
+
+    /// Creates a session (starting the prompt broker first if its policy needs one; `workspace`
+    /// is where the broker watches besides the policy's scopes): (name, cgroup directory, cgroup
+    /// id). The broker knows the session when this returns.
+    pub fn create(
+        &self,
+        spec: SessionSpec,
+        workspace: Option<&Path>,
+    ) -> anyhow::Result<(String, PathBuf, u64)> {
+        self.prompt.prepare(&spec.policy, workspace)?;
+        let created = self.manager.create(spec)?;
+        self.prompt.sessions_changed();
+        Ok(created)
+    }
+
+    /// Replaces the policy of the session of cgroup `id` (see [`Manager::reload`]), the prompt
+    /// broker prepared for it first: (previous, new policy hash).
+    pub fn reload(
+        &self,
+        id: u64,
+        policy: EffectivePolicy,
+        source: &str,
+    ) -> anyhow::Result<(String, String)> {
+        let workspace = self.manager.identity(id).and_then(|(_, ws, _)| ws);
+        self.prompt.prepare(&policy, workspace.as_deref())?;
+        let hashes = self.manager.reload(id, policy, source)?;
+        self.prompt.sessions_changed();
+        Ok(hashes)
+    }
+
+    /// Ends the session of cgroup `id` (see [`Manager::end`]); the prompt broker forgets it.
+    pub fn end(
+        &self,
+        id: u64,
+        exit_code: Option<i32>,
+        reason: &str,
+    ) -> anyhow::Result<crate::session::Ended> {
+        let ended = self.manager.end(id, exit_code, reason);
+        self.prompt.sessions_changed();
+        ended
+    }
+
+    /// Stops the prompt broker: its pending approvals are denied, its outcomes written. Call
+    /// before a session's processes are killed, for them not to wait on it.
+    pub fn stop_prompts(&self) {
+        self.prompt.shutdown();
+    }
+
+    /// Stops the prompt broker, ends every session, unloads the programs and closes the audit
+    /// log: the first error, after doing all of it.
+    pub fn shutdown(&self, reason: &str) -> anyhow::Result<()> {
+        self.prompt.shutdown();
+        let stopped = self.manager.shutdown(reason).context("shutting the sessions down");
+        let closed = match self.writer.lock().unwrap().take() {
+            Some(writer) => writer.shutdown().context("closing the audit log"),
+            None => Ok(()),
+        };
+        match (stopped, closed) {
+            (Err(stopped), Err(closed)) => {
+                tracing::error!("{closed:#}");
+                Err(stopped)
+            }
+            (stopped, closed) => stopped.and(closed),
+        }
+    }
+}
