@@ -1,5 +1,6 @@
 //! What the session manager needs from the kernel layer: [`kernel::Enforcer`] on a host, a fake
-//! in the manager's tests.
+//! in the manager's tests; and the manager's calls passed through to it for the prompt broker and
+//! the host's status.
 use std::collections::HashSet;
 
 use fp_common::{
@@ -7,6 +8,9 @@ use fp_common::{
     policy::{InodeKey, PrefixKeyData},
 };
 
+use anyhow::anyhow;
+
+use super::Manager;
 use crate::{
     kernel::{self, MapUsage, tables::InodeTable},
     policy::KernelTables,
@@ -94,5 +98,39 @@ impl Enforce for kernel::Enforcer {
     }
     fn unload(self: Box<Self>) -> anyhow::Result<()> {
         kernel::Enforcer::unload(*self)
+    }
+}
+
+impl Manager {
+    /// Refreshes the prompt broker's heartbeat in the kernel.
+    pub fn broker_heartbeat(&self) -> anyhow::Result<()> {
+        match &mut *self.broker_clock.lock().unwrap() {
+            Some(clock) => clock.beat(),
+            None => Err(anyhow!("no broker heartbeat map")),
+        }
+    }
+
+    /// The broker answered an open of (`st_dev`, `st_ino`) by the session of cgroup `id`: its
+    /// reads of the file are no longer pending.
+    pub fn settle(&self, id: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
+        self.with_enforcer(|e| e.settle(id, st_dev, st_ino))
+    }
+
+    /// Replaces the remembered prompt grants in the kernel (see `kernel::Enforcer::set_grants`).
+    pub fn set_grants(&self, grants: &[(u32, PrefixKeyData, GrantValue)]) -> anyhow::Result<()> {
+        self.with_enforcer(|e| e.set_grants(grants))
+    }
+
+    /// How full the kernel maps are (empty if they cannot be read).
+    pub fn map_usage(&self) -> Vec<kernel::MapUsage> {
+        self.with_enforcer(|e| e.usage()).unwrap_or_else(|e| {
+            tracing::warn!("reading map usage: {e:#}");
+            Vec::new()
+        })
+    }
+
+    /// The hooks the programs are attached to.
+    pub fn attached_hooks(&self) -> Vec<String> {
+        self.enforcer.lock().unwrap().as_ref().map(|e| e.hooks()).unwrap_or_default()
     }
 }

@@ -1,7 +1,8 @@
 //! The sessions of one host agent — the daemon, or the agent `fp run` embeds when no daemon runs.
 //! A session is a cgroup, a compiled policy loaded into the kernel tables under its own tables id,
 //! and a mode. Its lifecycle is here; taking sessions over after a restart is in `takeover`, their
-//! saved state in `saved`, the event reader in `reader`.
+//! saved state in `saved`, the event reader in `reader`, the calls passed through to the kernel
+//! half (for the prompt broker, the status) in `enforce`.
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
@@ -111,12 +112,12 @@ pub struct Ended {
 pub struct Manager {
     pub(super) hierarchy: Cgroup2,
     pub(super) parent: PathBuf,
-    enforcer: Mutex<Option<Box<dyn Enforce>>>,
+    pub(super) enforcer: Mutex<Option<Box<dyn Enforce>>>,
     pub(super) sessions: Mutex<HashMap<u64, Live>>,
     /// Contexts by cgroup id, for the event reader (kept apart so it never waits on a load).
     pub(super) contexts: Contexts,
     pub(super) events: Events,
-    broker_clock: Mutex<Option<kernel::BrokerClock>>,
+    pub(super) broker_clock: Mutex<Option<kernel::BrokerClock>>,
     pub(super) outputs: Outputs,
     stop: Arc<AtomicBool>,
     reader: Mutex<Option<JoinHandle<()>>>,
@@ -425,41 +426,6 @@ impl Manager {
         sessions.get(&id).map(|l| (l.context.policy.clone(), l.workspace.clone(), l.uid))
     }
 
-    /// Refreshes the prompt broker's heartbeat in the kernel.
-    pub fn broker_heartbeat(&self) -> anyhow::Result<()> {
-        match &mut *self.broker_clock.lock().unwrap() {
-            Some(clock) => clock.beat(),
-            None => Err(anyhow!("no broker heartbeat map")),
-        }
-    }
-
-    /// The broker answered an open of (`st_dev`, `st_ino`) by the session of cgroup `id`: its
-    /// reads of the file are no longer pending.
-    pub fn settle(&self, id: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
-        self.with_enforcer(|e| e.settle(id, st_dev, st_ino))
-    }
-
-    /// Replaces the remembered prompt grants in the kernel (see `kernel::Enforcer::set_grants`).
-    pub fn set_grants(
-        &self,
-        grants: &[(u32, fp_common::policy::PrefixKeyData, fp_common::kernel::GrantValue)],
-    ) -> anyhow::Result<()> {
-        self.with_enforcer(|e| e.set_grants(grants))
-    }
-
-    /// How full the kernel maps are (empty if they cannot be read).
-    pub fn map_usage(&self) -> Vec<kernel::MapUsage> {
-        self.with_enforcer(|e| e.usage()).unwrap_or_else(|e| {
-            tracing::warn!("reading map usage: {e:#}");
-            Vec::new()
-        })
-    }
-
-    /// The hooks the programs are attached to.
-    pub fn attached_hooks(&self) -> Vec<String> {
-        self.enforcer.lock().unwrap().as_ref().map(|e| e.hooks()).unwrap_or_default()
-    }
-
     /// The cgroup directory sessions are created in.
     pub fn parent(&self) -> &Path {
         &self.parent
@@ -469,6 +435,7 @@ impl Manager {
         self.outputs.record(event);
     }
 
+    /// Calls `f` with the kernel half (an error once the agent is shutting down).
     pub(super) fn with_enforcer<T>(
         &self,
         f: impl FnOnce(&mut dyn Enforce) -> anyhow::Result<T>,

@@ -18,6 +18,7 @@ use fp_common::{
 use super::{
     Cgroup2, Manager, Mode, SessionSpec,
     enforce::Enforce,
+    event::policy_hash,
     reader::{EventSource, Outputs, Sink},
 };
 use crate::{
@@ -151,10 +152,6 @@ fn deny(paths: &[&str]) -> EffectivePolicy {
     EffectivePolicy::from_deny_paths(&paths, &LoadOptions::default()).unwrap()
 }
 
-fn hash(policy: &EffectivePolicy) -> String {
-    format!("sha256:{}", hex::encode(policy.hash()))
-}
-
 fn spec(name: &str, policy: EffectivePolicy, mode: Mode, full_audit: bool) -> SessionSpec {
     SessionSpec {
         name: name.into(),
@@ -174,7 +171,7 @@ fn a_session_is_installed_once_and_ended_without_leftovers() {
     let dir = tempfile::tempdir().unwrap();
     let f = fixture(dir.path(), None, Maps::default());
     let policy = deny(&["/srv/x"]);
-    let expected_hash = hash(&policy);
+    let expected_hash = policy_hash(&policy);
     let (name, path, id) = f.manager.create(spec("s1", policy, Mode::Audit, true)).unwrap();
     assert_eq!((name.as_str(), path.as_path()), ("s1", f.parent.join("s1").as_path()));
     assert!(path.is_dir());
@@ -228,7 +225,7 @@ fn a_reload_switches_tables_and_keeps_the_flags() {
     let dir = tempfile::tempdir().unwrap();
     let f = fixture(dir.path(), None, Maps::default());
     let (first, second) = (deny(&["/srv/x"]), deny(&["/srv/x", "/srv/y"]));
-    let (old_hash, new_hash) = (hash(&first), hash(&second));
+    let (old_hash, new_hash) = (policy_hash(&first), policy_hash(&second));
     let (_, _, id) = f.manager.create(spec("s1", first, Mode::Enforce, true)).unwrap();
     let old_tables = f.maps.lock().unwrap().sessions[&id].tables;
     f.records();
@@ -290,7 +287,7 @@ fn events_are_recorded_for_their_session_and_unknown_ones_counted() {
     let dir = tempfile::tempdir().unwrap();
     let f = fixture(dir.path(), None, Maps::default());
     let policy = deny(&["/srv/x"]);
-    let policy_hash = hash(&policy);
+    let policy_hash = policy_hash(&policy);
     let (_, _, id) = f.manager.create(spec("s1", policy, Mode::Enforce, false)).unwrap();
     f.records();
     f.queue.lock().unwrap().extend([event(id, b"/srv/x"), event(id + 1, b"/srv/x")]);
@@ -313,7 +310,7 @@ fn a_restarted_agent_takes_over_saved_sessions_and_kills_the_rest() {
     std::fs::create_dir_all(&state).unwrap();
     let first = fixture(dir.path(), Some(state.clone()), Maps::default());
     let policy = deny(&["/srv/x"]);
-    let policy_hash = hash(&policy);
+    let policy_hash = policy_hash(&policy);
     let (_, path, id) = first.manager.create(spec("s1", policy, Mode::Audit, false)).unwrap();
     assert!(state.join(format!("session-{id}.json")).is_file());
     let info = first.maps.lock().unwrap().sessions[&id];
