@@ -14,8 +14,9 @@ use crate::prompt::{
 
 use crate::exit::FP_ERROR;
 
+/// Where the daemon is, and whether to report JSON.
 #[derive(clap::Args)]
-pub struct Socket {
+pub struct Connection {
     #[command(flatten)]
     socket: super::sessions::Socket,
     #[arg(long)]
@@ -28,7 +29,7 @@ pub struct ListArgs {
     #[arg(long)]
     watch: bool,
     #[command(flatten)]
-    socket: Socket,
+    socket: Connection,
 }
 
 #[derive(clap::Args)]
@@ -42,14 +43,14 @@ pub struct ApproveArgs {
     #[arg(long = "for", value_name = "DURATION", requires = "remember", value_parser = parse_duration)]
     duration: Option<std::time::Duration>,
     #[command(flatten)]
-    socket: Socket,
+    socket: Connection,
 }
 
 #[derive(clap::Args)]
 pub struct DenyArgs {
     id: ApprovalId,
     #[command(flatten)]
-    socket: Socket,
+    socket: Connection,
 }
 
 /// Prints why a command failed. The daemon refusing the request itself is a refusal (1); the
@@ -153,7 +154,7 @@ fn list_approvals(args: &ListArgs) -> Result<(), ClientError> {
     }
 }
 
-fn decide_approval(decide: DecideApproval, socket: &Socket) -> Result<(), ClientError> {
+fn decide_approval(decide: DecideApproval, socket: &Connection) -> Result<(), ClientError> {
     let outcome = socket.socket.connect()?.decide_approval(decide)?;
     if socket.json {
         println!("{}", serde_json::to_string_pretty(&outcome).map_err(encoding)?);

@@ -68,3 +68,15 @@ pub fn main() -> ExitCode {
         Command::Deny(args) => approvals::deny(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// clap's own consistency checks (unique names and groups, ...) over every subcommand: they
+    /// otherwise fire only when that subcommand runs.
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}
