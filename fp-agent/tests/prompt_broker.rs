@@ -338,6 +338,30 @@ fn shutdown_denies_pending_opens() {
     assert!(outcome.reason.is_some());
 }
 
+/// Item 9 of issue 13: an answered open settles the pending key of the opener's session only
+/// (by its cgroup id), not of every session.
+#[test]
+fn an_answered_open_is_settled_for_the_openers_session() {
+    use std::os::unix::fs::MetadataExt as _;
+    let settled = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&settled);
+    let Some(mut f) = fixture(|c| {
+        c.settled = Some(Arc::new(move |session, dev, ino| {
+            seen.lock().unwrap().push((session, dev, ino));
+        }));
+    }) else {
+        return;
+    };
+    let child = f.in_session(&format!("exec cat {}", f.path("secrets/a").display()));
+    let approval = f.pending();
+    f.approve(approval.id, None, None);
+    assert!(finish(child).status.success());
+    assert_eq!(f.outcome().outcome, OutcomeKind::Approved);
+    let file = std::fs::metadata(f.path("secrets/a")).unwrap();
+    let session = f.cgroup.as_ref().unwrap().id;
+    assert_eq!(*settled.lock().unwrap(), [(session, file.dev(), file.ino())]);
+}
+
 #[test]
 fn the_broker_thread_beats_while_it_serves() {
     let beats = Arc::new(AtomicU32::new(0));
