@@ -160,7 +160,7 @@ impl Client {
     pub fn subscribe(self) -> Result<Events, ClientError> {
         self.stream(Request::Subscribe, Reply::Subscribed, |reply| match reply {
             Reply::Event { event } => Ok(event),
-            other => Err(other),
+            other => Err(unexpected(&other)),
         })
     }
 
@@ -187,7 +187,7 @@ impl Client {
     pub fn watch_approvals(self) -> Result<Stream<Reply>, ClientError> {
         self.stream(Request::WatchApprovals, Reply::Watching, |reply| match reply {
             Reply::ApprovalEvent { .. } | Reply::Missed { .. } => Ok(reply),
-            other => Err(other),
+            other => Err(unexpected(&other)),
         })
     }
 
@@ -197,7 +197,7 @@ impl Client {
         mut self,
         request: Request,
         first: Reply,
-        item: fn(Reply) -> Result<T, Reply>,
+        item: fn(Reply) -> Result<T, ClientError>,
     ) -> Result<Stream<T>, ClientError> {
         match self.call(&request)? {
             reply if reply == first => {
@@ -217,8 +217,8 @@ fn unexpected(reply: &Reply) -> ClientError {
 /// closes the connection.
 pub struct Stream<T> {
     client: Client,
-    /// The item a reply is, or the reply back when it is not one.
-    item: fn(Reply) -> Result<T, Reply>,
+    /// The item a reply is, or the error that it is not one.
+    item: fn(Reply) -> Result<T, ClientError>,
 }
 
 pub type Events = Stream<Event>;
@@ -229,7 +229,7 @@ impl<T> Iterator for Stream<T> {
     fn next(&mut self) -> Option<Self::Item> {
         match self.client.read_reply().transpose()? {
             Ok(Reply::Error { error }) => Some(Err(ClientError::Refused(error))),
-            Ok(reply) => Some((self.item)(reply).map_err(|other| unexpected(&other))),
+            Ok(reply) => Some((self.item)(reply)),
             Err(e) => Some(Err(e)),
         }
     }
