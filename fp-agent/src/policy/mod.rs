@@ -5,6 +5,11 @@
 //! verdict and a rank per op) plus a default per op. The highest-ranked matching rule decides;
 //! the exact evaluator ([`EffectivePolicy::decide`]) and the kernel tables
 //! ([`fp_common::policy::evaluate`]) implement that one definition.
+//!
+//! Here: the effective policy and how it loads. Beside it: what a rule and a decision are
+//! (`rule`), building a session's rules from the layers (`build`) and the paths it takes as input
+//! (`paths`).
+mod build;
 mod compile;
 mod error;
 mod exact;
@@ -13,6 +18,8 @@ mod glob;
 mod layer;
 mod moves;
 mod parse;
+mod paths;
+mod rule;
 
 use std::path::{Path, PathBuf};
 
@@ -23,104 +30,20 @@ pub use floors::{
     FP_DIRS, FP_SECRET_DIRS, FloorKind, RUNTIME_READ, RUNTIME_READ_WRITE, SAFETY_FLOOR,
 };
 pub use fp_common::policy::{Op, TableVerdict};
-use glob::Expansion;
 pub use layer::layer;
 pub use moves::Name;
 pub use parse::{
     Base, FileKind, PolicyFields, Schema, Spanned, V1Default, V1Tier, V2Tier, parse_str,
 };
+pub use paths::normalize_path;
+use paths::path_glob;
+pub use rule::{Decision, KernelDisposition, Layer, Rule, RuleRef, Verdict};
 use sha2::Digest as _;
 
 /// Most rules (floors included) one session may have; more is a compile error.
 pub const MAX_RULES: usize = 32768;
 /// Longest glob after expansion.
 pub const MAX_GLOB: usize = 4096;
-
-/// A user-facing verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Allow,
-    Prompt,
-    Deny,
-}
-
-impl Verdict {
-    /// Low two bits of a rank: stricter wins a tie.
-    fn strictness(self) -> u32 {
-        match self {
-            Verdict::Allow => 0,
-            Verdict::Prompt => 1,
-            Verdict::Deny => 2,
-        }
-    }
-
-    pub fn table(self) -> TableVerdict {
-        match self {
-            Verdict::Allow => TableVerdict::Allow,
-            Verdict::Prompt => TableVerdict::Prompt,
-            Verdict::Deny => TableVerdict::Deny,
-        }
-    }
-}
-
-/// Which layer a rule comes from; a higher layer outranks every rule of a lower one.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Layer {
-    /// What any program needs to start; decides only where no policy rule matches.
-    RuntimeBase = 1,
-    /// The operator's global `[file_policy]` layered with the per-agent overlay.
-    Policy = 2,
-    /// Credentials and system configuration.
-    SafetyFloor = 3,
-    /// fp's own files.
-    SelfProtection = 4,
-}
-
-/// One rule of a session's effective policy.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Rule {
-    /// Index in [`EffectivePolicy::rules`]; the kernel tables name rules by it.
-    pub id: u32,
-    /// As written (`<workspace>/secrets/**`).
-    pub text: String,
-    /// Expanded and normalized: what is matched.
-    pub glob: String,
-    /// The list it came from (`deny_paths`, `write.prompt`, `safety floor ssh`, ...).
-    pub tier: String,
-    pub layer: Layer,
-    pub source: Source,
-    /// Verdict per op (indexed by `Op`); None: the rule says nothing about that op.
-    pub verdicts: [Option<Verdict>; 3],
-    /// Rank per op: the highest-ranked matching rule decides.
-    pub ranks: [u32; 3],
-}
-
-/// How the kernel handles a (path, op).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelDisposition {
-    /// The tables give the exact verdict.
-    Exact,
-    /// The tables defer to userspace.
-    Defer,
-}
-
-/// A rule by id; [`EffectivePolicy::rule`] gives its text, tier and source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct RuleRef(pub u32);
-
-/// The decision for one (path, op).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision {
-    pub verdict: Verdict,
-    /// The deciding rule; None when the op's default decided.
-    pub rule: Option<RuleRef>,
-    pub kernel: KernelDisposition,
-}
 
 /// What to load for a session.
 #[derive(Clone, Debug, Default)]
@@ -161,74 +84,6 @@ pub struct SavedPolicy {
     rules: Vec<Rule>,
     floor_exceptions: Vec<Spanned<String>>,
 }
-
-/// Where globs of one layer come from, for the rules built from them.
-struct RuleBuilder<'a> {
-    expansion: Expansion<'a>,
-    rules: Vec<Rule>,
-}
-
-impl RuleBuilder<'_> {
-    fn add(
-        &mut self,
-        text: &str,
-        source: Source,
-        tier: String,
-        layer: Layer,
-        tier_rank: u32,
-        verdicts: [Option<Verdict>; 3],
-    ) -> Result<(), PolicyError> {
-        let glob = glob::prepare(text, self.expansion).map_err(|(kind, message, help)| {
-            PolicyError::new(kind, Some(source.clone()), message).with_help(help)
-        })?;
-        if glob.len() > MAX_GLOB {
-            return Err(PolicyError::new(
-                ErrorKind::Limit,
-                Some(source),
-                format!(
-                    "rule is {} bytes long after expansion, the limit is {MAX_GLOB}",
-                    glob.len()
-                ),
-            ));
-        }
-        let (class, literal) = glob::specificity(&glob);
-        let ranks = verdicts.map(|v| {
-            v.map_or(0, |v| {
-                (layer as u32) << 29
-                    | tier_rank << 26
-                    | class << 24
-                    | literal.min(0x3f_ffff) << 2
-                    | v.strictness()
-            })
-        });
-        let id = self.rules.len() as u32;
-        self.rules.push(Rule {
-            id,
-            text: text.to_string(),
-            glob,
-            tier,
-            layer,
-            source,
-            verdicts,
-            ranks,
-        });
-        Ok(())
-    }
-
-    fn builtin(
-        &mut self,
-        text: &str,
-        name: &str,
-        layer: Layer,
-        verdicts: [Option<Verdict>; 3],
-    ) -> Result<(), PolicyError> {
-        let source = Source::Builtin { builtin: name.to_string() };
-        self.add(text, source, name.to_string(), layer, 0, verdicts)
-    }
-}
-
-const DENY_ALL: [Option<Verdict>; 3] = [Some(Verdict::Deny); 3];
-const DENY_CHANGE: [Option<Verdict>; 3] = [None, Some(Verdict::Deny), Some(Verdict::Deny)];
 
 impl EffectivePolicy {
     /// Loads, layers, expands and compiles a session's policy. Nothing is applied on error.
@@ -291,99 +146,6 @@ impl EffectivePolicy {
             ..PolicyFields::default()
         };
         Self::build(&fields, options)
-    }
-
-    fn build(fields: &PolicyFields, options: &LoadOptions) -> Result<EffectivePolicy, PolicyError> {
-        let workspace = match &options.workspace {
-            Some(ws) => Some(check_workspace(ws)?),
-            None => None,
-        };
-        let home = home_of(options.user.as_deref())?;
-        let mut b = RuleBuilder {
-            expansion: Expansion { workspace: workspace.as_deref(), home: &home },
-            rules: Vec::new(),
-        };
-        // Self-protection.
-        for dir in FP_DIRS.iter().map(PathBuf::from).chain(options.protected_paths.iter().cloned())
-        {
-            let text = path_glob(&dir)?;
-            b.builtin(&text, "self-protection", Layer::SelfProtection, DENY_CHANGE)?;
-            b.builtin(
-                &format!("{text}/**"),
-                "self-protection",
-                Layer::SelfProtection,
-                DENY_CHANGE,
-            )?;
-        }
-        for dir in
-            FP_SECRET_DIRS.iter().map(PathBuf::from).chain(options.secret_paths.iter().cloned())
-        {
-            let text = path_glob(&dir)?;
-            b.builtin(&text, "self-protection secrets", Layer::SelfProtection, DENY_ALL)?;
-            let sub = format!("{text}/**");
-            b.builtin(&sub, "self-protection secrets", Layer::SelfProtection, DENY_ALL)?;
-        }
-        // Safety floor, less the operator's named exceptions.
-        let exceptions = fields.floor_exceptions.clone().unwrap_or_default();
-        for e in &exceptions {
-            if !SAFETY_FLOOR.iter().any(|f| f.name == e.value) {
-                let names: Vec<&str> = SAFETY_FLOOR.iter().map(|f| f.name).collect();
-                return Err(PolicyError::new(
-                    ErrorKind::BadValue,
-                    Some(e.source.clone()),
-                    format!("unknown safety-floor entry \"{}\" in floor_exceptions", e.value),
-                )
-                .with_help(format!("floor entries: {}", names.join(", "))));
-            }
-        }
-        for entry in SAFETY_FLOOR {
-            if exceptions.iter().any(|e| e.value == entry.name) {
-                continue;
-            }
-            let verdicts = match entry.kind {
-                FloorKind::Secret => DENY_ALL,
-                FloorKind::ReadOnly => DENY_CHANGE,
-            };
-            for g in entry.globs {
-                b.builtin(
-                    g,
-                    &format!("safety floor {}", entry.name),
-                    Layer::SafetyFloor,
-                    verdicts,
-                )?;
-            }
-        }
-        // The policy itself.
-        let (schema, defaults) = policy_rules(fields, &mut b)?;
-        // Runtime base.
-        let base = fields.base.as_ref().map_or(Base::System, |b| b.value);
-        if base == Base::System {
-            for g in RUNTIME_READ {
-                b.builtin(
-                    g,
-                    "runtime base",
-                    Layer::RuntimeBase,
-                    [Some(Verdict::Allow), None, None],
-                )?;
-            }
-            for g in RUNTIME_READ_WRITE {
-                let verdicts = [Some(Verdict::Allow), Some(Verdict::Allow), None];
-                b.builtin(g, "runtime base", Layer::RuntimeBase, verdicts)?;
-            }
-            // The workspace directory itself (`<workspace>/**` is what is below it): tools list
-            // and open their working directory.
-            if workspace.is_some() {
-                let read = [Some(Verdict::Allow), None, None];
-                b.builtin("<workspace>", "runtime base", Layer::RuntimeBase, read)?;
-            }
-        }
-        Self::assemble(SavedPolicy {
-            schema,
-            defaults,
-            base,
-            rules: b.rules,
-            floor_exceptions: exceptions,
-        })
     }
 
     /// The policy of its rules and defaults: the exact evaluator and the kernel tables built
@@ -491,150 +253,5 @@ impl EffectivePolicy {
         let canonical = Canonical { defaults: self.saved.defaults, rules };
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
         sha2::Sha256::digest(&bytes).into()
-    }
-}
-
-/// The policy's own rules, and its default per op.
-fn policy_rules(
-    fields: &PolicyFields,
-    b: &mut RuleBuilder<'_>,
-) -> Result<(Option<Schema>, [Verdict; 3]), PolicyError> {
-    use Verdict::{Allow, Deny, Prompt};
-    let schema = fields.schema.as_ref().map(|s| s.value);
-    match schema {
-        Some(Schema::V1) | None => {
-            // v1 tiers, strictest first; delete counts as write.
-            let tiers: [(V1Tier, u32, [Option<Verdict>; 3]); 4] = [
-                (V1Tier::Deny, 4, [Some(Deny); 3]),
-                (V1Tier::Prompt, 3, [Some(Prompt); 3]),
-                (V1Tier::Read, 2, [Some(Allow), Some(Deny), Some(Deny)]),
-                (V1Tier::Write, 1, [Some(Allow); 3]),
-            ];
-            for (tier, tier_rank, verdicts) in tiers {
-                for g in fields.v1_lists[tier as usize].iter().flatten() {
-                    b.add(
-                        &g.value,
-                        g.source.clone(),
-                        tier.key().to_string(),
-                        Layer::Policy,
-                        tier_rank,
-                        verdicts,
-                    )?;
-                }
-            }
-            let defaults = match fields.default.as_ref().map_or(V1Default::Deny, |d| d.value) {
-                V1Default::Deny => [Deny; 3],
-                V1Default::Prompt => [Prompt; 3],
-                V1Default::Read => [Allow, Deny, Deny],
-                V1Default::Write => [Allow; 3],
-            };
-            Ok((schema, defaults))
-        }
-        Some(Schema::V2) => {
-            let mut defaults = [Deny; 3];
-            for op in Op::ALL {
-                let i = op.index();
-                if let Some(d) = &fields.v2_defaults[i] {
-                    defaults[i] = tier_verdict(d.value);
-                }
-                for tier in V2Tier::ALL {
-                    let mut verdicts = [None; 3];
-                    verdicts[i] = Some(tier_verdict(tier));
-                    let name = format!("{}.{}", op.name(), tier.key());
-                    for g in fields.v2_lists[i][tier as usize].iter().flatten() {
-                        b.add(
-                            &g.value,
-                            g.source.clone(),
-                            name.clone(),
-                            Layer::Policy,
-                            0,
-                            verdicts,
-                        )?;
-                    }
-                }
-            }
-            Ok((schema, defaults))
-        }
-    }
-}
-
-fn tier_verdict(tier: V2Tier) -> Verdict {
-    match tier {
-        V2Tier::Silent => Verdict::Allow,
-        V2Tier::Prompt => Verdict::Prompt,
-        V2Tier::Deny => Verdict::Deny,
-    }
-}
-
-/// A literal absolute path as a rule glob: normalized lexically, glob characters escaped.
-fn path_glob(path: &Path) -> Result<String, PolicyError> {
-    let bad = |what: &str| {
-        PolicyError::new(ErrorKind::BadValue, None, format!("{}: {what}", path.display()))
-    };
-    let normalized = normalize_path(path.as_os_str().as_bytes())
-        .ok_or_else(|| bad("expected an absolute path"))?;
-    let text = std::str::from_utf8(&normalized).map_err(|_| bad("not UTF-8"))?;
-    Ok(glob::escape(text))
-}
-
-fn check_workspace(ws: &Path) -> Result<PathBuf, PolicyError> {
-    let err = |message: String| {
-        PolicyError::new(ErrorKind::MissingWorkspace, None, message)
-            .with_help("the workspace is a non-empty absolute directory path")
-    };
-    if ws.as_os_str().is_empty() {
-        return Err(err("empty workspace".to_string()));
-    }
-    let normalized = normalize_path(ws.as_os_str().as_encoded_bytes())
-        .ok_or_else(|| err(format!("workspace {} is not absolute", ws.display())))?;
-    if normalized == b"/" {
-        return Err(err("the workspace cannot be /".to_string()));
-    }
-    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&normalized)))
-}
-
-use std::os::unix::ffi::OsStrExt as _;
-
-/// Lexical normalization of an absolute path: drops empty and `.` components, resolves `..`
-/// (at the root it stays at the root, as POSIX does). None if the path is not absolute.
-pub fn normalize_path(path: &[u8]) -> Option<Vec<u8>> {
-    if path.first() != Some(&b'/') {
-        return None;
-    }
-    let mut parts: Vec<&[u8]> = Vec::new();
-    for comp in path.split(|b| *b == b'/') {
-        match comp {
-            b"" | b"." => {}
-            b".." => {
-                parts.pop();
-            }
-            c => parts.push(c),
-        }
-    }
-    let mut out = Vec::with_capacity(path.len());
-    for p in &parts {
-        out.push(b'/');
-        out.extend_from_slice(p);
-    }
-    if out.is_empty() {
-        out.push(b'/');
-    }
-    Some(out)
-}
-
-/// The home directory of `user` (None: the calling user) from the passwd database.
-fn home_of(user: Option<&str>) -> Result<PathBuf, PolicyError> {
-    let found = match user {
-        Some(name) => nix::unistd::User::from_name(name),
-        None => nix::unistd::User::from_uid(nix::unistd::getuid()),
-    };
-    match found {
-        Ok(Some(u)) => Ok(u.dir),
-        Ok(None) | Err(_) => Err(PolicyError::new(
-            ErrorKind::UnknownUser,
-            None,
-            format!("user {} is not in the passwd database", user.unwrap_or("(caller)")),
-        )
-        .with_help("name an existing user with --user NAME")),
     }
 }

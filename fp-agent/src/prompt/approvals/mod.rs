@@ -1,14 +1,26 @@
 //! The pending-approval store: every held open of a prompt-tier path waits here until a person,
 //! an `approval_command` or the timeout decides it. Opens of the same session on the same path
 //! share one approval; the first decision wins; remembered grants answer later opens at once.
+//!
+//! The store is here; beside it: what is asked (`open`), who decides and what they remember
+//! (`decision`), what comes of it (`outcome`) and remembered grants (`grants`).
+mod decision;
+mod grants;
+mod open;
+mod outcome;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use fp_common::kernel::{GrantScope, GrantValue, after_grant};
-use fp_common::policy::{PrefixKeyData, TableVerdict};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc, watch};
+
+pub use decision::{Decider, Decision, Remember, Surface};
+pub use grants::{Grant, GrantsChanged, kernel_grants};
+use grants::{boottime_ns, new_grant};
+pub use open::{Access, Answer, Approval, Open, OpenRequest};
+pub(crate) use outcome::serde_plain;
+pub use outcome::{ApprovalEvent, DecideError, OutcomeKind, PromptOutcome};
 
 use super::command::ApprovalCommand;
 
@@ -18,293 +30,6 @@ pub type ApprovalId = u64;
 const DECIDED_KEPT: usize = 1024;
 /// Capacity of the subscribe channel; a slower subscriber misses events (they are audited).
 const EVENTS_CAPACITY: usize = 1024;
-
-/// How the opener opens the file (from its open flags; an unknown mode counts as read-write).
-/// The policy ops that decide it, and its name, are in [`crate::op`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Access {
-    Read,
-    Write,
-    ReadWrite,
-    Exec,
-}
-
-/// What `--remember` keeps after an approval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Remember {
-    /// Every prompt of the session.
-    Session,
-    /// Every path in the approved path's directory and below it.
-    Dir,
-    /// The approved path only.
-    Path,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Decision {
-    Approve,
-    Deny,
-}
-
-impl From<Remember> for GrantScope {
-    fn from(remember: Remember) -> Self {
-        match remember {
-            Remember::Session => GrantScope::Session,
-            Remember::Dir => GrantScope::Dir,
-            Remember::Path => GrantScope::Path,
-        }
-    }
-}
-
-/// Where a decision came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Surface {
-    /// `fp approve` / `fp deny`.
-    Cli,
-    /// Another client of the control socket (an agent runtime's approval surfacer).
-    Socket,
-    /// The configured `approval_command`.
-    Command,
-    /// The controlling terminal of `fp run`'s embedded agent.
-    Terminal,
-}
-
-/// Who decided: the peer's uid and the surface it used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decider {
-    pub uid: u32,
-    pub surface: Surface,
-}
-
-/// Who opens what, and the rule that prompts: what approvals and outcomes describe.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Open {
-    pub session: String,
-    pub agent: String,
-    /// The opening thread (of an approval: the first one).
-    pub pid: i32,
-    pub comm: String,
-    pub access: Access,
-    /// As text; bytes that are not UTF-8 show as U+FFFD.
-    pub path: String,
-    /// The deciding rule as written; None when the default decided.
-    pub rule: Option<String>,
-}
-
-/// A pending approval, as lists, subscribers and `approval_command` see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Approval {
-    pub id: ApprovalId,
-    #[serde(flatten)]
-    pub open: Open,
-    /// RFC 3339, UTC.
-    pub opened_at: String,
-    pub age_ms: u64,
-    /// Opens held by this approval (same session, same path).
-    pub opens: u32,
-}
-
-/// A remembered approval: later prompt-tier opens it covers are allowed without asking.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Grant {
-    pub id: u64,
-    pub session: String,
-    pub scope: Remember,
-    /// The approved path (`path`), its directory (`dir`), or empty (`session`).
-    pub path: String,
-    /// RFC 3339, UTC; None: until the session ends.
-    pub expires_at: Option<String>,
-    pub created_by: Decider,
-    /// When it ends, CLOCK_BOOTTIME ns (the kernel's clock for it); 0: with the session.
-    #[serde(skip)]
-    expires: u64,
-    /// [`crate::policy::Op::bit`] mask of the ops the approved open needed: a grant answers only those (an
-    /// approved read does not answer an open for reading and writing).
-    #[serde(skip)]
-    ops: u8,
-    #[serde(skip)]
-    key: Vec<u8>,
-}
-
-impl Grant {
-    /// What the broker and the kernel both decide with.
-    fn value(&self) -> GrantValue {
-        GrantValue::new(self.scope.into(), self.ops, self.expires)
-    }
-
-    /// Whether this grant turns the prompt of an `access` of `session` on `path` into an allow at
-    /// `now` (CLOCK_BOOTTIME ns): it must answer every op of the access.
-    fn allows(&self, session: &str, path: &[u8], access: Access, now: u64) -> bool {
-        self.session == session
-            && GrantScope::from(self.scope).covers(&self.key, path)
-            && access.policy_ops().iter().all(|op| {
-                after_grant(TableVerdict::Prompt, Some(&self.value()), *op, now)
-                    == TableVerdict::Allow
-            })
-    }
-
-    fn live(&self, now: u64) -> bool {
-        self.value().live(now)
-    }
-
-    /// This grant's entry in the kernel's `GRANTS` map for the session of cgroup `cgroup`
-    /// (prefix length in bits, key, value); None if its path is longer than a key holds.
-    pub fn kernel_entry(&self, cgroup: u64) -> Option<(u32, PrefixKeyData, GrantValue)> {
-        let (bits, key) = GrantScope::from(self.scope).key(cgroup, &self.key)?;
-        Some((bits, key, self.value()))
-    }
-}
-
-/// The kernel's `GRANTS` entries for `grants`, whose sessions `cgroup_of` names by cgroup id:
-/// grants of sessions it does not know and grants longer than a key are left to the broker;
-/// grants with the same key merge into the one that lasts longer.
-pub fn kernel_grants(
-    grants: &[Grant],
-    cgroup_of: impl Fn(&str) -> Option<u64>,
-) -> Vec<(u32, PrefixKeyData, GrantValue)> {
-    let mut entries: HashMap<(u32, PrefixKeyData), GrantValue> = HashMap::new();
-    for (bits, key, value) in grants.iter().filter_map(|g| g.kernel_entry(cgroup_of(&g.session)?)) {
-        let merged = entries.get(&(bits, key)).map_or(value, |other| value.longer(*other));
-        entries.insert((bits, key), merged);
-    }
-    entries.into_iter().map(|((bits, key), value)| (bits, key, value)).collect()
-}
-
-/// CLOCK_BOOTTIME in ns: grants expire on the clock the BPF programs read
-/// (`bpf_ktime_get_boot_ns`). Unreadable: the end of time, so every expiring grant has expired.
-fn boottime_ns() -> u64 {
-    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME) {
-        Ok(t) => t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64,
-        Err(_) => u64::MAX,
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OutcomeKind {
-    Approved,
-    Denied,
-    TimedOut,
-    /// The broker could not decide (no path, shutdown): denied.
-    FailedClosed,
-    /// A remembered grant allowed the open without asking.
-    Granted,
-    /// Not a prompt: the kernel tables deferred the open and the exact evaluator denied it.
-    DeferDenied,
-}
-
-/// One prompt outcome, for the host's audit log.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PromptOutcome {
-    /// None when no approval was opened (granted, or failed closed before one).
-    pub approval: Option<ApprovalId>,
-    #[serde(flatten)]
-    pub open: Open,
-    pub outcome: OutcomeKind,
-    pub decided_by: Option<Decider>,
-    /// From the first held open to the answer.
-    pub latency_us: u64,
-    pub opens: u32,
-    /// The grant this decision created, or the one that allowed the open.
-    pub grant: Option<Grant>,
-    /// Why the broker failed closed.
-    pub reason: Option<String>,
-}
-
-/// What subscribers receive.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ApprovalEvent {
-    Opened { approval: Approval },
-    Decided { outcome: PromptOutcome },
-}
-
-/// Why a decision was not taken.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DecideError {
-    UnknownId(ApprovalId),
-    /// Somebody (or the timeout) decided first.
-    AlreadyDecided(Box<PromptOutcome>),
-    /// `remember`/`for` with a denial.
-    RememberOnDeny,
-}
-
-impl std::fmt::Display for DecideError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DecideError::UnknownId(id) => write!(f, "no pending approval {id}"),
-            DecideError::AlreadyDecided(o) => {
-                let by = o.decided_by.map_or("fp".to_string(), |d| {
-                    format!("uid {} via {}", d.uid, serde_plain(&d.surface))
-                });
-                write!(
-                    f,
-                    "approval {} was already decided: {} by {by}",
-                    id_of(o),
-                    serde_plain(&o.outcome)
-                )
-            }
-            DecideError::RememberOnDeny => {
-                write!(f, "--remember and --for apply to approvals only")
-            }
-        }
-    }
-}
-
-fn id_of(o: &PromptOutcome) -> String {
-    o.approval.map_or("-".to_string(), |id| id.to_string())
-}
-
-/// A unit enum's serde name (`timed-out`, `cli`).
-pub(crate) fn serde_plain<T: Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::new(),
-    }
-}
-
-impl std::error::Error for DecideError {}
-
-/// Answers one held open: true allows it. The broker's answers write to the fanotify group.
-pub type Answer = Box<dyn FnOnce(bool) + Send>;
-
-/// Called with every live grant when the store starts (none) and whenever a grant is created,
-/// expires or loses its session; calls are serialized, each with the grants at its time (the host mirrors them into the
-/// kernel). It must not open files on a marked filesystem or wait on the broker.
-pub type GrantsChanged = Arc<dyn Fn(&[Grant]) + Send + Sync>;
-
-/// An open the broker wants decided.
-#[derive(Clone, Debug)]
-pub struct OpenRequest {
-    pub open: Open,
-    /// The path's bytes: what batching and grants match.
-    pub path: Vec<u8>,
-}
-
-impl OpenRequest {
-    /// `open` with `path` as its path.
-    pub fn new(mut open: Open, path: Vec<u8>) -> Self {
-        open.path = String::from_utf8_lossy(&path).into_owned();
-        OpenRequest { open, path }
-    }
-
-    fn outcome(&self, kind: OutcomeKind, latency: Duration) -> PromptOutcome {
-        PromptOutcome {
-            approval: None,
-            open: self.open.clone(),
-            outcome: kind,
-            decided_by: None,
-            latency_us: latency.as_micros() as u64,
-            opens: 1,
-            grant: None,
-            reason: None,
-        }
-    }
-}
 
 struct Pending {
     id: ApprovalId,
@@ -633,38 +358,6 @@ impl Approvals {
     }
 }
 
-fn new_grant(
-    state: &mut State,
-    request: &OpenRequest,
-    scope: Remember,
-    duration: Option<Duration>,
-    decider: Decider,
-    boottime: u64,
-) -> Grant {
-    let key = match scope {
-        Remember::Session => Vec::new(),
-        Remember::Path => request.path.clone(),
-        Remember::Dir => match request.path.iter().rposition(|b| *b == b'/') {
-            Some(0) => b"/".to_vec(),
-            Some(i) => request.path[..i].to_vec(),
-            None => request.path.clone(),
-        },
-    };
-    let id = state.next_grant;
-    state.next_grant += 1;
-    Grant {
-        id,
-        session: request.open.session.clone(),
-        scope,
-        path: String::from_utf8_lossy(&key).into_owned(),
-        expires_at: duration.map(|d| rfc3339(SystemTime::now() + d)),
-        created_by: decider,
-        expires: duration.map_or(0, |d| boottime.saturating_add(d.as_nanos() as u64).max(1)),
-        ops: request.open.access.op_bits(),
-        key,
-    }
-}
-
 /// How an approval ended.
 struct Ending {
     kind: OutcomeKind,
@@ -713,7 +406,7 @@ fn rfc3339(t: SystemTime) -> String {
 pub(super) mod tests {
     use super::*;
 
-    const CLI: Decider = Decider { uid: 0, surface: Surface::Cli };
+    pub(super) const CLI: Decider = Decider { uid: 0, surface: Surface::Cli };
 
     pub(in crate::prompt) fn request(session: &str, path: &str) -> OpenRequest {
         let open = Open {
@@ -732,62 +425,6 @@ pub(super) mod tests {
     pub(in crate::prompt) fn answer(log: &Arc<Mutex<Vec<bool>>>) -> Answer {
         let log = Arc::clone(log);
         Box::new(move |allow| log.lock().unwrap().push(allow))
-    }
-
-    #[test]
-    fn grants_allow_their_scope_until_they_expire() {
-        let mut state = State::default();
-        let now = boottime_ns();
-        let r = request("s1", "/ws/secrets/key");
-        let dir = new_grant(&mut state, &r, Remember::Dir, None, CLI, now);
-        assert_eq!(dir.path, "/ws/secrets");
-        assert!(dir.allows("s1", b"/ws/secrets/other", Access::Read, now));
-        assert!(!dir.allows("s1", b"/ws/secrets-not", Access::Read, now));
-        assert!(!dir.allows("s2", b"/ws/secrets/other", Access::Read, now));
-        let path = new_grant(&mut state, &r, Remember::Path, None, CLI, now);
-        assert!(path.allows("s1", b"/ws/secrets/key", Access::Read, now));
-        assert!(!path.allows("s1", b"/ws/secrets/key2", Access::Read, now));
-        let session = new_grant(&mut state, &r, Remember::Session, None, CLI, now);
-        assert!(session.allows("s1", b"/anything", Access::Read, u64::MAX));
-        let root = new_grant(&mut state, &request("s1", "/top"), Remember::Dir, None, CLI, now);
-        assert_eq!(root.path, "/");
-        assert!(root.allows("s1", b"/etc/x", Access::Read, now));
-        let brief = new_grant(&mut state, &r, Remember::Path, Some(Duration::ZERO), CLI, now);
-        assert!(!brief.allows("s1", b"/ws/secrets/key", Access::Read, now));
-        let ten = new_grant(&mut state, &r, Remember::Dir, Some(Duration::from_secs(10)), CLI, now);
-        assert!(ten.allows("s1", b"/ws/secrets/x", Access::Read, now + 9_999_999_999));
-        assert!(!ten.allows("s1", b"/ws/secrets/x", Access::Read, now + 10_000_000_000));
-        assert!(
-            !path.allows("s1", b"/ws/secrets/key", Access::ReadWrite, now),
-            "an approved read does not answer an open for reading and writing"
-        );
-        assert!(path.allows("s1", b"/ws/secrets/key", Access::Exec, now), "exec decides as read");
-    }
-
-    #[test]
-    fn kernel_entries_merge_grants_with_one_key_and_skip_unknown_sessions() {
-        let mut state = State::default();
-        let now = boottime_ns();
-        let r = request("s1", "/ws/secrets/key");
-        let short = Some(Duration::from_secs(5));
-        let grants = [
-            new_grant(&mut state, &r, Remember::Dir, short, CLI, now),
-            new_grant(&mut state, &r, Remember::Dir, None, CLI, now),
-            new_grant(&mut state, &r, Remember::Path, short, CLI, now),
-            new_grant(&mut state, &request("s2", "/x"), Remember::Session, None, CLI, now),
-        ];
-        let entries = kernel_grants(&grants, |s| (s == "s1").then_some(42));
-        assert_eq!(entries.len(), 2, "{entries:?}");
-        let dir = GrantScope::Dir.key(42, b"/ws/secrets").unwrap();
-        let merged = entries.iter().find(|(b, k, _)| (*b, *k) == dir).unwrap();
-        assert_eq!(
-            merged.2,
-            GrantValue::new(GrantScope::Dir, crate::policy::Op::Read.bit(), 0),
-            "the longer-lived grant wins"
-        );
-        let long = request("s1", &format!("/{}", "x".repeat(300)));
-        let long = new_grant(&mut state, &long, Remember::Path, None, CLI, now);
-        assert!(long.kernel_entry(42).is_none());
     }
 
     #[test]

@@ -1,0 +1,229 @@
+//! The writer thread and what producers hold: [`start`] opens the log and runs a [`LogWriter`]
+//! on a thread fed through a bounded channel by [`AuditHandle`]s.
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+
+use super::super::record::{Body, Event, Loss};
+use super::{LogWriter, WriteError, WriterConfig};
+
+/// Where a loss record says channel drops happened.
+pub const CHANNEL_LOSS: &str = "audit-channel";
+/// Staged bytes kept in memory while the disk is full; beyond this, events are counted as lost.
+const MAX_PENDING_BYTES: usize = 16 << 20;
+/// Records drained from the channel before the writer writes them out.
+const MAX_BATCH: usize = 4096;
+
+/// The writer's state as producers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    Ok = 0,
+    /// The disk is full: keep enforcing, start no new sessions; records resume with space.
+    NoSpace = 1,
+    /// The writer stopped on an error (e.g. fsync): the log is no longer durable.
+    Failed = 2,
+}
+
+struct Shared {
+    dropped: AtomicU64,
+    health: AtomicU8,
+    shutdown: AtomicBool,
+    /// Events put in the channel so far, counted in channel order (under the lock).
+    sent: Mutex<u64>,
+    /// Events the writer has written to the log file (or counted in a loss record) so far.
+    written: Mutex<u64>,
+    written_changed: Condvar,
+}
+
+impl Shared {
+    fn set_health(&self, health: Health) {
+        self.health.store(health as u8, Ordering::SeqCst);
+    }
+}
+
+/// What producers hold: cheap to clone; only [`AuditHandle::record_written`] waits.
+#[derive(Clone)]
+pub struct AuditHandle {
+    tx: SyncSender<Event>,
+    shared: Arc<Shared>,
+}
+
+impl AuditHandle {
+    /// Queues an event for the writer. Never blocks: when the channel is full (or the writer is
+    /// gone) the event is counted and the count later written as a `loss` record. Returns
+    /// whether the event was queued.
+    pub fn record(&self, event: Event) -> bool {
+        self.send(event).is_some()
+    }
+
+    /// [`AuditHandle::record`], then waits (at most `timeout`) until the writer has written the
+    /// event to the log file, where a crash of the agent cannot lose it: an event read from the
+    /// kernel's pinned ring buffer is let go there only then. Returns whether it was written.
+    pub fn record_written(&self, event: Event, timeout: Duration) -> bool {
+        let Some(ticket) = self.send(event) else { return false };
+        let written = self.shared.written.lock().unwrap();
+        let (written, _) = self
+            .shared
+            .written_changed
+            .wait_timeout_while(written, timeout, |w| *w < ticket)
+            .unwrap();
+        *written >= ticket
+    }
+
+    /// Queues `event`; its place in the channel, or None if it was dropped (and counted).
+    fn send(&self, event: Event) -> Option<u64> {
+        let mut sent = self.shared.sent.lock().unwrap();
+        match self.tx.try_send(event) {
+            Ok(()) => {
+                *sent += 1;
+                Some(*sent)
+            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    pub fn health(&self) -> Health {
+        match self.shared.health.load(Ordering::SeqCst) {
+            0 => Health::Ok,
+            1 => Health::NoSpace,
+            _ => Health::Failed,
+        }
+    }
+
+    /// Whether new sessions may start (false while the disk is full or the writer failed).
+    pub fn accepting_sessions(&self) -> bool {
+        self.health() == Health::Ok
+    }
+}
+
+/// The writer thread; [`AuditWriter::shutdown`] drains the channel and seals the log.
+pub struct AuditWriter {
+    shared: Arc<Shared>,
+    thread: std::thread::JoinHandle<anyhow::Result<()>>,
+}
+
+impl AuditWriter {
+    pub fn shutdown(self) -> anyhow::Result<()> {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.thread.join().map_err(|_| anyhow!("audit writer thread panicked"))?
+    }
+}
+
+/// Opens the log (errors surface here) and starts its writer thread.
+pub fn start(config: WriterConfig) -> anyhow::Result<(AuditHandle, AuditWriter)> {
+    let capacity = config.channel_capacity;
+    let writer = LogWriter::open(config)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
+    let shared = Arc::new(Shared {
+        dropped: AtomicU64::new(0),
+        health: AtomicU8::new(Health::Ok as u8),
+        shutdown: AtomicBool::new(false),
+        sent: Mutex::new(0),
+        written: Mutex::new(0),
+        written_changed: Condvar::new(),
+    });
+    let thread_shared = Arc::clone(&shared);
+    let thread = std::thread::Builder::new()
+        .name("fp-audit-writer".into())
+        .spawn(move || {
+            let result = run(writer, &rx, &thread_shared);
+            if let Err(e) = &result {
+                thread_shared.set_health(Health::Failed);
+                tracing::error!("audit writer stopped: {e:#}");
+            }
+            result
+        })
+        .context("spawning the audit writer")?;
+    Ok((AuditHandle { tx, shared: Arc::clone(&shared) }, AuditWriter { shared, thread }))
+}
+
+/// The writer loop: batch, write, group-commit, checkpoint, rotate; back off on ENOSPC.
+fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Result<()> {
+    let poll = log.config.sync_interval.min(Duration::from_millis(100));
+    let mut no_space_since: Option<Instant> = None;
+    // Events taken from the channel: once flushed, what `record_written` waits for.
+    let mut received = 0u64;
+    loop {
+        let wait = if no_space_since.is_some() { log.config.enospc_retry.min(poll) } else { poll };
+        let mut disconnected = false;
+        match rx.recv_timeout(wait) {
+            Ok(event) => {
+                received += 1;
+                stage(&mut log, event, shared);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => disconnected = true,
+        }
+        let stopping = disconnected || shared.shutdown.load(Ordering::SeqCst);
+        // Shutting down drains everything queued; otherwise a batch is bounded.
+        let batch = if stopping { usize::MAX } else { MAX_BATCH };
+        for event in rx.try_iter().take(batch) {
+            received += 1;
+            stage(&mut log, event, shared);
+        }
+        if let Some(since) = no_space_since
+            && since.elapsed() < log.config.enospc_retry
+            && !stopping
+        {
+            continue;
+        }
+        let dropped = shared.dropped.swap(0, Ordering::SeqCst);
+        if dropped > 0 {
+            log.append_body(&Body::Loss(Loss { count: dropped, at: CHANNEL_LOSS.into() }));
+        }
+        let result = (|| {
+            log.flush(false)?;
+            if log.rotation_due() {
+                log.rotate()?;
+            } else if log.checkpoint_due() {
+                log.checkpoint()?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                *shared.written.lock().unwrap() = received;
+                shared.written_changed.notify_all();
+                if no_space_since.take().is_some() {
+                    tracing::warn!("audit log has space again; resuming");
+                    shared.set_health(Health::Ok);
+                }
+            }
+            Err(WriteError::NoSpace) => {
+                if no_space_since.is_none() {
+                    tracing::error!(
+                        "audit log {}: no space left; new sessions refused",
+                        log.config.path.display()
+                    );
+                    shared.set_health(Health::NoSpace);
+                }
+                no_space_since = Some(Instant::now());
+                if stopping {
+                    bail!(
+                        "shutting down with {} bytes of records unwritten: disk full",
+                        log.pending_bytes()
+                    );
+                }
+                continue;
+            }
+            Err(WriteError::Fatal(e)) => return Err(e),
+        }
+        if stopping {
+            return log.close().map_err(|e| anyhow!("{e}"));
+        }
+    }
+}
+
+fn stage(log: &mut LogWriter, event: Event, shared: &Shared) {
+    if log.pending_bytes() >= MAX_PENDING_BYTES {
+        shared.dropped.fetch_add(1, Ordering::Relaxed);
+    } else {
+        log.append(event);
+    }
+}

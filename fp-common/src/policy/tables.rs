@@ -1,0 +1,168 @@
+//! One session's tables as the kernel holds them (header, LPM prefixes, scopes, inodes) and the
+//! lookups the evaluation makes into them.
+use super::{MAX_PREFIX, NameKind, NameValue, OpEntry};
+
+/// Per-session header: defaults and which name-table lookups are worth doing.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableHeader {
+    /// Default verdict per op (indexed by `Op as usize`), a `TableVerdict` byte.
+    pub defaults: [u8; 3],
+    /// `HEADER_*` flags.
+    pub flags: u8,
+    pub _pad: [u8; 4],
+    /// Bit `n - 1` set: some basename-suffix entry is `n` bytes long.
+    pub suffix_lengths: u64,
+    /// Bit `n - 1` set: some basename-prefix entry is `n` bytes long.
+    pub prefix_lengths: u64,
+}
+
+/// The session has basename (exact) entries.
+pub const HEADER_BASENAMES: u8 = 1;
+/// The session has directory-component entries.
+pub const HEADER_DIRNAMES: u8 = 2;
+
+/// LPM trie key data: session id then path bytes. The key's prefix length counts the session id's
+/// 64 bits plus 8 bits per path byte. Entries are `P/` (everything under P) or `P\0` (P exactly).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PrefixKeyData {
+    pub session_id: u64,
+    pub path: [u8; MAX_PREFIX],
+}
+
+impl PrefixKeyData {
+    /// The key for `path` (an entry's bytes, or the bytes looked up) in `session_id`, with its LPM
+    /// prefix length in bits; None if `path` is longer than [`MAX_PREFIX`].
+    pub fn new(session_id: u64, path: &[u8]) -> Option<(u32, Self)> {
+        if path.len() > MAX_PREFIX {
+            return None;
+        }
+        let mut key = PrefixKeyData { session_id, path: [0; MAX_PREFIX] };
+        for i in 0..MAX_PREFIX {
+            match (key.path.get_mut(i), path.get(i)) {
+                (Some(dst), Some(src)) => *dst = *src,
+                _ => break,
+            }
+        }
+        Some((64 + 8 * path.len() as u32, key))
+    }
+}
+
+/// LPM trie value: the compiler has already folded every shorter covering entry into it, so the
+/// longest match alone answers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefixValue {
+    pub ops: [OpEntry; 3],
+    /// Unique per entry of one session's tables (never 0): two paths whose longest match is the
+    /// same entry see the same LPM entries and the same name scopes above them
+    /// ([`crate::refer`] compares directories by it).
+    pub id: u32,
+}
+
+/// Scope-table key: a directory prefix that name entries are confined to.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ScopeKey {
+    pub session_id: u64,
+    pub scope_id: u16,
+    pub _pad: [u8; 6],
+}
+
+/// A scope: `path[..len]` is an absolute directory path ending in `/`; `mask[i]` is 0xff for
+/// `i < len` and 0 after, so the comparison needs no branch on `len` (see `in_scope`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopeValue {
+    pub len: u16,
+    pub _pad: [u8; 6],
+    pub path: [u8; MAX_PREFIX],
+    pub mask: [u8; MAX_PREFIX],
+}
+
+impl ScopeValue {
+    /// The scope `path` (at most [`MAX_PREFIX`] bytes, ending in `/`).
+    pub fn new(path: &[u8]) -> Option<Self> {
+        if path.len() > MAX_PREFIX {
+            return None;
+        }
+        let mut scope = ScopeValue {
+            len: path.len() as u16,
+            _pad: [0; 6],
+            path: [0; MAX_PREFIX],
+            mask: [0; MAX_PREFIX],
+        };
+        for (i, b) in path.iter().enumerate() {
+            scope.path[i] = *b;
+            scope.mask[i] = 0xff;
+        }
+        Some(scope)
+    }
+}
+
+/// Inode-table key: a rule's target by identity, so that aliases (bind mounts, other mount
+/// namespaces, hardlinks made before the session, symlinked directories) match the rule too. `dev`
+/// is the kernel's `s_dev` encoding (`major << 20 | minor`), not userspace's `st_dev`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InodeKey {
+    pub session_id: u64,
+    pub ino: u64,
+    pub dev: u32,
+    pub _pad: u32,
+}
+
+/// Inode-table value: the entries of the rules whose target this inode is. Only restrictive
+/// verdicts (Prompt, Deny, Defer) are stored: an alias never gains what its path would not.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InodeValue {
+    /// For the file itself (exact rules).
+    pub this: [OpEntry; 3],
+    /// For everything below this directory (subtree rules).
+    pub below: [OpEntry; 3],
+}
+
+/// Random access to the bytes of the path under evaluation. Userspace evaluates slices; the BPF
+/// programs evaluate the path they assembled in map memory, read with indexes the verifier can
+/// bound.
+pub trait PathBytes {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The byte at `i`; only asked for `i < len()`.
+    fn at(&self, i: usize) -> u8;
+}
+
+impl PathBytes for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        self.get(i).copied().unwrap_or(0)
+    }
+}
+
+/// Lookups into one session's tables. Userspace implements it over the compiled tables, the BPF
+/// programs over their maps (the tables id is part of every map key and hidden here).
+pub trait RuleTables {
+    type Path: PathBytes + ?Sized;
+    /// The session header; None (unknown session) makes the evaluation deny.
+    fn header(&self) -> Option<&TableHeader>;
+    /// The longest LPM entry that is a byte prefix of `path` followed by NUL, looked up with at
+    /// most [`MAX_PREFIX`] bytes of that key.
+    fn longest_prefix(&self, path: &Self::Path) -> Option<&PrefixValue>;
+    /// The name-table entry of `kind` for `path[start..start + len]` (`len <= MAX_NAME`).
+    fn name(
+        &self,
+        kind: NameKind,
+        path: &Self::Path,
+        start: usize,
+        len: usize,
+    ) -> Option<&NameValue>;
+    /// The scope with this id.
+    fn scope(&self, scope_id: u16) -> Option<&ScopeValue>;
+}
