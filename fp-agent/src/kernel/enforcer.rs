@@ -1,0 +1,528 @@
+//! The attached programs of one enforcement scope and the pinned maps they consult: what a
+//! session manager installs, switches and sweeps.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, anyhow, bail};
+use aya::{
+    Ebpf,
+    maps::{HashMap, LpmTrie, MapData, RingBuf, lpm_trie::Key},
+    programs::links::PinnedLink,
+};
+use fp_common::{
+    kernel::{GrantValue, Hook, SessionCounters, SessionInfo, maps},
+    policy::{
+        InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
+        TableHeader,
+    },
+};
+
+use super::bpffs::{ensure_bpffs, remove_empty_dirs};
+use super::{attach, available_hooks, btf, kernel_dev, open, tables};
+use crate::policy::KernelTables;
+
+/// The LSM programs of one enforcement scope, attached, with their maps and links pinned under
+/// `pin_dir` so enforcement survives the loader being paused or killed.
+pub struct Enforcer {
+    maps: BTreeMap<&'static str, aya::maps::Map>,
+    pin_dir: PathBuf,
+    links: Vec<(PathBuf, PinnedLink)>,
+}
+
+/// The `INTERIOR` keys of tables `id`: each directory with its NUL, so that the longest-prefix
+/// lookup of `dir\0` finds exactly it. Directories too long for a key are left out: the
+/// programs count such a directory as anchored without looking.
+fn interior_keys(
+    id: u64,
+    tables: &KernelTables,
+) -> impl Iterator<Item = (u32, PrefixKeyData)> + '_ {
+    tables.interior().filter_map(move |dir| {
+        let mut bytes = dir.to_vec();
+        bytes.push(0);
+        PrefixKeyData::new(id, &bytes)
+    })
+}
+
+/// How full one of the pinned hash maps is.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MapUsage {
+    pub name: &'static str,
+    pub used: u64,
+    pub capacity: u64,
+}
+
+impl Enforcer {
+    /// Loads and attaches the programs for sessions whose cgroups sit at `session_cgroup_level`.
+    /// The session tables start empty, so attaching denies nothing yet.
+    pub fn load(session_cgroup_level: u32, pin_dir: PathBuf) -> anyhow::Result<Self> {
+        // Mounted for good if no caller holds a [`Bpffs`]: the pins must outlive this process.
+        ensure_bpffs()?;
+        std::fs::create_dir_all(&pin_dir)
+            .with_context(|| format!("creating {}", pin_dir.display()))?;
+        let (mut ebpf, btf, hooks) = open(session_cgroup_level)?;
+        let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
+        let attached = this.pin_and_attach(&mut ebpf, &btf, &hooks);
+        // The programs stay loaded through their links; the maps are what userspace keeps.
+        for name in maps::PINNED {
+            if let Some(map) = ebpf.take_map(name) {
+                this.maps.insert(name, map);
+            }
+        }
+        if let Err(e) = attached {
+            // Leave nothing half-attached behind.
+            let _ = this.unload();
+            return Err(e);
+        }
+        Ok(this)
+    }
+
+    /// Takes over the programs a previous agent left pinned under `pin_dir` (still attached and
+    /// enforcing): its links and maps, checked against the hooks this kernel and this fp attach.
+    /// `None` when nothing is pinned there.
+    pub fn adopt(pin_dir: PathBuf) -> anyhow::Result<Option<Self>> {
+        if !pin_dir.join(maps::SESSIONS).exists() {
+            return Ok(None);
+        }
+        let hooks = available_hooks(&btf::Btf::from_sys()?)?;
+        let mut pinned: Vec<String> = std::fs::read_dir(&pin_dir)
+            .with_context(|| format!("reading {}", pin_dir.display()))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("link_").map(Into::into))
+            .collect();
+        pinned.sort();
+        let mut expected: Vec<String> = hooks.iter().map(|(_, h)| h.name().to_owned()).collect();
+        expected.sort();
+        if pinned != expected {
+            bail!(
+                "the programs pinned under {} attach {} hook(s), this fp attaches {}: they come \
+                 from another fp build",
+                pin_dir.display(),
+                pinned.len(),
+                expected.len()
+            );
+        }
+        let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
+        for name in maps::PINNED {
+            let path = this.pin_dir.join(name);
+            let data = MapData::from_pin(&path)
+                .with_context(|| format!("opening the pinned map {}", path.display()))?;
+            this.maps.insert(name, aya::maps::Map::from_map_data(data)?);
+        }
+        for hook in expected {
+            let path = this.pin_dir.join(format!("link_{hook}"));
+            let link = PinnedLink::from_pin(&path)
+                .with_context(|| format!("opening the pinned link {}", path.display()))?;
+            this.links.push((path, link));
+        }
+        Ok(Some(this))
+    }
+
+    fn pin_and_attach(
+        &mut self,
+        ebpf: &mut Ebpf,
+        btf: &aya::Btf,
+        hooks: &[(&str, Hook)],
+    ) -> anyhow::Result<()> {
+        for name in maps::PINNED {
+            let path = self.pin_dir.join(name);
+            ebpf.map(name)
+                .ok_or_else(|| anyhow!("map {name} missing from the BPF object"))?
+                .pin(&path)
+                .with_context(|| format!("pinning {}", path.display()))?;
+        }
+        for (program, hook) in hooks.iter().map(|(p, h)| (p, h.name())) {
+            let link = attach(ebpf, btf, program, hook)?;
+            let path = self.pin_dir.join(format!("link_{hook}"));
+            let pinned = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+            self.links.push((path, pinned));
+        }
+        Ok(())
+    }
+
+    /// The hooks whose programs are attached.
+    pub fn hooks(&self) -> Vec<String> {
+        self.links
+            .iter()
+            .filter_map(|(path, _)| {
+                path.file_name()?.to_str()?.strip_prefix("link_").map(Into::into)
+            })
+            .collect()
+    }
+
+    /// Entries in use and capacity of each pinned hash map (what fills up as sessions start).
+    pub fn usage(&mut self) -> anyhow::Result<Vec<MapUsage>> {
+        fn count<K: aya::Pod, V: aya::Pod>(map: &mut aya::maps::Map) -> anyhow::Result<u64> {
+            let map: HashMap<_, K, V> = HashMap::try_from(map)?;
+            Ok(map.keys().filter(Result::is_ok).count() as u64)
+        }
+        let mut usage = Vec::new();
+        for name in [
+            maps::SESSIONS,
+            maps::HEADERS,
+            maps::PREFIXES,
+            maps::INTERIOR,
+            maps::NAMES,
+            maps::SCOPES,
+            maps::INODES,
+            maps::PENDING,
+            maps::GRANTS,
+        ] {
+            let map = self.map_mut(name)?;
+            let capacity = match &*map {
+                aya::maps::Map::HashMap(d) | aya::maps::Map::LpmTrie(d) => {
+                    d.info()?.max_entries() as u64
+                }
+                _ => continue,
+            };
+            let used = match name {
+                maps::SESSIONS => count::<u64, SessionInfo>(map)?,
+                maps::HEADERS => count::<u64, TableHeader>(map)?,
+                maps::PREFIXES => {
+                    let trie: LpmTrie<_, PrefixKeyData, PrefixValue> = LpmTrie::try_from(map)?;
+                    trie.keys().filter(Result::is_ok).count() as u64
+                }
+                maps::INTERIOR => {
+                    let trie: LpmTrie<_, PrefixKeyData, u8> = LpmTrie::try_from(map)?;
+                    trie.keys().filter(Result::is_ok).count() as u64
+                }
+                maps::NAMES => count::<NameKey, NameValue>(map)?,
+                maps::SCOPES => count::<ScopeKey, ScopeValue>(map)?,
+                maps::INODES => count::<InodeKey, InodeValue>(map)?,
+                maps::GRANTS => {
+                    let trie: LpmTrie<_, PrefixKeyData, GrantValue> = LpmTrie::try_from(map)?;
+                    trie.keys().filter(Result::is_ok).count() as u64
+                }
+                _ => count::<InodeKey, u64>(map)?,
+            };
+            usage.push(MapUsage { name, used, capacity });
+        }
+        Ok(usage)
+    }
+
+    fn map_mut(&mut self, name: &str) -> anyhow::Result<&mut aya::maps::Map> {
+        self.maps.get_mut(name).ok_or_else(|| anyhow!("map {name} missing from the BPF object"))
+    }
+
+    /// Installs `tables` under the new id `id`, the header last (evaluations of an id without a
+    /// header deny). On error nothing of them stays behind.
+    pub fn install_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &tables::InodeTable,
+    ) -> anyhow::Result<()> {
+        let written = self.write_tables(id, tables, inodes);
+        if written.is_err() {
+            let _ = self.remove_tables(id, tables, inodes);
+        }
+        written.context("writing the session's tables into the kernel maps (full?)")
+    }
+
+    fn write_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &tables::InodeTable,
+    ) -> anyhow::Result<()> {
+        let mut prefixes: LpmTrie<_, PrefixKeyData, PrefixValue> =
+            LpmTrie::try_from(self.map_mut(maps::PREFIXES)?)?;
+        for (bytes, value) in tables.prefixes() {
+            let (bits, key) = PrefixKeyData::new(id, bytes)
+                .ok_or_else(|| anyhow!("compiled prefix longer than an LPM key"))?;
+            prefixes.insert(&Key::new(bits, key), value, 0)?;
+        }
+        let mut interior: LpmTrie<_, PrefixKeyData, u8> =
+            LpmTrie::try_from(self.map_mut(maps::INTERIOR)?)?;
+        for (bits, key) in interior_keys(id, tables) {
+            interior.insert(&Key::new(bits, key), 1, 0)?;
+        }
+        let mut names: HashMap<_, NameKey, NameValue> =
+            HashMap::try_from(self.map_mut(maps::NAMES)?)?;
+        for (key, value) in tables.names() {
+            names.insert(NameKey { session_id: id, ..*key }, value, 0)?;
+        }
+        let mut scopes: HashMap<_, ScopeKey, ScopeValue> =
+            HashMap::try_from(self.map_mut(maps::SCOPES)?)?;
+        for (scope_id, value) in tables.scopes().iter().enumerate().skip(1) {
+            scopes.insert(
+                ScopeKey { session_id: id, scope_id: scope_id as u16, _pad: [0; 6] },
+                value,
+                0,
+            )?;
+        }
+        let mut map: HashMap<_, InodeKey, InodeValue> =
+            HashMap::try_from(self.map_mut(maps::INODES)?)?;
+        for (key, value) in inodes.keyed(id) {
+            map.insert(key, value, 0)?;
+        }
+        let mut headers: HashMap<_, u64, TableHeader> =
+            HashMap::try_from(self.map_mut(maps::HEADERS)?)?;
+        headers.insert(id, tables.header(), 0)?;
+        Ok(())
+    }
+
+    /// Removes tables `id`, the header first. Entries already gone are not an error.
+    pub fn remove_tables(
+        &mut self,
+        id: u64,
+        tables: &KernelTables,
+        inodes: &tables::InodeTable,
+    ) -> anyhow::Result<()> {
+        let mut headers: HashMap<_, u64, TableHeader> =
+            HashMap::try_from(self.map_mut(maps::HEADERS)?)?;
+        gone(headers.remove(&id))?;
+        let mut prefixes: LpmTrie<_, PrefixKeyData, PrefixValue> =
+            LpmTrie::try_from(self.map_mut(maps::PREFIXES)?)?;
+        for (bytes, _) in tables.prefixes() {
+            if let Some((bits, key)) = PrefixKeyData::new(id, bytes) {
+                gone(prefixes.remove(&Key::new(bits, key)))?;
+            }
+        }
+        let mut interior: LpmTrie<_, PrefixKeyData, u8> =
+            LpmTrie::try_from(self.map_mut(maps::INTERIOR)?)?;
+        for (bits, key) in interior_keys(id, tables) {
+            gone(interior.remove(&Key::new(bits, key)))?;
+        }
+        let mut names: HashMap<_, NameKey, NameValue> =
+            HashMap::try_from(self.map_mut(maps::NAMES)?)?;
+        for (key, _) in tables.names() {
+            gone(names.remove(&NameKey { session_id: id, ..*key }))?;
+        }
+        let mut scopes: HashMap<_, ScopeKey, ScopeValue> =
+            HashMap::try_from(self.map_mut(maps::SCOPES)?)?;
+        for scope_id in 1..tables.scopes().len() {
+            gone(scopes.remove(&ScopeKey {
+                session_id: id,
+                scope_id: scope_id as u16,
+                _pad: [0; 6],
+            }))?;
+        }
+        let mut map: HashMap<_, InodeKey, InodeValue> =
+            HashMap::try_from(self.map_mut(maps::INODES)?)?;
+        for (key, _) in inodes.keyed(id) {
+            gone(map.remove(&key))?;
+        }
+        Ok(())
+    }
+
+    /// Points the session of cgroup `cgroup` at its tables and flags: confines it from now on, or
+    /// (for a running session) swaps its tables in one map update.
+    pub fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
+        let mut counters: HashMap<_, u64, SessionCounters> =
+            HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
+        if counters.get(&cgroup, 0).is_err() {
+            counters.insert(cgroup, SessionCounters::default(), 0)?;
+        }
+        let mut map: HashMap<_, u64, SessionInfo> =
+            HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
+        map.insert(cgroup, info, 0)?;
+        Ok(())
+    }
+
+    pub fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo> {
+        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
+        Ok(map.get(&cgroup, 0)?)
+    }
+
+    /// Forgets the session of cgroup `cgroup` (its tables are removed separately).
+    pub fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        let mut map: HashMap<_, u64, SessionInfo> =
+            HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
+        map.remove(&cgroup)?;
+        let mut counters: HashMap<_, u64, SessionCounters> =
+            HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
+        counters.remove(&cgroup)?;
+        Ok(())
+    }
+
+    /// Every session the programs confine now, by cgroup id.
+    pub fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>> {
+        let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
+        Ok(map.iter().filter_map(Result::ok).collect())
+    }
+
+    /// Removes every table entry whose tables id is not in `tables`, and the counters, pending
+    /// opens and grants of cgroups not in `cgroups`: what an agent that died left behind. Returns the tables ids removed.
+    pub fn sweep(
+        &mut self,
+        tables: &HashSet<u64>,
+        cgroups: &HashSet<u64>,
+    ) -> anyhow::Result<usize> {
+        fn sweep<K: aya::Pod, V: aya::Pod>(
+            map: &mut aya::maps::Map,
+            stale: impl Fn(&K) -> bool,
+        ) -> anyhow::Result<Vec<K>> {
+            let mut map: HashMap<_, K, V> = HashMap::try_from(map)?;
+            let doomed: Vec<K> = map.keys().filter_map(Result::ok).filter(|k| stale(k)).collect();
+            for key in &doomed {
+                gone(map.remove(key))?;
+            }
+            Ok(doomed)
+        }
+        fn sweep_trie<V: aya::Pod>(
+            map: &mut aya::maps::Map,
+            stale: impl Fn(&PrefixKeyData) -> bool,
+        ) -> anyhow::Result<()> {
+            let mut trie: LpmTrie<_, PrefixKeyData, V> = LpmTrie::try_from(map)?;
+            let doomed: Vec<Key<PrefixKeyData>> =
+                trie.keys().filter_map(Result::ok).filter(|k| stale(&k.data())).collect();
+            for key in &doomed {
+                gone(trie.remove(key))?;
+            }
+            Ok(())
+        }
+        let removed =
+            sweep::<u64, TableHeader>(self.map_mut(maps::HEADERS)?, |id| !tables.contains(id))?;
+        sweep_trie::<PrefixValue>(self.map_mut(maps::PREFIXES)?, |k| {
+            !tables.contains(&k.session_id)
+        })?;
+        sweep_trie::<u8>(self.map_mut(maps::INTERIOR)?, |k| !tables.contains(&k.session_id))?;
+        sweep_trie::<GrantValue>(self.map_mut(maps::GRANTS)?, |k| {
+            !cgroups.contains(&k.session_id)
+        })?;
+        sweep::<NameKey, NameValue>(self.map_mut(maps::NAMES)?, |k| {
+            !tables.contains(&k.session_id)
+        })?;
+        sweep::<ScopeKey, ScopeValue>(self.map_mut(maps::SCOPES)?, |k| {
+            !tables.contains(&k.session_id)
+        })?;
+        sweep::<InodeKey, InodeValue>(self.map_mut(maps::INODES)?, |k| {
+            !tables.contains(&k.session_id)
+        })?;
+        sweep::<u64, SessionCounters>(self.map_mut(maps::COUNTERS)?, |c| !cgroups.contains(c))?;
+        sweep::<InodeKey, u64>(self.map_mut(maps::PENDING)?, |k| !cgroups.contains(&k.session_id))?;
+        Ok(removed.len())
+    }
+
+    /// Opens the broker never answered (it died) that no agent has recorded yet: each is
+    /// returned once, and its reads stay refused until a broker answers a new open of the file.
+    pub fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>> {
+        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut(maps::PENDING)?)?;
+        let fresh: Vec<InodeKey> =
+            map.iter().filter_map(Result::ok).filter(|(_, v)| *v == 1).map(|(k, _)| k).collect();
+        for key in &fresh {
+            // Present means pending to the programs, whatever the value: 2 marks it recorded.
+            map.insert(key, 2, 0)?;
+        }
+        Ok(fresh)
+    }
+
+    /// Sessions may not signal or trace the process `tgid` (the agent): it replaces whatever
+    /// process an earlier agent protected.
+    pub fn protect(&mut self, tgid: u32) -> anyhow::Result<()> {
+        let mut map: HashMap<_, u32, u8> = HashMap::try_from(self.map_mut(maps::PROTECTED)?)?;
+        let earlier: Vec<u32> = map.keys().filter_map(Result::ok).collect();
+        map.insert(tgid, 1, 0)?;
+        for old in earlier.into_iter().filter(|&t| t != tgid) {
+            map.remove(&old)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the prompt broker's heartbeat map (once), so that beats never wait behind a session
+    /// start holding the enforcer.
+    pub fn take_broker_clock(&mut self) -> anyhow::Result<BrokerClock> {
+        let map = self
+            .maps
+            .remove(maps::BROKER)
+            .ok_or_else(|| anyhow!("{} already taken", maps::BROKER))?;
+        Ok(BrokerClock(aya::maps::Array::try_from(map)?))
+    }
+
+    /// The broker answered the open of (`st_dev`, `st_ino`) by the session of cgroup `cgroup`:
+    /// its reads are no longer refused as pending.
+    pub fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
+        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut(maps::PENDING)?)?;
+        let key = InodeKey { session_id: cgroup, ino: st_ino, dev: kernel_dev(st_dev), _pad: 0 };
+        Ok(gone(map.remove(&key))?)
+    }
+
+    /// Makes the `GRANTS` map hold exactly `grants` (prefix length in bits, key, value; see
+    /// `fp_common::kernel::GrantScope::key`): the new ones are written first, then the others
+    /// removed. Prompt verdicts of opens they cover are allowed in the kernel until they expire.
+    pub fn set_grants(
+        &mut self,
+        grants: &[(u32, PrefixKeyData, GrantValue)],
+    ) -> anyhow::Result<()> {
+        let mut map: LpmTrie<_, PrefixKeyData, GrantValue> =
+            LpmTrie::try_from(self.map_mut(maps::GRANTS)?)?;
+        for (bits, key, value) in grants {
+            map.insert(&Key::new(*bits, *key), value, 0)?;
+        }
+        let wanted = |k: &Key<PrefixKeyData>| {
+            grants.iter().any(|(bits, key, _)| k.prefix_len() == *bits && k.data() == *key)
+        };
+        let stale: Vec<_> = map.keys().collect::<Result<_, _>>()?;
+        for key in stale.iter().filter(|k| !wanted(k)) {
+            gone(map.remove(key))?;
+        }
+        Ok(())
+    }
+
+    pub fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters> {
+        let map: HashMap<_, u64, SessionCounters> =
+            HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
+        Ok(map.get(&cgroup, 0)?)
+    }
+
+    /// Takes the ring buffer of decision events (once). It is pinned: events queued while no
+    /// agent read them are still there for the next one.
+    pub fn take_events(&mut self) -> anyhow::Result<RingBuf<MapData>> {
+        let map = self
+            .maps
+            .remove(maps::EVENTS)
+            .ok_or_else(|| anyhow!("{} already taken", maps::EVENTS))?;
+        Ok(RingBuf::try_from(map)?)
+    }
+
+    /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously
+    /// once their last reference is gone.
+    pub fn unload(self) -> anyhow::Result<()> {
+        let Self { maps, pin_dir, links } = self;
+        for (path, link) in links {
+            link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
+        }
+        for name in maps::PINNED {
+            let path = pin_dir.join(name);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("unpinning {}", path.display()));
+                }
+                _ => {}
+            }
+        }
+        drop(maps);
+        remove_empty_dirs(&pin_dir, Path::new("/sys/fs/bpf"));
+        Ok(())
+    }
+}
+
+/// The prompt broker's heartbeat in the kernel.
+pub struct BrokerClock(aya::maps::Array<MapData, u64>);
+
+impl BrokerClock {
+    /// The prompt broker is alive now: opens with prompt or defer verdicts are left to it for
+    /// the next `BROKER_HEARTBEAT_TIMEOUT_NS`.
+    pub fn beat(&mut self) -> anyhow::Result<()> {
+        let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)?;
+        self.0.set(0, now.tv_sec() as u64 * 1_000_000_000 + now.tv_nsec() as u64, 0)?;
+        Ok(())
+    }
+}
+
+/// A removal of an entry already gone is not an error. aya 0.14's `remove` reports a missing key
+/// as the `bpf_map_delete_elem` syscall failing with ENOENT, not as `KeyNotFound`.
+pub(super) fn gone(r: Result<(), aya::maps::MapError>) -> Result<(), aya::maps::MapError> {
+    use aya::{maps::MapError, sys::SyscallError};
+    match r {
+        Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+        Err(MapError::SyscallError(SyscallError { io_error, .. }))
+            if io_error.raw_os_error() == Some(libc::ENOENT) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
