@@ -4,10 +4,8 @@
 //! The broker never opens a file on a filesystem it marks: it reads only /proc and the fds the
 //! kernel hands it (an open of its own would wait for an answer only it can give).
 use std::collections::HashSet;
-use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::FileExt as _;
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,89 +21,16 @@ use nix::sys::fanotify::{
 };
 use tokio::sync::mpsc;
 
-use super::approvals::{Access, Approvals, GrantsChanged, Open, OpenRequest, PromptOutcome};
-use super::command::ApprovalCommand;
+use super::approvals::{Access, Approvals, Open, OpenRequest, PromptOutcome};
+use super::opener::{Opening, comm, event_path, open_access};
+use super::setup::{BrokerConfig, Heartbeat, SessionInfo, SessionLookup, Settled};
 use crate::policy::{EffectivePolicy, KernelDisposition, Op, Verdict};
 use crate::session::Cgroup2;
 
 /// The permission events the broker answers.
 const PERMISSION_EVENTS: MaskFlags = MaskFlags::FAN_OPEN_PERM.union(MaskFlags::FAN_OPEN_EXEC_PERM);
-/// Longest wait for an opener to go to sleep on its event (its syscall is unreadable before).
-const SYSCALL_RUNNING_WAIT: Duration = Duration::from_millis(50);
 /// Every rename of a file or directory (reported once, from its old directory).
 const RENAME_EVENTS: MaskFlags = MaskFlags::FAN_MOVED_FROM.union(MaskFlags::FAN_ONDIR);
-
-/// A live session, as the host knows it.
-#[derive(Clone, Debug)]
-pub struct SessionInfo {
-    pub id: String,
-    /// Its cgroup id (its key in the kernel maps).
-    pub cgroup: u64,
-    pub agent: String,
-    pub policy: Arc<EffectivePolicy>,
-}
-
-/// The host's sessions, as the broker asks about them.
-///
-/// Called on the broker thread for every event it sees: an implementation must never wait for a
-/// lock that another thread may hold while it opens a file (loading a policy, writing the audit
-/// log), or that open and the broker wait for each other. Hold a snapshot (`Arc` swapped under a
-/// lock held only to clone or replace it).
-pub trait SessionLookup: Send + Sync {
-    /// The session whose cgroup directory is `cgroup` (an absolute path under the cgroup2
-    /// mount). The broker asks for the opener's cgroup, then each ancestor.
-    fn session(&self, cgroup: &Path) -> Option<SessionInfo>;
-    /// Every live session's policy: a file is cached as "never prompted" only when none of them
-    /// prompts for it.
-    fn policies(&self) -> Vec<Arc<EffectivePolicy>>;
-}
-
-#[derive(Clone)]
-pub struct BrokerConfig {
-    /// A path on each filesystem session processes can reach; each filesystem is marked whole.
-    pub filesystems: Vec<PathBuf>,
-    /// Undecided approvals are denied after this long.
-    pub approval_timeout: Duration,
-    pub approval_command: Option<ApprovalCommand>,
-    pub cgroup2: Cgroup2,
-    /// Most files cached as never prompted (one ignore mark each); the cache is flushed when full.
-    pub ignore_cache_limit: usize,
-    /// Called from the broker thread at least every `heartbeat_interval` while it serves events
-    /// (the kernel half refreshes its heartbeat map here). It must not block or open files.
-    pub heartbeat: Option<Heartbeat>,
-    pub heartbeat_interval: Duration,
-    /// Called with the opener's session cgroup and the (`st_dev`, `st_ino`) of a session's open
-    /// once it is answered, before an allow reaches the opener (the kernel half stops refusing
-    /// that session's reads of it as pending).
-    pub settled: Option<Settled>,
-    /// Called with every live grant at start (none) and whenever they change (the kernel half
-    /// mirrors them into its `GRANTS` map, so the opens they cover are allowed without a pending
-    /// entry).
-    pub grants_changed: Option<GrantsChanged>,
-}
-
-pub type Heartbeat = Arc<dyn Fn() + Send + Sync>;
-pub type Settled = Arc<dyn Fn(u64, u64, u64) + Send + Sync>;
-
-impl BrokerConfig {
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-    pub const DEFAULT_IGNORE_CACHE_LIMIT: usize = 65_536;
-    pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
-
-    pub fn new(cgroup2: Cgroup2, filesystems: Vec<PathBuf>) -> Self {
-        BrokerConfig {
-            filesystems,
-            approval_timeout: Self::DEFAULT_TIMEOUT,
-            approval_command: None,
-            cgroup2,
-            ignore_cache_limit: Self::DEFAULT_IGNORE_CACHE_LIMIT,
-            heartbeat: None,
-            heartbeat_interval: Self::DEFAULT_HEARTBEAT_INTERVAL,
-            settled: None,
-            grants_changed: None,
-        }
-    }
-}
 
 /// What the broker thread and the answers of held opens share.
 struct Shared {
@@ -565,119 +490,4 @@ fn decide(
         }
     }
     strictest.unwrap_or((Verdict::Deny, None, false))
-}
-
-/// The path of an event's file, from the fd the kernel opened for us (never by reopening it).
-fn event_path(fd: BorrowedFd<'_>) -> anyhow::Result<Vec<u8>> {
-    let link = nix::fcntl::readlink(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str())
-        .context("readlink of the event fd")?;
-    let mut path = link.as_bytes().to_vec();
-    if path.first() != Some(&b'/') {
-        return Err(anyhow!("not a path: {}", String::from_utf8_lossy(&path)));
-    }
-    // An unlinked file (opened through /proc/PID/fd): decide on the name it had.
-    if let Some(name) = path.strip_suffix(b" (deleted)")
-        && nix::sys::stat::fstat(fd).is_ok_and(|s| s.st_nlink == 0)
-    {
-        path.truncate(name.len());
-    }
-    Ok(path)
-}
-
-fn comm(tid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{tid}/comm"))
-        .map(|c| c.trim_end().to_string())
-        .unwrap_or_default()
-}
-
-/// What the blocked thread is doing, from its syscall (the open flags are not in the event).
-#[derive(Debug, PartialEq, Eq)]
-enum Opening {
-    /// Inside execve: this FAN_OPEN_PERM comes with the exec event of the same open.
-    InExec,
-    Access(Access),
-}
-
-fn open_access(tid: i32) -> Opening {
-    // The opener queues the event, then sleeps until answered; until it sleeps, its syscall reads
-    // as `running`, so that is retried (briefly: it cannot get past the open without us).
-    let deadline = std::time::Instant::now() + SYSCALL_RUNNING_WAIT;
-    while let Ok(text) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) {
-        if let Some((nr, args)) = parse_syscall(&text) {
-            return syscall_opening(tid, nr, &args);
-        }
-        if !text.starts_with("running") || std::time::Instant::now() >= deadline {
-            break;
-        }
-        std::thread::yield_now();
-    }
-    Opening::Access(Access::ReadWrite)
-}
-
-/// `/proc/TID/syscall`: the number and six arguments in hex (or `running` / `-1 ...`).
-fn parse_syscall(text: &str) -> Option<(i64, [u64; 6])> {
-    let mut fields = text.split_whitespace();
-    let nr = fields.next()?.parse().ok()?;
-    let mut args = [0u64; 6];
-    for arg in &mut args {
-        *arg = u64::from_str_radix(fields.next()?.strip_prefix("0x")?, 16).ok()?;
-    }
-    Some((nr, args))
-}
-
-fn syscall_opening(tid: i32, nr: i64, args: &[u64; 6]) -> Opening {
-    let flags = match nr {
-        libc::SYS_execve | libc::SYS_execveat => return Opening::InExec,
-        libc::SYS_openat | libc::SYS_open_by_handle_at => Some(args[2]),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_open => Some(args[1]),
-        #[cfg(target_arch = "x86_64")]
-        libc::SYS_creat => Some(libc::O_WRONLY as u64),
-        libc::SYS_openat2 => open_how_flags(tid, args[2]),
-        // io_uring and anything else: the mode is unknown.
-        _ => None,
-    };
-    Opening::Access(flags.map_or(Access::ReadWrite, flags_access))
-}
-
-/// `struct open_how.flags` (its first field) from the opener's memory.
-fn open_how_flags(tid: i32, address: u64) -> Option<u64> {
-    let mem = std::fs::File::open(format!("/proc/{tid}/mem")).ok()?;
-    let mut flags = [0u8; 8];
-    mem.read_exact_at(&mut flags, address).ok()?;
-    Some(u64::from_ne_bytes(flags))
-}
-
-fn flags_access(flags: u64) -> Access {
-    let flags = flags as i32;
-    let writes = flags & (libc::O_TRUNC | libc::O_CREAT) != 0;
-    match flags & libc::O_ACCMODE {
-        libc::O_RDONLY if !writes => Access::Read,
-        libc::O_WRONLY => Access::Write,
-        _ => Access::ReadWrite,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn syscall_lines_and_open_flags() {
-        let line = "257 0xffffff9c 0x7ffd1234 0x0 0x0 0x0 0x0 0x7ffd 0x7f00\n";
-        let (nr, args) = parse_syscall(line).unwrap();
-        assert_eq!(nr, libc::SYS_openat);
-        assert_eq!(syscall_opening(0, nr, &args), Opening::Access(Access::Read));
-        assert_eq!(parse_syscall("running\n"), None);
-        assert_eq!(parse_syscall("-1 0x7ffd 0x7f00\n"), None);
-        let at = |flags: i32| syscall_opening(0, libc::SYS_openat, &[0, 0, flags as u64, 0, 0, 0]);
-        assert_eq!(at(libc::O_WRONLY | libc::O_CREAT), Opening::Access(Access::Write));
-        assert_eq!(at(libc::O_RDWR), Opening::Access(Access::ReadWrite));
-        assert_eq!(at(libc::O_RDONLY | libc::O_TRUNC), Opening::Access(Access::ReadWrite));
-        assert_eq!(syscall_opening(0, libc::SYS_execve, &[0; 6]), Opening::InExec);
-        assert_eq!(
-            syscall_opening(0, libc::SYS_io_uring_enter, &[0; 6]),
-            Opening::Access(Access::ReadWrite)
-        );
-    }
 }

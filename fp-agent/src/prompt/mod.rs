@@ -11,6 +11,8 @@ mod approvals;
 mod broker;
 mod command;
 pub mod host;
+mod opener;
+mod setup;
 
 pub(crate) use approvals::serde_plain;
 pub use approvals::{
@@ -18,6 +20,7 @@ pub use approvals::{
     Grant, GrantsChanged, Open, OpenRequest, OutcomeKind, PromptOutcome, Remember, Surface,
     kernel_grants,
 };
-pub use broker::{BrokerConfig, Heartbeat, PromptBroker, SessionInfo, SessionLookup};
+pub use broker::PromptBroker;
 pub use command::{ApprovalCommand, CommandVerdict, parse_duration};
 pub use host::{HostSettings, PromptHost, Surfaces};
+pub use setup::{BrokerConfig, Heartbeat, SessionInfo, SessionLookup};
