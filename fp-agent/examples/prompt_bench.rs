@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fp_agent::policy::{EffectivePolicy, FileKind, LoadOptions, parse_str};
-use fp_agent::prompt::{BrokerConfig, PromptBroker, SessionInfo, SessionLookup};
-use fp_agent::session::Cgroup2;
+use fp_agent::prompt::{BrokerConfig, PromptBroker, SessionLookup};
+use fp_agent::session::{Cgroup2, SessionContext};
 
 /// One session, whose processes this benchmark never runs: it only makes `prompted/` prompt-tier.
 struct OneSession {
@@ -17,7 +17,7 @@ struct OneSession {
 }
 
 impl SessionLookup for OneSession {
-    fn session(&self, _cgroup: &Path) -> Option<SessionInfo> {
+    fn session(&self, _cgroup: &Path) -> Option<SessionContext> {
         None
     }
     fn policies(&self) -> Vec<Arc<EffectivePolicy>> {

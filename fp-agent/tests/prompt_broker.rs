@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use fp_agent::policy::{EffectivePolicy, FileKind, LoadOptions, parse_str};
 use fp_agent::prompt::{
     Access, ApprovalCommand, BrokerConfig, Decider, Decision, OutcomeKind, PromptBroker,
-    PromptOutcome, Remember, SessionInfo, SessionLookup, Surface,
+    PromptOutcome, Remember, SessionLookup, Surface,
 };
-use fp_agent::session::{Cgroup2, SessionCgroup};
+use fp_agent::session::{Cgroup2, SessionCgroup, SessionContext};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -20,11 +20,11 @@ const CLI: Decider = Decider { uid: 0, surface: Surface::Cli };
 
 struct Lookup {
     cgroup: PathBuf,
-    session: SessionInfo,
+    session: SessionContext,
 }
 
 impl SessionLookup for Lookup {
-    fn session(&self, cgroup: &Path) -> Option<SessionInfo> {
+    fn session(&self, cgroup: &Path) -> Option<SessionContext> {
         (cgroup == self.cgroup).then(|| self.session.clone())
     }
     fn policies(&self) -> Vec<Arc<EffectivePolicy>> {
@@ -76,12 +76,7 @@ fn fixture(configure: impl FnOnce(&mut BrokerConfig)) -> Option<Fixture> {
     let name =
         format!("fp-prompt-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
     let cgroup = SessionCgroup::create(&hierarchy, &hierarchy.mount.clone(), &name).unwrap();
-    let session = SessionInfo {
-        id: name.clone(),
-        cgroup: cgroup.id,
-        agent: "tester".into(),
-        policy: Arc::new(policy),
-    };
+    let session = SessionContext::new(name.clone(), "tester".into(), cgroup.id, Arc::new(policy));
     let lookup = Arc::new(Lookup { cgroup: cgroup.path.clone(), session });
     let mut config = BrokerConfig::new(hierarchy, vec![dir.path().to_path_buf()]);
     configure(&mut config);

@@ -160,6 +160,7 @@ mod tests {
             pids: 3,
             mode: Mode::Audit,
             denials: 12,
+            dropped: 0,
             started_at: "2026-11-21T14:00:00Z".into(),
             policy_hash: "sha256:0123456789abcdef".into(),
         };

@@ -238,18 +238,8 @@ pub struct Reloaded {
     pub policy_hash: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionSummary {
-    pub id: String,
-    pub agent: String,
-    pub cgroup_id: u64,
-    pub pids: u32,
-    pub mode: Mode,
-    pub denials: u64,
-    /// RFC 3339, UTC.
-    pub started_at: String,
-    pub policy_hash: String,
-}
+/// A running session as the daemon reports it: the session manager's own summary.
+pub use crate::session::Summary as SessionSummary;
 
 /// `fp status`: the daemon's own figures and what the session host reports of the kernel side.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

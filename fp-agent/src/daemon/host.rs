@@ -102,7 +102,7 @@ impl KernelHost {
             next_id: AtomicU64::new(1),
         });
         // The sessions taken over are ended by the reaper once empty.
-        host.armed.lock().unwrap().extend(host.manager().sessions().iter().map(|s| s.cgroup));
+        host.armed.lock().unwrap().extend(host.manager().sessions().iter().map(|s| s.cgroup_id));
         let reaper = host.clone();
         std::thread::spawn(move || reaper.reap());
         Ok(host)
@@ -118,16 +118,16 @@ impl KernelHost {
             std::thread::sleep(Duration::from_millis(200));
             let armed: Vec<u64> = self.armed.lock().unwrap().iter().copied().collect();
             for summary in self.manager().sessions() {
-                if summary.pids == 0 && armed.contains(&summary.cgroup) {
-                    self.armed.lock().unwrap().remove(&summary.cgroup);
-                    let _ = self.end_session(summary.cgroup, "last process exited");
+                if summary.pids == 0 && armed.contains(&summary.cgroup_id) {
+                    self.armed.lock().unwrap().remove(&summary.cgroup_id);
+                    let _ = self.end_session(summary.cgroup_id, "last process exited");
                 }
             }
         }
     }
 
     fn end_session(&self, cgroup: u64, reason: &str) -> Result<(), ApiError> {
-        let name = self.manager().session(cgroup).map(|s| s.name);
+        let name = self.manager().session(cgroup).map(|s| s.id);
         self.host.end(cgroup, None, reason).map_err(unavailable)?;
         if let Some(id) = name {
             let _ = self.events.send(api::Event::SessionEnded { id, reason: reason.into() });
@@ -233,13 +233,13 @@ impl SessionHost for KernelHost {
         let summary = self.manager().session(id);
         let policy_hash = summary.as_ref().map(|s| s.policy_hash.clone()).unwrap_or_default();
         if let Some(s) = summary {
-            let _ = self.events.send(api::Event::SessionStarted { session: api_summary(s) });
+            let _ = self.events.send(api::Event::SessionStarted { session: s });
         }
         Ok(api::SessionCreated { id: name, cgroup_id: id, policy_hash })
     }
 
     fn list(&self) -> Vec<api::SessionSummary> {
-        self.manager().sessions().into_iter().map(api_summary).collect()
+        self.manager().sessions().into_iter().collect()
     }
 
     fn end(&self, id: &str) -> Result<(), ApiError> {
@@ -305,18 +305,5 @@ impl SessionHost for KernelHost {
         if let Err(e) = self.host.shutdown("daemon stopped") {
             tracing::error!("{e:#}");
         }
-    }
-}
-
-fn api_summary(s: crate::session::Summary) -> api::SessionSummary {
-    api::SessionSummary {
-        id: s.name,
-        agent: s.agent,
-        cgroup_id: s.cgroup,
-        pids: s.pids as u32,
-        mode: s.mode,
-        denials: s.denied,
-        started_at: s.started_at,
-        policy_hash: s.policy_hash,
     }
 }

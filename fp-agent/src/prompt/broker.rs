@@ -23,9 +23,9 @@ use tokio::sync::mpsc;
 
 use super::approvals::{Access, Approvals, Open, OpenRequest, PromptOutcome};
 use super::opener::{Opening, comm, event_path, open_access};
-use super::setup::{BrokerConfig, Heartbeat, SessionInfo, SessionLookup, Settled};
+use super::setup::{BrokerConfig, Heartbeat, SessionLookup, Settled};
 use crate::policy::{EffectivePolicy, KernelDisposition, Op, Verdict};
-use crate::session::Cgroup2;
+use crate::session::{Cgroup2, SessionContext};
 
 /// The permission events the broker answers.
 const PERMISSION_EVENTS: MaskFlags = MaskFlags::FAN_OPEN_PERM.union(MaskFlags::FAN_OPEN_EXEC_PERM);
@@ -303,7 +303,7 @@ impl Shared {
     }
 
     /// The session of thread `tid`, from its cgroup and then the cgroup's ancestors.
-    fn session_of(&self, tid: i32) -> anyhow::Result<Option<SessionInfo>> {
+    fn session_of(&self, tid: i32) -> anyhow::Result<Option<SessionContext>> {
         if tid <= 0 {
             return Err(anyhow!("the opener is outside the broker's pid namespace"));
         }
@@ -427,7 +427,7 @@ fn handle(shared: &Arc<Shared>, approvals: &Arc<Approvals>, event: FanotifyEvent
     // Read only when an outcome is recorded: an allowed open needs no comm.
     let request = |path: Vec<u8>, rule: Option<String>| {
         let open = Open {
-            session: session.id.clone(),
+            session: session.session.clone(),
             agent: session.agent.clone(),
             pid: tid,
             comm: comm(tid),

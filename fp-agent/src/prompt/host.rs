@@ -23,12 +23,12 @@ use tokio::sync::broadcast;
 
 use super::{
     Approval, ApprovalCommand, ApprovalEvent, Approvals, BrokerConfig, Decider, Decision,
-    OutcomeKind, PromptBroker, PromptOutcome, SessionInfo, SessionLookup, Surface,
+    OutcomeKind, PromptBroker, PromptOutcome, SessionLookup, Surface,
 };
 use crate::{
     audit, config,
     policy::EffectivePolicy,
-    session::{Cgroup2, Manager, Sink},
+    session::{Cgroup2, Manager, SessionContext, Sink},
 };
 
 /// Longest wait at shutdown for the last prompt outcomes to be written.
@@ -65,10 +65,10 @@ pub struct PromptHost {
 /// The sessions as the broker sees them: a snapshot swapped on every change, so its lookups never
 /// wait on a lock held while files are opened.
 #[derive(Default)]
-struct SessionSnapshot(Mutex<Arc<HashMap<PathBuf, SessionInfo>>>);
+struct SessionSnapshot(Mutex<Arc<HashMap<PathBuf, SessionContext>>>);
 
 impl SessionLookup for SessionSnapshot {
-    fn session(&self, cgroup: &Path) -> Option<SessionInfo> {
+    fn session(&self, cgroup: &Path) -> Option<SessionContext> {
         let snapshot = self.0.lock().unwrap().clone();
         snapshot.get(cgroup).cloned()
     }
@@ -115,28 +115,14 @@ impl PromptHost {
     /// Call after any change to the manager's sessions, before a new session's processes run:
     /// publishes them to the broker and flushes its cache.
     pub fn sessions_changed(&self) {
-        let snapshot = self
-            .manager
-            .snapshot()
-            .into_iter()
-            .map(|(path, ctx)| {
-                let info = SessionInfo {
-                    id: ctx.session.clone(),
-                    cgroup: ctx.cgroup,
-                    agent: ctx.agent.clone(),
-                    policy: ctx.policy.clone(),
-                };
-                (path, info)
-            })
-            .collect();
-        let snapshot: Arc<std::collections::HashMap<_, SessionInfo>> = Arc::new(snapshot);
+        let snapshot: Arc<HashMap<_, _>> = Arc::new(self.manager.snapshot().into_iter().collect());
         *self.sessions.0.lock().unwrap() = snapshot.clone();
         if let Some((broker, _)) = self.broker.lock().unwrap().as_ref() {
             if let Err(e) = broker.sessions_changed() {
                 tracing::warn!("flushing the prompt broker's cache: {e:#}");
             }
             // An ended session's grants go, in the kernel too.
-            broker.approvals().retain_grants_of(|id| snapshot.values().any(|s| s.id == id));
+            broker.approvals().retain_grants_of(|id| snapshot.values().any(|s| s.session == id));
         }
     }
 

@@ -23,4 +23,4 @@ pub use approvals::{
 pub use broker::PromptBroker;
 pub use command::{ApprovalCommand, CommandVerdict, parse_duration};
 pub use host::{HostSettings, PromptHost, Surfaces};
-pub use setup::{BrokerConfig, Heartbeat, SessionInfo, SessionLookup};
+pub use setup::{BrokerConfig, Heartbeat, SessionLookup};

@@ -7,17 +7,7 @@ use std::time::Duration;
 use super::approvals::GrantsChanged;
 use super::command::ApprovalCommand;
 use crate::policy::EffectivePolicy;
-use crate::session::Cgroup2;
-
-/// A live session, as the host knows it.
-#[derive(Clone, Debug)]
-pub struct SessionInfo {
-    pub id: String,
-    /// Its cgroup id (its key in the kernel maps).
-    pub cgroup: u64,
-    pub agent: String,
-    pub policy: Arc<EffectivePolicy>,
-}
+use crate::session::{Cgroup2, SessionContext};
 
 /// The host's sessions, as the broker asks about them.
 ///
@@ -28,7 +18,7 @@ pub struct SessionInfo {
 pub trait SessionLookup: Send + Sync {
     /// The session whose cgroup directory is `cgroup` (an absolute path under the cgroup2
     /// mount). The broker asks for the opener's cgroup, then each ancestor.
-    fn session(&self, cgroup: &Path) -> Option<SessionInfo>;
+    fn session(&self, cgroup: &Path) -> Option<SessionContext>;
     /// Every live session's policy: a file is cached as "never prompted" only when none of them
     /// prompts for it.
     fn policies(&self) -> Vec<Arc<EffectivePolicy>>;

@@ -76,17 +76,33 @@ pub struct SessionSpec {
     pub command: Vec<String>,
 }
 
-/// A running session, as [`Manager::sessions`] lists it.
-#[derive(Clone, Debug, serde::Serialize)]
+/// A running session, as [`Manager::sessions`] lists it and the daemon's API sends it
+/// (`fp sessions --json`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
-    pub name: String,
+    /// The session's name.
+    pub id: String,
     pub agent: String,
-    pub cgroup: u64,
-    pub pids: usize,
+    pub cgroup_id: u64,
+    pub pids: u32,
     pub mode: Mode,
-    pub denied: u64,
+    pub denials: u64,
+    /// Decision events the kernel could not queue so far (they become a loss record).
+    #[serde(default)]
     pub dropped: u64,
+    /// RFC 3339, UTC.
+    pub started_at: String,
     pub policy_hash: String,
+}
+
+/// What a session keeps across reloads and agent restarts besides its name and policy.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct Settings {
+    pub mode: Mode,
+    /// The user it runs as.
+    pub uid: u32,
+    /// What `<workspace>` expands to in its policy.
+    pub workspace: Option<PathBuf>,
     /// RFC 3339, UTC.
     pub started_at: String,
 }
@@ -95,12 +111,9 @@ pub struct Summary {
 pub(super) struct Live {
     pub context: SessionContext,
     pub cgroup: SessionCgroup,
-    pub mode: Mode,
     pub tables_id: u64,
     pub inodes: InodeTable,
-    pub started_at: String,
-    pub uid: u32,
-    pub workspace: Option<PathBuf>,
+    pub settings: Settings,
 }
 
 /// How a session ended.
@@ -282,16 +295,13 @@ impl Manager {
             command: spec.command,
         }));
         let (path, id) = (cgroup.path.clone(), cgroup.id);
-        self.admit(Live {
-            context,
-            cgroup,
+        let settings = Settings {
             mode: spec.mode,
-            tables_id,
-            inodes,
-            started_at: audit::record::format_time(time::OffsetDateTime::now_utc()),
             uid: spec.uid,
             workspace: spec.workspace,
-        });
+            started_at: audit::record::format_time(time::OffsetDateTime::now_utc()),
+        };
+        self.admit(Live { context, cgroup, tables_id, inodes, settings });
         Ok((spec.name, path, id))
     }
 
@@ -396,15 +406,15 @@ impl Manager {
         let id = live.context.cgroup;
         let counters = self.with_enforcer(|e| e.counters(id)).unwrap_or_default();
         Summary {
-            name: live.context.session.clone(),
+            id: live.context.session.clone(),
             agent: live.context.agent.clone(),
-            cgroup: id,
-            pids: live.cgroup.pids().len(),
-            mode: live.mode,
-            denied: counters.denied,
+            cgroup_id: id,
+            pids: live.cgroup.pids().len() as u32,
+            mode: live.settings.mode,
+            denials: counters.denied,
             dropped: counters.dropped,
+            started_at: live.settings.started_at.clone(),
             policy_hash: live.context.policy_hash.clone(),
-            started_at: live.started_at.clone(),
         }
     }
 
@@ -423,7 +433,9 @@ impl Manager {
     /// The policy, workspace and user of the session of cgroup `id` (a reload keeps the last two).
     pub fn identity(&self, id: u64) -> Option<(Arc<EffectivePolicy>, Option<PathBuf>, u32)> {
         let sessions = self.sessions.lock().unwrap();
-        sessions.get(&id).map(|l| (l.context.policy.clone(), l.workspace.clone(), l.uid))
+        sessions
+            .get(&id)
+            .map(|l| (l.context.policy.clone(), l.settings.workspace.clone(), l.settings.uid))
     }
 
     /// The cgroup directory sessions are created in.

@@ -349,6 +349,6 @@ fn a_restarted_agent_takes_over_saved_sessions_and_kills_the_rest() {
     assert_eq!(maps.swept, Some((HashSet::from([now.tables]), HashSet::from([id]))));
     drop(maps);
     let summary = second.manager.session(id).unwrap();
-    assert_eq!((summary.name.as_str(), summary.mode), ("s1", Mode::Audit));
+    assert_eq!((summary.id.as_str(), summary.mode), ("s1", Mode::Audit));
     assert!(path.is_dir(), "its processes keep running");
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::manager::{Live, Mode};
+use super::manager::{Live, Settings};
 use crate::policy::SavedPolicy;
 
 /// A session as saved in the state directory: what a restarted agent needs to take it over.
@@ -14,10 +14,8 @@ pub(super) struct SavedSession {
     pub agent: String,
     pub cgroup: u64,
     pub path: PathBuf,
-    pub mode: Mode,
-    pub uid: u32,
-    pub workspace: Option<PathBuf>,
-    pub started_at: String,
+    #[serde(flatten)]
+    pub settings: Settings,
     pub policy_hash: String,
     pub policy: SavedPolicy,
 }
@@ -29,10 +27,7 @@ impl SavedSession {
             agent: live.context.agent.clone(),
             cgroup: live.context.cgroup,
             path: live.cgroup.path.clone(),
-            mode: live.mode,
-            uid: live.uid,
-            workspace: live.workspace.clone(),
-            started_at: live.started_at.clone(),
+            settings: live.settings.clone(),
             policy_hash: live.context.policy_hash.clone(),
             policy: live.context.policy.saved(),
         }

@@ -173,16 +173,7 @@ impl Manager {
             pids: cgroup.pids().len() as u32,
             policy_hash: s.policy_hash.clone(),
         }));
-        self.admit(Live {
-            context,
-            cgroup,
-            mode: s.mode,
-            tables_id,
-            inodes,
-            started_at: s.started_at,
-            uid: s.uid,
-            workspace: s.workspace,
-        });
+        self.admit(Live { context, cgroup, tables_id, inodes, settings: s.settings });
         Ok(())
     }
 
