@@ -33,7 +33,8 @@ struct Keys {
 }
 
 impl Keys {
-    /// A key whose public and private base64 both contain '+' (split on the first two only).
+    /// A key whose public and private base64 both contain '+' (split on the first two only), and
+    /// whose key hash has a hex letter (else its upper-case form is the same key line).
     fn new() -> Self {
         loop {
             let signer = SignerKey::generate("fp-vectors").unwrap();
@@ -41,7 +42,12 @@ impl Keys {
             let public = signer.verifier().encode();
             let b64 = |s: &str| s.splitn(3, '+').nth(2).unwrap().to_owned();
             let private_b64 = private.strip_prefix("PRIVATE+KEY+").unwrap().splitn(3, '+').nth(2);
-            if !(b64(&public).contains('+') && private_b64.unwrap().contains('+')) {
+            let hash_has_letter =
+                public.split('+').nth(1).unwrap().bytes().any(|c| c.is_ascii_alphabetic());
+            if !(b64(&public).contains('+')
+                && private_b64.unwrap().contains('+')
+                && hash_has_letter)
+            {
                 continue;
             }
             let seed: [u8; 32] =
