@@ -13,6 +13,7 @@ use fp_common::kernel::SessionInfo;
 use super::{
     Cgroup2, SessionCgroup,
     event::SessionContext,
+    find_cgroup,
     manager::{Live, Manager, session_level},
     reader::{Observer, Outputs, Sink},
     saved::{self, SavedAgent, SavedSession},
@@ -264,14 +265,4 @@ fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
     }
     let _ = std::fs::remove_dir(pin_dir);
     Ok(killed)
-}
-
-/// The directory below `parent` whose cgroup id is `id`.
-fn find_cgroup(parent: &Path, id: u64) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::read_dir(parent)
-        .ok()?
-        .flatten()
-        .find(|e| e.metadata().is_ok_and(|m| m.is_dir() && m.ino() == id))
-        .map(|e| e.path())
 }
