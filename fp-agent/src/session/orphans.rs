@@ -152,6 +152,10 @@ impl Manager {
             if let Err(e) = session.remove_empty() {
                 return kept(cgroup, 0, Some(format!("{e:#}")));
             }
+            // As the dead agent would have at its end: its parent, if no one else uses it.
+            if let Some(parent) = path.parent().filter(|p| *p != self.parent) {
+                let _ = std::fs::remove_dir(parent);
+            }
         }
         match pins.unload() {
             Ok(()) => record(cgroup, 0, audit::OrphanOutcome::Removed, None),
