@@ -10,7 +10,7 @@ use std::{
 use anyhow::Context as _;
 
 use crate::{
-    audit, config, kernel,
+    audit, config,
     policy::EffectivePolicy,
     prompt::{self, PromptHost},
     session::{Cgroup2, Manager, Observer, SessionSpec, Sink},
@@ -72,7 +72,7 @@ impl Host {
             }
         };
         // What `fp run`s killed left behind, cleaned up (or kept confined) and recorded.
-        manager.clean_orphans(&kernel::pin_root());
+        manager.clean_orphans();
         let settings = prompt::HostSettings { cgroup2, approval, surfaces, outcomes: sink };
         let host = Host {
             prompt: PromptHost::new(manager.clone(), settings),

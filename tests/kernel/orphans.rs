@@ -1,6 +1,7 @@
 //! An `fp run` killed with SIGKILL leaves its programs pinned and its session running, confined.
-//! The next `fp run` finds it and keeps it so while its process lives; once it has exited, the
-//! next daemon removes the pins and the cgroup; each records what it did.
+//! The next `fp run` finds it and keeps it so while its process lives, as does a daemon, which
+//! lists it; once the process has exited, the daemon removes the cgroup and the pins; each agent
+//! records what it did.
 use std::{
     path::{Path, PathBuf},
     process::Stdio,
@@ -108,21 +109,33 @@ fn a_killed_fp_run_stays_confined_and_the_next_agents_clean_up_after_it() {
     assert!(pins.exists() && cgroup.exists());
     assert_eq!(ask(&t), "denied");
 
-    // Once its process has exited, the next agent (a daemon) removes its cgroup and its pins.
-    std::fs::write(t.join("stop"), "").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap().trim().is_empty() {
-        assert!(Instant::now() < deadline, "the session's loop did not exit");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // A daemon started meanwhile lists it as kept; once its process has exited, the daemon
+    // removes its cgroup and its pins within its next periodic check.
     let config = fp_tests::daemon_config(&t, "");
+    let socket = t.join("fp.sock");
     let mut daemon = start_daemon(&config);
-    wait_for_socket(&t.join("fp.sock"), &mut daemon);
-    assert!(!pins.exists() && !cgroup.exists(), "cleaned up before the daemon listens");
+    wait_for_socket(&socket, &mut daemon);
+    let status = || {
+        let out = fp().args(["status", "--json", "--socket"]).arg(&socket).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str::<serde_json::Value>(&fp_tests::stdout(&out)).unwrap()
+    };
+    let listed = status();
+    assert_eq!(listed["orphans"][0]["id"].as_str(), Some(&*name), "{listed}");
+    assert!(listed["orphans"][0]["pids"].as_u64() >= Some(1), "{listed}");
+    assert_eq!(ask(&t), "denied");
+    std::fs::write(t.join("stop"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while pins.exists() || cgroup.exists() {
+        assert!(Instant::now() < deadline, "the daemon did not clean up after its process exited");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(status().get("orphans").is_none(), "no longer listed");
     fp_tests::stop_daemon(daemon);
     fp_tests::assert_log_verifies(&t);
-    let [removed] =
+    let [found, removed] =
         cleanups(&t.join("log/audit.log")).try_into().unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!(found["outcome"].as_str(), Some("kept"), "{found}");
     assert_eq!(removed["session"].as_str(), Some(&*name), "{removed}");
     assert_eq!((removed["outcome"].as_str(), removed["pids"].as_u64()), (Some("removed"), Some(0)));
     assert_eq!(removed["cgroup"], kept["cgroup"], "{removed}");

@@ -112,10 +112,17 @@ impl KernelHost {
         self.host.manager()
     }
 
-    /// Ends sessions whose processes have all exited.
+    /// Ends sessions whose processes have all exited, and every 5 s cleans up after the `fp run`s
+    /// that were killed (those whose processes have all exited).
     fn reap(&self) {
-        while !self.stop.load(Ordering::Acquire) {
+        for tick in 1u64.. {
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(200));
+            if tick % 25 == 0 {
+                self.manager().clean_orphans();
+            }
             let armed: Vec<u64> = self.armed.lock().unwrap().iter().copied().collect();
             for summary in self.manager().sessions() {
                 if summary.pids == 0 && armed.contains(&summary.cgroup) {
@@ -289,6 +296,12 @@ impl SessionHost for KernelHost {
                 events: self.counters.events.load(Ordering::Relaxed),
                 losses: self.counters.losses.load(Ordering::Relaxed),
             },
+            orphans: self
+                .manager()
+                .orphans()
+                .into_iter()
+                .map(|o| api::Orphan { id: o.session, pid: o.pid, pids: o.pids, reason: o.reason })
+                .collect(),
         }
     }
 

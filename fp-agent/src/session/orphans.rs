@@ -2,8 +2,9 @@
 //! through the links pinned in its pin directory, and its session cgroup, whose processes those
 //! programs go on confining. The next agent to start (an `fp run` or the daemon) cleans up after
 //! it: once no process is left in the session it removes the cgroup, then the pins; while one is,
-//! it leaves both (a session's process is never unconfined) and cleans up at a later start. Each
-//! is said on stderr and recorded (`orphan-cleanup`).
+//! it leaves both (a session's process is never unconfined) and cleans up later: at a later start,
+//! or, in the daemon, at one of its periodic checks. Each is said on stderr and recorded
+//! (`orphan-cleanup`).
 //!
 //! A pin directory names its owner by pid and start time (`run-<pid>-<start>`, the start time in
 //! clock ticks since boot, field 22 of `/proc/<pid>/stat`): a reused pid does not come back with
@@ -85,10 +86,12 @@ fn parse_stat(text: &str) -> Option<(char, u64)> {
 }
 
 impl Manager {
-    /// Cleans up after each `fp run` that died leaving its pins in a directory under `root` (see
-    /// the module): says on stderr and records what it did.
-    pub fn clean_orphans(&self, root: &Path) {
-        let Ok(entries) = std::fs::read_dir(root) else { return };
+    /// Cleans up after each `fp run` that died leaving its pin directory under
+    /// [`kernel::pin_root`] (see the module). Says on stderr and records what it did: the first
+    /// time it finds one kept, and when it removes one.
+    pub fn clean_orphans(&self) {
+        let Ok(entries) = std::fs::read_dir(kernel::pin_root()) else { return };
+        let mut seen = std::collections::BTreeSet::new();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some(owner) = Owner::parse(&name) else { continue };
@@ -96,9 +99,32 @@ impl Manager {
                 continue;
             }
             let record = self.clean_orphan(&entry.path(), &name, owner.pid);
-            eprintln!("fp: {}", said(&record));
-            self.record(audit::Event::OrphanCleanup(record));
+            // Failed because another agent cleaned it up meanwhile.
+            if record.reason.is_some() && !entry.path().exists() {
+                continue;
+            }
+            let known = {
+                let mut orphans = self.orphans.lock().unwrap();
+                let known = orphans.contains_key(&name);
+                match record.outcome {
+                    audit::OrphanOutcome::Kept => orphans.insert(name.clone(), record.clone()),
+                    audit::OrphanOutcome::Removed => orphans.remove(&name),
+                };
+                known
+            };
+            seen.insert(name);
+            if !known || record.outcome == audit::OrphanOutcome::Removed {
+                eprintln!("fp: {}", said(&record));
+                self.record(audit::Event::OrphanCleanup(record));
+            }
         }
+        self.orphans.lock().unwrap().retain(|name, _| seen.contains(name));
+    }
+
+    /// What killed `fp run`s left that is kept, still confined, as [`Manager::clean_orphans`]
+    /// last saw it.
+    pub fn orphans(&self) -> Vec<audit::OrphanCleanup> {
+        self.orphans.lock().unwrap().values().cloned().collect()
     }
 
     /// Removes the session cgroup of a dead embedded agent's pins in `dir` if no process is left
