@@ -27,14 +27,18 @@ fn ask(t: &TempTree) -> String {
     }
 }
 
-/// The orphan-cleanup records of the audit log `log`.
-fn cleanups(log: &Path) -> Vec<serde_json::Value> {
+/// The records of kind `kind` in the audit log `log`.
+fn records(log: &Path, kind: &str) -> Vec<serde_json::Value> {
     std::fs::read_to_string(log)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|r| r["kind"] == "orphan-cleanup")
+        .filter(|r| r["kind"] == kind)
         .collect()
+}
+
+fn cleanups(log: &Path) -> Vec<serde_json::Value> {
+    records(log, "orphan-cleanup")
 }
 
 /// Kills what still runs in the session if the test fails before it ends it (a later agent
@@ -133,8 +137,10 @@ fn a_killed_fp_run_stays_confined_and_the_next_agents_clean_up_after_it() {
     assert!(status().get("orphans").is_none(), "no longer listed");
     fp_tests::stop_daemon(daemon);
     fp_tests::assert_log_verifies(&t);
-    let [found, removed] =
-        cleanups(&t.join("log/audit.log")).try_into().unwrap_or_else(|r| panic!("{r:?}"));
+    let log = t.join("log/audit.log");
+    // The daemon, which had no state to take over, left the fp run's session alone.
+    assert_eq!(records(&log, "session-end"), Vec::<serde_json::Value>::new());
+    let [found, removed] = cleanups(&log).try_into().unwrap_or_else(|r| panic!("{r:?}"));
     assert_eq!(found["outcome"].as_str(), Some("kept"), "{found}");
     assert_eq!(removed["session"].as_str(), Some(&*name), "{removed}");
     assert_eq!((removed["outcome"].as_str(), removed["pids"].as_u64()), (Some("removed"), Some(0)));
