@@ -43,8 +43,9 @@ pub struct Host {
 
 impl Host {
     /// Opens the audit log, loads and attaches the programs (or takes over a previous agent's,
-    /// with `state`) and hosts the prompt broker, prepared for every session taken over. The
-    /// caller has checked that BPF LSM works ([`crate::kernel::probe`]).
+    /// with `state`), cleans up after the `fp run`s that were killed (`session::orphans`) and
+    /// hosts the prompt broker, prepared for every session taken over. The caller has checked
+    /// that BPF LSM works ([`crate::kernel::probe`]).
     pub fn start(settings: Settings) -> anyhow::Result<Self> {
         let Settings { cgroup2, parent, pin_dir, state, audit, observer, approval, surfaces } =
             settings;
@@ -70,6 +71,8 @@ impl Host {
                 return Err(e);
             }
         };
+        // What `fp run`s killed left behind, cleaned up (or kept confined) and recorded.
+        manager.clean_orphans();
         let settings = prompt::HostSettings { cgroup2, approval, surfaces, outcomes: sink };
         let host = Host {
             prompt: PromptHost::new(manager.clone(), settings),

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use fp_agent::audit::checkpoint::SignerKey;
-use fp_agent::audit::{Event, FileDecision, LogWriter, RawPath, segments};
+use fp_agent::audit::{
+    Event, FileDecision, LogWriter, OrphanCleanup, OrphanOutcome, RawPath, segments,
+};
 use support::*;
 
 fn script() -> PathBuf {
@@ -58,6 +60,17 @@ fn independent_verifier_accepts_fp_logs_and_rejects_tampering() {
     config.rotate_bytes = 8192;
     let mut log = LogWriter::open(config).unwrap();
     log.append(session_start());
+    // What a start found of a killed fp run: a kind both verifiers know.
+    for (cgroup, outcome) in [(Some(42), OrphanOutcome::Kept), (None, OrphanOutcome::Removed)] {
+        log.append(Event::OrphanCleanup(OrphanCleanup {
+            session: "run-812-4711".into(),
+            pid: 812,
+            cgroup,
+            pids: u32::from(outcome == OrphanOutcome::Kept),
+            outcome,
+            reason: None,
+        }));
+    }
     for i in 0..60 {
         let mut event = decision(i);
         if let (3, Event::Decision(d)) = (i % 7, &mut event) {

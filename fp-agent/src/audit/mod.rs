@@ -14,8 +14,8 @@ pub mod verify;
 pub mod writer;
 
 pub use record::{
-    Body, Event, FileDecision, Loss, Op, PolicyReload, RawPath, Record, SessionAdopt, SessionEnd,
-    SessionStart, Verdict,
+    Body, Event, FileDecision, Loss, Op, OrphanCleanup, OrphanOutcome, PolicyReload, RawPath,
+    Record, SessionAdopt, SessionEnd, SessionStart, Verdict,
 };
 pub use writer::{
     AuditHandle, AuditWriter, CheckpointSink, Health, LogWriter, WriterConfig, start,

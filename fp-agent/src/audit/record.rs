@@ -201,6 +201,42 @@ pub struct SessionAdopt {
     pub policy_hash: String,
 }
 
+/// What a starting agent did with what a killed `fp run` left behind: the embedded agent's pins
+/// and its session (docs/operations.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrphanCleanup {
+    /// The dead agent's session, also the name of its pin directory.
+    pub session: String,
+    /// The dead `fp run`'s pid.
+    pub pid: u32,
+    /// The session's cgroup id; absent when the dead agent had no session then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<u64>,
+    /// Processes still in the session.
+    pub pids: u32,
+    pub outcome: OrphanOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OrphanOutcome {
+    /// Its pins were removed (its programs detached) and its session cgroup, empty, removed.
+    Removed,
+    /// Left pinned: its session's processes live on, still confined.
+    #[default]
+    Kept,
+}
+
+impl OrphanOutcome {
+    pub const NAMES: [&str; 2] = ["removed", "kept"];
+
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyReload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -261,6 +297,7 @@ pub enum Event {
     PolicyReload(PolicyReload),
     Loss(Loss),
     SessionAdopt(SessionAdopt),
+    OrphanCleanup(OrphanCleanup),
 }
 
 /// Everything a record can say; `kind` in JSON.
@@ -273,6 +310,7 @@ pub enum Body {
     PolicyReload(PolicyReload),
     Loss(Loss),
     SessionAdopt(SessionAdopt),
+    OrphanCleanup(OrphanCleanup),
     LogOpen(LogOpen),
     DaemonRestart(DaemonRestart),
     Recovery(Recovery),
@@ -288,6 +326,7 @@ impl From<Event> for Body {
             Event::PolicyReload(e) => Body::PolicyReload(e),
             Event::Loss(e) => Body::Loss(e),
             Event::SessionAdopt(e) => Body::SessionAdopt(e),
+            Event::OrphanCleanup(e) => Body::OrphanCleanup(e),
         }
     }
 }

@@ -119,6 +119,14 @@ pub fn describe(record: &Record) -> String {
             "{} session taken over by a restarted agent: {} process(es), policy {}",
             s.session, s.pids, s.policy_hash
         ),
+        Body::OrphanCleanup(o) => format!(
+            "{} of a killed fp run (pid {}): {}, {} process(es){}",
+            o.session,
+            o.pid,
+            o.outcome.as_str(),
+            o.pids,
+            o.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        ),
         Body::PolicyReload(p) => {
             format!("policy reload {} -> {} ({})", p.old_policy_hash, p.policy_hash, p.source)
         }

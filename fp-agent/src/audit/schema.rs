@@ -147,6 +147,7 @@ enum Type {
 const OPS: &[&str] = &super::Op::NAMES;
 const DECISIONS: &[&str] =
     &["allow", "deny", "prompt-approved", "prompt-denied", "prompt-timed-out"];
+const ORPHAN_OUTCOMES: &[&str] = &super::OrphanOutcome::NAMES;
 
 /// Members every record has (besides `hash`, checked by the chain).
 const COMMON: &[(&str, Type)] = &[
@@ -212,6 +213,14 @@ fn kind_members(kind: &str) -> Option<&'static [(&'static str, Type, bool)]> {
             ("cgroup", U64, true),
             ("pids", U32, true),
             ("policy_hash", Str, true),
+        ],
+        "orphan-cleanup" => &[
+            ("session", Str, true),
+            ("pid", U32, true),
+            ("cgroup", U64, false),
+            ("pids", U32, true),
+            ("outcome", OneOf(ORPHAN_OUTCOMES), true),
+            ("reason", Str, false),
         ],
         "policy-reload" => &[
             ("session", Str, false),
@@ -361,5 +370,33 @@ mod tests {
         assert!(!has_type(&parse_line(br#"{"b64":"/x=="}"#).unwrap(), Type::Path));
         assert!(!has_type(&parse_line(br#"{"b64":"/w"}"#).unwrap(), Type::Path));
         assert!(!has_type(&parse_line(br#"{"b64":"/w==","x":1}"#).unwrap(), Type::Path));
+    }
+
+    /// The record fp writes for a dead `fp run`'s leftovers has the members its kind defines.
+    #[test]
+    fn orphan_cleanup_records_match_their_kind() {
+        use super::super::{Body, OrphanCleanup, OrphanOutcome};
+        for (cgroup, outcome, reason) in [
+            (Some(7), OrphanOutcome::Removed, None),
+            (None, OrphanOutcome::Kept, Some("its pins could not be read".to_owned())),
+        ] {
+            let body = Body::OrphanCleanup(OrphanCleanup {
+                session: "run-812-4711".into(),
+                pid: 812,
+                cgroup,
+                pids: 0,
+                outcome,
+                reason,
+            });
+            let json = serde_json::to_vec(&body).unwrap();
+            let value = parse_line(&json).unwrap();
+            assert_eq!(
+                kind(&value, "orphan-cleanup"),
+                Ok(true),
+                "{}",
+                String::from_utf8_lossy(&json)
+            );
+            assert_eq!(value.get("outcome").and_then(Json::as_str), Some(outcome.as_str()));
+        }
     }
 }

@@ -164,7 +164,9 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let _bpffs = kernel::Bpffs::mount()?;
     let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
-    let name = format!("run-{}", std::process::id());
+    // Its pins, session and cgroup are named after this process (pid and start time), so that
+    // the next agent tells whether it died (`session::orphans`).
+    let name = session::orphans::Owner::current()?.name();
     let audit = match &args.audit_log {
         None => None,
         Some(path) => {

@@ -44,6 +44,17 @@ fn text(status: &Status) -> String {
     };
     let _ = writeln!(out, "hooks     {hooks}");
     let _ = writeln!(out, "sessions  {}", host.sessions);
+    for orphan in &host.orphans {
+        let why = match &orphan.reason {
+            None => format!("{} process(es)", orphan.pids),
+            Some(why) => why.clone(),
+        };
+        let _ = writeln!(
+            out,
+            "orphan    {} (its fp run, pid {}, was killed): {why}, still confined",
+            orphan.id, orphan.pid
+        );
+    }
     for map in &host.maps {
         let percent = (map.used * 100).checked_div(map.capacity).unwrap_or(0);
         let _ =
@@ -57,7 +68,7 @@ fn text(status: &Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::api::{Counters, DaemonInfo, HostStatus, MapUsage};
+    use crate::daemon::api::{Counters, DaemonInfo, HostStatus, MapUsage, Orphan};
 
     #[test]
     fn status_prints_one_fact_per_line() {
@@ -75,6 +86,12 @@ mod tests {
                 maps: vec![MapUsage { name: "SESSIONS".into(), used: 3, capacity: 1024 }],
                 sessions: 3,
                 counters: Counters { events: 10, losses: 1 },
+                orphans: vec![Orphan {
+                    id: "run-812-4711".into(),
+                    pid: 812,
+                    pids: 2,
+                    reason: None,
+                }],
             },
         };
         assert_eq!(
@@ -83,6 +100,7 @@ mod tests {
              kernel    6.12.0, BPF LSM NOT active: add \"bpf\" to lsm= on the kernel command line\n\
              hooks     none\n\
              sessions  3\n\
+             orphan    run-812-4711 (its fp run, pid 812, was killed): 2 process(es), still confined\n\
              map       SESSIONS             3/1024 (0%)\n\
              events    10 read, 1 lost\n"
         );

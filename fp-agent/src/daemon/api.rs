@@ -267,6 +267,24 @@ pub struct HostStatus {
     pub maps: Vec<MapUsage>,
     pub sessions: u32,
     pub counters: Counters,
+    /// Sessions of `fp run`s that were killed, kept confined while their processes live
+    /// (docs/operations.md); the daemon removes them once those have exited. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphans: Vec<Orphan>,
+}
+
+/// A killed `fp run`'s session, still confined by the programs it left pinned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Orphan {
+    /// Its session's name (also its pin directory's).
+    pub id: String,
+    /// The killed `fp run`'s pid.
+    pub pid: u32,
+    /// Processes still in the session.
+    pub pids: u32,
+    /// Why it is kept although no process was seen in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

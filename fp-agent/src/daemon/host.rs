@@ -1,6 +1,7 @@
 //! The daemon's [`SessionHost`] over the real kernel: the host agent ([`crate::host`]: the
 //! session manager writing into the daemon's audit log, the prompt host), a reaper that ends a
-//! session when its last process exits, and the subscribers' event stream.
+//! session when its last process exits, a periodic cleanup after killed `fp run`s, and the
+//! subscribers' event stream.
 use std::{
     collections::HashSet,
     path::PathBuf,
@@ -49,8 +50,9 @@ struct EventCounters {
 
 impl KernelHost {
     /// Opens the audit log, loads and attaches the programs (or takes over those pinned under
-    /// `pin_dir`), starts the reaper. The caller has checked that BPF LSM works
-    /// ([`crate::kernel::probe`]) and holds the daemon's locks ([`super::run`]).
+    /// `pin_dir`), starts the reaper and the periodic check for what killed `fp run`s left. The
+    /// caller has checked that BPF LSM works ([`crate::kernel::probe`]) and holds the daemon's
+    /// locks ([`super::run`]).
     pub fn start(config: &Config) -> anyhow::Result<Arc<Self>> {
         let signer = audit::checkpoint::SignerKey::load(&config.audit.key).with_context(|| {
             format!(
@@ -105,6 +107,8 @@ impl KernelHost {
         host.armed.lock().unwrap().extend(host.manager().sessions().iter().map(|s| s.cgroup_id));
         let reaper = host.clone();
         std::thread::spawn(move || reaper.reap());
+        let janitor = host.clone();
+        std::thread::spawn(move || janitor.clean_orphans());
         Ok(host)
     }
 
@@ -122,6 +126,20 @@ impl KernelHost {
                     self.armed.lock().unwrap().remove(&summary.cgroup_id);
                     let _ = self.end_session(summary.cgroup_id, "last process exited");
                 }
+            }
+        }
+    }
+
+    /// Every 5 s, cleans up after the `fp run`s that were killed and whose processes have all
+    /// exited since (on its own thread: removing a cgroup may wait for it to empty).
+    fn clean_orphans(&self) {
+        for tick in 1u64.. {
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            if tick % 25 == 0 {
+                self.manager().clean_orphans();
             }
         }
     }
@@ -289,6 +307,12 @@ impl SessionHost for KernelHost {
                 events: self.counters.events.load(Ordering::Relaxed),
                 losses: self.counters.losses.load(Ordering::Relaxed),
             },
+            orphans: self
+                .manager()
+                .orphans()
+                .into_iter()
+                .map(|o| api::Orphan { id: o.session, pid: o.pid, pids: o.pids, reason: o.reason })
+                .collect(),
         }
     }
 

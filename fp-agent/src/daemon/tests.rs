@@ -91,6 +91,7 @@ impl SessionHost for FakeHost {
             maps: vec![api::MapUsage { name: "SESSIONS".into(), used: 1, capacity: 1024 }],
             sessions: self.sessions.lock().unwrap().len() as u32,
             counters: api::Counters { events: 7, losses: 0 },
+            orphans: Vec::new(),
         }
     }
 

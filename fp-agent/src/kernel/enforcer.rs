@@ -87,10 +87,8 @@ impl Enforcer {
             return Ok(None);
         }
         let hooks = available_hooks(&btf::Btf::from_sys()?)?;
-        let mut pinned: Vec<String> = std::fs::read_dir(&pin_dir)
-            .with_context(|| format!("reading {}", pin_dir.display()))?
-            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("link_").map(Into::into))
-            .collect();
+        let this = Self::open_pinned(pin_dir)?;
+        let mut pinned = this.hooks();
         pinned.sort();
         let mut expected: Vec<String> = hooks.iter().map(|(_, h)| h.name().to_owned()).collect();
         expected.sort();
@@ -98,25 +96,45 @@ impl Enforcer {
             bail!(
                 "the programs pinned under {} attach {} hook(s), this fp attaches {}: they come \
                  from another fp build",
-                pin_dir.display(),
+                this.pin_dir.display(),
                 pinned.len(),
                 expected.len()
             );
         }
+        if let Some(name) = maps::PINNED.iter().find(|name| !this.maps.contains_key(*name)) {
+            bail!("the pinned map {} is missing", this.pin_dir.join(name).display());
+        }
+        Ok(Some(this))
+    }
+
+    /// What an agent left pinned under `pin_dir`, as it is: the links found there and those of
+    /// its maps that are pinned (an agent killed while loading pins its maps, then its links).
+    /// Dropping it changes nothing; [`Enforcer::unload`] removes it all.
+    pub fn open_pinned(pin_dir: PathBuf) -> anyhow::Result<Self> {
         let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
         for name in maps::PINNED {
             let path = this.pin_dir.join(name);
+            if !path.exists() {
+                continue;
+            }
             let data = MapData::from_pin(&path)
                 .with_context(|| format!("opening the pinned map {}", path.display()))?;
             this.maps.insert(name, aya::maps::Map::from_map_data(data)?);
         }
-        for hook in expected {
-            let path = this.pin_dir.join(format!("link_{hook}"));
+        let mut links: Vec<PathBuf> = std::fs::read_dir(&this.pin_dir)
+            .with_context(|| format!("reading {}", this.pin_dir.display()))?
+            .filter_map(|e| Some(e.ok()?.path()))
+            .filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("link_"))
+            })
+            .collect();
+        links.sort();
+        for path in links {
             let link = PinnedLink::from_pin(&path)
                 .with_context(|| format!("opening the pinned link {}", path.display()))?;
             this.links.push((path, link));
         }
-        Ok(Some(this))
+        Ok(this)
     }
 
     fn pin_and_attach(

@@ -136,6 +136,8 @@ pub struct Manager {
     reader: Mutex<Option<JoinHandle<()>>>,
     /// Where each session is saved for a restarted agent to take over (the daemon's).
     pub(super) state: Option<PathBuf>,
+    /// What killed `fp run`s left that is kept (its processes live), by name, as last seen.
+    pub(super) orphans: Mutex<std::collections::BTreeMap<String, audit::OrphanCleanup>>,
 }
 
 impl Manager {
@@ -207,6 +209,7 @@ impl Manager {
             stop: Arc::new(AtomicBool::new(false)),
             reader: Mutex::new(None),
             state,
+            orphans: Mutex::default(),
         })
     }
 

@@ -1,13 +1,15 @@
 //! Sessions as cgroup v2 directories: every process of a session (and everything it spawns) lives
 //! in the session's cgroup, whose id keys the kernel tables. The [`Manager`] hosts them:
 //! `manager` (lifecycle, the one install path), `takeover` (after an agent restart), `saved` (the
-//! state a restarted agent reads), `reader` and `event` (the kernel's decision events, read and
-//! formatted as lines and audit records), `enforce` (what the manager needs from the kernel).
+//! state a restarted agent reads), `orphans` (what a killed `fp run` left behind), `reader` and
+//! `event` (the kernel's decision events, read and formatted as lines and audit records),
+//! `enforce` (what the manager needs from the kernel).
 mod enforce;
 pub mod event;
 pub mod manager;
 #[cfg(test)]
 mod manager_tests;
+pub mod orphans;
 mod reader;
 mod saved;
 mod takeover;
@@ -169,6 +171,12 @@ impl SessionCgroup {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        self.remove_empty()
+    }
+
+    /// Removes the cgroup once no process is left in it, killing none: the kernel refuses to
+    /// remove a cgroup that still holds one (after a short wait, an error).
+    pub fn remove_empty(self) -> anyhow::Result<()> {
         // rmdir fails with EBUSY until the last exited task is released: retry briefly.
         let deadline = Instant::now() + Duration::from_secs(5);
         while let Err(e) = std::fs::remove_dir(&self.path) {
@@ -182,6 +190,22 @@ impl SessionCgroup {
         }
         Ok(())
     }
+}
+
+/// The cgroup directory below `dir`, at any depth, whose cgroup id is `id`.
+fn find_cgroup(dir: &Path, id: u64) -> Option<PathBuf> {
+    let subdirs: Vec<(PathBuf, u64)> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            meta.is_dir().then(|| (e.path(), meta.ino()))
+        })
+        .collect();
+    if let Some((path, _)) = subdirs.iter().find(|(_, ino)| *ino == id) {
+        return Some(path.clone());
+    }
+    subdirs.iter().find_map(|(path, _)| find_cgroup(path, id))
 }
 
 #[cfg(test)]

@@ -13,7 +13,9 @@ use fp_common::kernel::SessionInfo;
 use super::{
     Cgroup2, SessionCgroup,
     event::SessionContext,
+    find_cgroup,
     manager::{Live, Manager, session_level},
+    orphans::Owner,
     reader::{Observer, Outputs, Sink},
     saved::{self, SavedAgent, SavedSession},
 };
@@ -234,6 +236,7 @@ impl Manager {
 /// Cleans up after an agent that died: kills the processes of the sessions it left under
 /// `parent` (once its programs are gone they would run unconfined) and removes its pins under
 /// `pin_dir`. Returns the names of the sessions killed. Nothing to do if `pin_dir` is absent.
+/// The sessions of `fp run`s are not its: their own pins confine them (see [`super::orphans`]).
 fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
     if !pin_dir.exists() {
         return Ok(Vec::new());
@@ -242,8 +245,12 @@ fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
     let mut killed = Vec::new();
     if let Ok(entries) = std::fs::read_dir(parent) {
         for entry in entries.flatten().filter(|e| e.path().is_dir()) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if Owner::parse(&name).is_some() && kernel::pin_root().join(&name).exists() {
+                continue;
+            }
             SessionCgroup::existing(&hierarchy, &entry.path())?.remove()?;
-            killed.push(entry.file_name().to_string_lossy().into_owned());
+            killed.push(name);
         }
     }
     for entry in std::fs::read_dir(pin_dir)? {
@@ -255,14 +262,4 @@ fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
     }
     let _ = std::fs::remove_dir(pin_dir);
     Ok(killed)
-}
-
-/// The directory below `parent` whose cgroup id is `id`.
-fn find_cgroup(parent: &Path, id: u64) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::read_dir(parent)
-        .ok()?
-        .flatten()
-        .find(|e| e.metadata().is_ok_and(|m| m.is_dir() && m.ino() == id))
-        .map(|e| e.path())
 }
