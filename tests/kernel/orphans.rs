@@ -125,7 +125,7 @@ fn a_killed_fp_run_stays_confined_and_the_next_agents_clean_up_after_it() {
         serde_json::from_str::<serde_json::Value>(&fp_tests::stdout(&out)).unwrap()
     };
     let listed = status();
-    assert_eq!(listed["orphans"][0]["id"].as_str(), Some(&*name), "{listed}");
+    assert_eq!(listed["orphans"][0]["session"].as_str(), Some(&*name), "{listed}");
     assert!(listed["orphans"][0]["pids"].as_u64() >= Some(1), "{listed}");
     assert_eq!(ask(&t), "denied");
     std::fs::write(t.join("stop"), "").unwrap();

@@ -52,7 +52,7 @@ fn text(status: &Status) -> String {
         let _ = writeln!(
             out,
             "orphan    {} (its fp run, pid {}, was killed): {why}, still confined",
-            orphan.id, orphan.pid
+            orphan.session, orphan.pid
         );
     }
     for map in &host.maps {
@@ -68,6 +68,7 @@ fn text(status: &Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::OrphanOutcome;
     use crate::daemon::api::{Counters, DaemonInfo, HostStatus, MapUsage, Orphan};
 
     #[test]
@@ -87,9 +88,11 @@ mod tests {
                 sessions: 3,
                 counters: Counters { events: 10, losses: 1 },
                 orphans: vec![Orphan {
-                    id: "run-812-4711".into(),
+                    session: "run-812-4711".into(),
                     pid: 812,
+                    cgroup: Some(9),
                     pids: 2,
+                    outcome: OrphanOutcome::Kept,
                     reason: None,
                 }],
             },

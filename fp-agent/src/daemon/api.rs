@@ -273,19 +273,9 @@ pub struct HostStatus {
     pub orphans: Vec<Orphan>,
 }
 
-/// A killed `fp run`'s session, still confined by the programs it left pinned.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Orphan {
-    /// Its session's name (also its pin directory's).
-    pub id: String,
-    /// The killed `fp run`'s pid.
-    pub pid: u32,
-    /// Processes still in the session.
-    pub pids: u32,
-    /// Why it is kept although no process was seen in it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
+/// A killed `fp run`'s session, still confined by the programs it left pinned: the last
+/// `orphan-cleanup` record written of it (its outcome `kept`).
+pub use crate::audit::OrphanCleanup as Orphan;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MapUsage {

@@ -307,12 +307,7 @@ impl SessionHost for KernelHost {
                 events: self.counters.events.load(Ordering::Relaxed),
                 losses: self.counters.losses.load(Ordering::Relaxed),
             },
-            orphans: self
-                .manager()
-                .orphans()
-                .into_iter()
-                .map(|o| api::Orphan { id: o.session, pid: o.pid, pids: o.pids, reason: o.reason })
-                .collect(),
+            orphans: self.manager().orphans(),
         }
     }
 
