@@ -172,9 +172,9 @@ fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: PolicyOp, now: u64)
 
 /// The one decision of every hook but renames and links: may the current task, in `session`, do
 /// `op` (and, if `and_write`, also write: an open for reading and writing) to (`vfsmount`,
-/// `dentry`)? Returns 0 or -EACCES. The strictest verdict of the ops decides. Prompt and Defer verdicts deny (with
-/// their verdict in the event) until a userspace broker answers them; a prompt of an open a
-/// remembered grant covers is allowed.
+/// `dentry`)? Returns 0 or -EACCES. The strictest verdict of the ops decides. Prompt and Defer
+/// verdicts deny (with their verdict in the event) until a userspace broker answers them; a
+/// prompt of an open a remembered grant covers is allowed.
 #[inline(always)]
 pub(crate) fn decide(
     session: &Session,

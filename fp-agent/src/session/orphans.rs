@@ -144,14 +144,15 @@ impl Manager {
             Err(e) => return kept(None, 0, Some(format!("its pins cannot be read: {e:#}"))),
         };
         // No link pinned: no program of it is attached (maps are pinned before links).
-        let sessions = match pins.hooks().is_empty() {
-            true => Vec::new(),
-            false => match pins.sessions() {
+        let sessions = if pins.hooks().is_empty() {
+            Vec::new()
+        } else {
+            match pins.sessions() {
                 Ok(sessions) => sessions.into_iter().map(|(cgroup, _)| cgroup).collect(),
                 Err(e) => {
                     return kept(None, 0, Some(format!("its sessions cannot be read: {e:#}")));
                 }
-            },
+            }
         };
         // Its programs confine its session as long as they are attached: the cgroup goes first,
         // and only once empty (a removed cgroup takes no process).
