@@ -15,7 +15,7 @@ use crate::{
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
     report::{Report, report},
-    session::{Session, count, current_session, session_info, unreadable},
+    session::{Session, count, session_info, unreadable},
     tables::evaluate,
     walk::{NO_MOUNT, RESOLVED, WALKING, walk_step},
 };
@@ -170,16 +170,20 @@ fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: PolicyOp, now: u64)
     Outcome { verdict, reason: Reason::Granted, rule_id: outcome.rule_id }
 }
 
-/// The one decision of every hook but renames and links: may the current task do `op` (and, if
-/// `and_write`, also write: an open for reading and writing) to (`vfsmount`, `dentry`)? Returns
-/// 0 or -EACCES. The strictest verdict of the ops decides. Prompt and Defer verdicts deny (with
+/// The one decision of every hook but renames and links: may the current task, in `session`, do
+/// `op` (and, if `and_write`, also write: an open for reading and writing) to (`vfsmount`,
+/// `dentry`)? Returns 0 or -EACCES. The strictest verdict of the ops decides. Prompt and Defer verdicts deny (with
 /// their verdict in the event) until a userspace broker answers them; a prompt of an open a
 /// remembered grant covers is allowed.
 #[inline(always)]
-pub(crate) fn decide(hook: Hook, op: Op, and_write: bool, vfsmount: u64, dentry: u64) -> i32 {
-    let Some(session) = current_session() else {
-        return 0;
-    };
+pub(crate) fn decide(
+    session: &Session,
+    hook: Hook,
+    op: Op,
+    and_write: bool,
+    vfsmount: u64,
+    dentry: u64,
+) -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES; // fail closed: no scratch space means no check
     };
@@ -205,7 +209,7 @@ pub(crate) fn decide(hook: Hook, op: Op, and_write: bool, vfsmount: u64, dentry:
     if and_write && other.verdict.strictness() > outcome.verdict.strictness() {
         (outcome, reported) = (other, Op::Write);
     }
-    let outcome = settle(&session, s, generation, outcome);
+    let outcome = settle(session, s, generation, outcome);
     // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:
     // fanotify holds them. The open's file is marked pending until the broker answers.
     let brokered = matches!(outcome.verdict, TableVerdict::Prompt | TableVerdict::Defer)
@@ -218,38 +222,50 @@ pub(crate) fn decide(hook: Hook, op: Op, and_write: bool, vfsmount: u64, dentry:
     let enforced = refused && session.info.flags & SESSION_AUDIT_ONLY == 0;
     let full_audit = session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(reported, Op::Read);
     if refused || full_audit {
-        report(&session, &outcome, &Report { hook, op: reported, denied: enforced, mv: None });
+        report(session, &outcome, &Report { hook, op: reported, denied: enforced, mv: None });
     }
     if enforced { -EACCES } else { 0 }
 }
 
 /// `decide` for the inode hooks, which get a dentry but no mount: a write decided by identity.
 #[inline(always)]
-pub(crate) fn decide_inode(hook: Hook, dentry: u64) -> i32 {
-    decide(hook, Op::Write, false, NO_MOUNT, dentry)
+pub(crate) fn decide_inode(session: &Session, hook: Hook, dentry: u64) -> i32 {
+    decide(session, hook, Op::Write, false, NO_MOUNT, dentry)
 }
 
 /// `decide` for a `struct path *`; `and_write`: the operation also writes (see [`decide`]).
 #[inline(always)]
-pub(crate) fn decide_path(hook: Hook, op: Op, and_write: bool, path: u64) -> i32 {
+pub(crate) fn decide_path(
+    session: &Session,
+    hook: Hook,
+    op: Op,
+    and_write: bool,
+    path: u64,
+) -> i32 {
     match (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY))) {
-        (Ok(mnt), Ok(dentry)) => decide(hook, op, and_write, mnt, dentry),
-        _ => unreadable(),
+        (Ok(mnt), Ok(dentry)) => decide(session, hook, op, and_write, mnt, dentry),
+        _ => unreadable(session),
     }
 }
 
 /// `decide` for a dentry in the directory `dir` (a `struct path *`): the name being created,
 /// removed or linked.
 #[inline(always)]
-pub(crate) fn decide_in_dir(hook: Hook, op: Op, dir: u64, dentry: u64) -> i32 {
+pub(crate) fn decide_in_dir(session: &Session, hook: Hook, op: Op, dir: u64, dentry: u64) -> i32 {
     match read::<u64>(dir, off(&OFF_PATH_MNT)) {
-        Ok(mnt) => decide(hook, op, false, mnt, dentry),
-        Err(()) => unreadable(),
+        Ok(mnt) => decide(session, hook, op, false, mnt, dentry),
+        Err(()) => unreadable(session),
     }
 }
 
 /// `decide` for a `struct file *`.
 #[inline(always)]
-pub(crate) fn decide_file(hook: Hook, op: Op, and_write: bool, file: u64) -> i32 {
-    decide_path(hook, op, and_write, file + off(&OFF_FILE_F_PATH) as u64)
+pub(crate) fn decide_file(
+    session: &Session,
+    hook: Hook,
+    op: Op,
+    and_write: bool,
+    file: u64,
+) -> i32 {
+    decide_path(session, hook, op, and_write, file + off(&OFF_FILE_F_PATH) as u64)
 }

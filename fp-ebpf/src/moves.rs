@@ -16,7 +16,7 @@ use crate::{
     kernel::{EACCES, EXDEV, dentry_kind},
     maps::{INTERIOR, SCRATCH, Scratch},
     report::{MoveEvent, Report, report},
-    session::{current_session, unreadable},
+    session::{Session, unreadable},
     tables::{ScratchPath, evaluate, prefix_key},
     walk::RESOLVED,
 };
@@ -139,14 +139,17 @@ fn save_source(s: *mut Scratch) {
     }
 }
 
-/// A rename or link: the REFER rule of fp_common::refer on both names, each walked once.
+/// A rename or link by a task in `session`: the REFER rule of fp_common::refer on both names, each walked once.
 /// Returns 0, -EACCES (an access the move needs is denied, or a name cannot be resolved) or
 /// -EXDEV (the content would gain access under its new name).
 #[inline(always)]
-pub(crate) fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64, u64)) -> i32 {
-    let Some(session) = current_session() else {
-        return 0;
-    };
+pub(crate) fn decide_move(
+    session: &Session,
+    hook: Hook,
+    kind: MoveKind,
+    src: (u64, u64),
+    dst: (u64, u64),
+) -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES;
     };
@@ -154,7 +157,7 @@ pub(crate) fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64
     let tables = session.info.tables;
     let (Ok((_, src_dir)), Ok((dst_inode, dst_dir))) = (dentry_kind(src.1), dentry_kind(dst.1))
     else {
-        return unreadable();
+        return unreadable(session);
     };
     let dirs = src_dir || (kind == MoveKind::Exchange && dst_dir);
     let exists = dst_inode != 0;
@@ -189,7 +192,7 @@ pub(crate) fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64
     } else {
         (EACCES, Op::Write, Outcome::UNRESOLVED)
     };
-    let outcome = settle(&session, s, generation, outcome);
+    let outcome = settle(session, s, generation, outcome);
     let errno = match outcome.reason {
         Reason::Reloaded | Reason::Unresolved => EACCES,
         _ => errno,
@@ -201,7 +204,7 @@ pub(crate) fn decide_move(hook: Hook, kind: MoveKind, src: (u64, u64), dst: (u64
             | if exists { EVENT_TARGET_EXISTS } else { 0 }
             | if kind == MoveKind::Exchange { EVENT_EXCHANGE } else { 0 };
         let mv = Some(MoveEvent { flags, ino, dev });
-        report(&session, &outcome, &Report { hook, op, denied: enforced, mv });
+        report(session, &outcome, &Report { hook, op, denied: enforced, mv });
     }
     if enforced { -errno } else { 0 }
 }

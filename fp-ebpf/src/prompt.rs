@@ -12,7 +12,7 @@ use crate::{
     },
     maps::{BROKER, GRANTS, PENDING, Scratch},
     protect::refuse_without_path,
-    session::current_session,
+    session::Session,
     tables::{ScratchPath, prefix_key},
 };
 
@@ -41,12 +41,10 @@ pub(crate) fn mark_pending(session: u64, s: *const Scratch) -> bool {
     ino != 0 && PENDING.insert(&key, &1, 0).is_ok()
 }
 
-/// Denies reads, writes and mmaps of a file whose prompt-tier open is still pending.
+/// Denies reads, writes and mmaps by a task in `session` of a file whose prompt-tier open is
+/// still pending.
 #[inline(always)]
-pub(crate) fn check_pending(hook: Hook, file: u64) -> i32 {
-    let Some(session) = current_session() else {
-        return 0;
-    };
+pub(crate) fn check_pending(session: &Session, hook: Hook, file: u64) -> i32 {
     let identity = read::<u64>(file, off(&OFF_FILE_F_INODE)).and_then(|inode| {
         let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
         let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
@@ -61,5 +59,5 @@ pub(crate) fn check_pending(hook: Hook, file: u64) -> i32 {
     if unsafe { PENDING.get(&key) }.is_none() {
         return 0;
     }
-    refuse_without_path(&session, hook, Op::Read, Reason::PromptPending, (ino, dev))
+    refuse_without_path(session, hook, Op::Read, Reason::PromptPending, (ino, dev))
 }

@@ -10,7 +10,7 @@ use crate::{
     kernel::{EACCES, OFF_TASK_STRUCT_TGID, off, read},
     maps::{PROTECTED, SCRATCH},
     report::{Report, report},
-    session::{Session, current_session},
+    session::Session,
     walk::{NO_MOUNT, UNRESOLVED},
 };
 
@@ -44,21 +44,13 @@ pub(crate) fn refuse_without_path(
 
 /// Sessions may not use bpf(): with it, root could detach fp's programs or rewrite its maps.
 #[inline(always)]
-pub(crate) fn refuse_bpf() -> i32 {
-    match current_session() {
-        Some(session) => {
-            refuse_without_path(&session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0))
-        }
-        None => 0,
-    }
+pub(crate) fn refuse_bpf(session: &Session) -> i32 {
+    refuse_without_path(session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0))
 }
 
 /// Sessions may not signal or trace fp's own processes.
 #[inline(always)]
-pub(crate) fn refuse_if_protected(hook: Hook, task: u64) -> i32 {
-    let Some(session) = current_session() else {
-        return 0;
-    };
+pub(crate) fn refuse_if_protected(session: &Session, hook: Hook, task: u64) -> i32 {
     let Ok(tgid) = read::<u32>(task, off(&OFF_TASK_STRUCT_TGID)) else {
         return -EACCES;
     };
@@ -66,7 +58,7 @@ pub(crate) fn refuse_if_protected(hook: Hook, task: u64) -> i32 {
     if unsafe { PROTECTED.get(&tgid) }.is_none() {
         return 0;
     }
-    refuse_without_path(&session, hook, Op::Write, Reason::SelfProtection, (0, 0))
+    refuse_without_path(session, hook, Op::Write, Reason::SelfProtection, (0, 0))
 }
 
 /// Sessions may not change the mount table, in any namespace: a mount, bind mount, move or
@@ -74,12 +66,11 @@ pub(crate) fn refuse_if_protected(hook: Hook, task: u64) -> i32 {
 /// would then name what the session sees. The event names the mountpoint (or the filesystem) by
 /// identity, `(0, 0)` when it cannot be read: the refusal never depends on it.
 #[inline(always)]
-pub(crate) fn refuse_mount(hook: Hook, identity: impl FnOnce() -> Result<(u64, u32), ()>) -> i32 {
-    match current_session() {
-        Some(session) => {
-            let file = identity().unwrap_or((0, 0));
-            refuse_without_path(&session, hook, Op::Write, Reason::SelfProtection, file)
-        }
-        None => 0,
-    }
+pub(crate) fn refuse_mount(
+    session: &Session,
+    hook: Hook,
+    identity: impl FnOnce() -> Result<(u64, u32), ()>,
+) -> i32 {
+    let file = identity().unwrap_or((0, 0));
+    refuse_without_path(session, hook, Op::Write, Reason::SelfProtection, file)
 }

@@ -44,11 +44,9 @@ pub(crate) fn count(session: u64, counter: impl FnOnce(*mut SessionCounters) -> 
     }
 }
 
-/// Fail closed for session tasks when a hook's own arguments cannot be read.
+/// Fail closed for session tasks when a hook's own arguments cannot be read (audit-only sessions
+/// are let through).
 #[inline(always)]
-pub(crate) fn unreadable() -> i32 {
-    match current_session() {
-        Some(s) if s.info.flags & SESSION_AUDIT_ONLY == 0 => -EACCES,
-        _ => 0,
-    }
+pub(crate) fn unreadable(session: &Session) -> i32 {
+    if session.info.flags & SESSION_AUDIT_ONLY == 0 { -EACCES } else { 0 }
 }

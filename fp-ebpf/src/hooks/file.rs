@@ -2,7 +2,7 @@
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 use fp_common::kernel::{Hook, Op};
 
-use super::unless_denied;
+use super::in_session;
 use crate::{
     decide::decide_file,
     kernel::{
@@ -20,12 +20,12 @@ use crate::{
 #[lsm(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
-    unless_denied(ctx.arg(1), || {
+    in_session(ctx.arg(1), |session| {
         let file: u64 = ctx.arg(0);
         let (Ok(mode), Ok(flags)) =
             (read::<u32>(file, off(&OFF_FILE_F_MODE)), read::<u32>(file, off(&OFF_FILE_F_FLAGS)))
         else {
-            return unreadable();
+            return unreadable(session);
         };
         let writes = mode & FMODE_WRITE != 0;
         let (op, and_write) = if writes && mode & FMODE_READ != 0 {
@@ -37,7 +37,7 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         } else {
             (Op::Read, false)
         };
-        decide_file(Hook::FileOpen, op, and_write, file)
+        decide_file(session, Hook::FileOpen, op, and_write, file)
     })
 }
 
@@ -45,7 +45,9 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
 #[lsm(hook = "file_truncate")]
 pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
     // file_truncate(struct file *file, int ret)
-    unless_denied(ctx.arg(1), || decide_file(Hook::FileTruncate, Op::Write, false, ctx.arg(0)))
+    in_session(ctx.arg(1), |session| {
+        decide_file(session, Hook::FileTruncate, Op::Write, false, ctx.arg(0))
+    })
 }
 
 /// The file execve is about to run, once per binary and interpreter (file_open saw it opened for
@@ -53,9 +55,9 @@ pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
 #[lsm(hook = "bprm_check_security")]
 pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
     // bprm_check_security(struct linux_binprm *bprm, int ret)
-    unless_denied(ctx.arg(1), || match read::<u64>(ctx.arg(0), off(&OFF_LINUX_BINPRM_FILE)) {
-        Ok(file) => decide_file(Hook::BprmCheckSecurity, Op::Exec, false, file),
-        Err(()) => unreadable(),
+    in_session(ctx.arg(1), |session| match read::<u64>(ctx.arg(0), off(&OFF_LINUX_BINPRM_FILE)) {
+        Ok(file) => decide_file(session, Hook::BprmCheckSecurity, Op::Exec, false, file),
+        Err(()) => unreadable(session),
     })
 }
 
@@ -64,7 +66,7 @@ pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
 #[lsm(hook = "file_permission")]
 pub fn fp_file_permission(ctx: LsmContext) -> i32 {
     // file_permission(struct file *file, int mask, int ret)
-    unless_denied(ctx.arg(2), || check_pending(Hook::FilePermission, ctx.arg(0)))
+    in_session(ctx.arg(2), |session| check_pending(session, Hook::FilePermission, ctx.arg(0)))
 }
 
 /// Mapping a file: as file_permission.
@@ -72,9 +74,9 @@ pub fn fp_file_permission(ctx: LsmContext) -> i32 {
 pub fn fp_mmap_file(ctx: LsmContext) -> i32 {
     // mmap_file(struct file *file, unsigned long reqprot, unsigned long prot,
     //           unsigned long flags, int ret)
-    unless_denied(ctx.arg(4), || {
+    in_session(ctx.arg(4), |session| {
         let file: u64 = ctx.arg(0);
-        if file == 0 { 0 } else { check_pending(Hook::MmapFile, file) }
+        if file == 0 { 0 } else { check_pending(session, Hook::MmapFile, file) }
     })
 }
 

@@ -2,14 +2,14 @@
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 use fp_common::kernel::Hook;
 
-use super::unless_denied;
+use super::in_session;
 use crate::decide::decide_inode;
 
 /// Every attribute change (utimes, and again chmod/chown/truncate after their path hooks). The
 /// hook gets no mount, so it decides by inode identity only.
 #[inline(always)]
 fn inode_setattr(dentry: u64, ret: i32) -> i32 {
-    unless_denied(ret, || decide_inode(Hook::InodeSetattr, dentry))
+    in_session(ret, |session| decide_inode(session, Hook::InodeSetattr, dentry))
 }
 
 /// inode_setattr before its `idmap` argument (6.1). Userspace loads this program or
@@ -32,13 +32,13 @@ pub fn fp_inode_setattr_idmap(ctx: LsmContext) -> i32 {
 pub fn fp_inode_setxattr(ctx: LsmContext) -> i32 {
     // inode_setxattr(userns or idmap, struct dentry *dentry, const char *name, const void *value,
     //                size_t size, int flags, int ret)
-    unless_denied(ctx.arg(6), || decide_inode(Hook::InodeSetxattr, ctx.arg(1)))
+    in_session(ctx.arg(6), |session| decide_inode(session, Hook::InodeSetxattr, ctx.arg(1)))
 }
 
 #[lsm(hook = "inode_removexattr")]
 pub fn fp_inode_removexattr(ctx: LsmContext) -> i32 {
     // inode_removexattr(userns or idmap, struct dentry *dentry, const char *name, int ret)
-    unless_denied(ctx.arg(3), || decide_inode(Hook::InodeRemovexattr, ctx.arg(1)))
+    in_session(ctx.arg(3), |session| decide_inode(session, Hook::InodeRemovexattr, ctx.arg(1)))
 }
 
 /// POSIX ACLs since 6.2 (before, they are xattrs).
@@ -46,11 +46,11 @@ pub fn fp_inode_removexattr(ctx: LsmContext) -> i32 {
 pub fn fp_inode_set_acl(ctx: LsmContext) -> i32 {
     // inode_set_acl(struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name,
     //               struct posix_acl *kacl, int ret)
-    unless_denied(ctx.arg(4), || decide_inode(Hook::InodeSetAcl, ctx.arg(1)))
+    in_session(ctx.arg(4), |session| decide_inode(session, Hook::InodeSetAcl, ctx.arg(1)))
 }
 
 #[lsm(hook = "inode_remove_acl")]
 pub fn fp_inode_remove_acl(ctx: LsmContext) -> i32 {
     // inode_remove_acl(struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name, int ret)
-    unless_denied(ctx.arg(3), || decide_inode(Hook::InodeRemoveAcl, ctx.arg(1)))
+    in_session(ctx.arg(3), |session| decide_inode(session, Hook::InodeRemoveAcl, ctx.arg(1)))
 }

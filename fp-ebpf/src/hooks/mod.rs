@@ -5,9 +5,20 @@ mod mount;
 mod path;
 mod task;
 
-/// Keeps the denial of an earlier BPF LSM program on the same hook (`ret`), else decides: fp never
-/// turns another program's denial into an allow.
+use crate::session::{Session, current_session};
+
+/// The first work of every program: keeps the denial of an earlier BPF LSM program on the same
+/// hook (`ret`: fp never turns another program's denial into an allow), then finds the session of
+/// the current task (one cgroup-ancestor helper call and one `SESSIONS` lookup). A task outside
+/// every session returns here, before any read of the hook's arguments; a session task's
+/// `decision` gets the session and never looks it up again.
 #[inline(always)]
-pub(crate) fn unless_denied(ret: i32, decision: impl FnOnce() -> i32) -> i32 {
-    if ret != 0 { ret } else { decision() }
+pub(crate) fn in_session(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i32 {
+    if ret != 0 {
+        return ret;
+    }
+    match current_session() {
+        Some(session) => decision(&session),
+        None => 0,
+    }
 }

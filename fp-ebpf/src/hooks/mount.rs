@@ -2,7 +2,7 @@
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 use fp_common::kernel::Hook;
 
-use super::unless_denied;
+use super::in_session;
 use crate::{
     kernel::{OFF_VFSMOUNT_MNT_ROOT, dentry_identity, off, path_identity, read, sb_identity},
     protect::refuse_mount,
@@ -14,15 +14,17 @@ use crate::{
 pub fn fp_sb_mount(ctx: LsmContext) -> i32 {
     // sb_mount(const char *dev_name, const struct path *path, const char *type,
     //          unsigned long flags, void *data, int ret)
-    unless_denied(ctx.arg(5), || refuse_mount(Hook::SbMount, || path_identity(ctx.arg(1))))
+    in_session(ctx.arg(5), |session| {
+        refuse_mount(session, Hook::SbMount, || path_identity(ctx.arg(1)))
+    })
 }
 
 /// umount(2), lazy (MNT_DETACH) included.
 #[lsm(hook = "sb_umount")]
 pub fn fp_sb_umount(ctx: LsmContext) -> i32 {
     // sb_umount(struct vfsmount *mnt, int flags, int ret)
-    unless_denied(ctx.arg(2), || {
-        refuse_mount(Hook::SbUmount, || {
+    in_session(ctx.arg(2), |session| {
+        refuse_mount(session, Hook::SbUmount, || {
             dentry_identity(read(ctx.arg::<u64>(0), off(&OFF_VFSMOUNT_MNT_ROOT))?)
         })
     })
@@ -32,7 +34,9 @@ pub fn fp_sb_umount(ctx: LsmContext) -> i32 {
 #[lsm(hook = "sb_remount")]
 pub fn fp_sb_remount(ctx: LsmContext) -> i32 {
     // sb_remount(struct super_block *sb, void *mnt_opts, int ret)
-    unless_denied(ctx.arg(2), || refuse_mount(Hook::SbRemount, || sb_identity(ctx.arg(0))))
+    in_session(ctx.arg(2), |session| {
+        refuse_mount(session, Hook::SbRemount, || sb_identity(ctx.arg(0)))
+    })
 }
 
 /// A new filesystem instance for userspace: mount(2) (refused by sb_mount already) and the new
@@ -40,13 +44,17 @@ pub fn fp_sb_remount(ctx: LsmContext) -> i32 {
 #[lsm(hook = "sb_kern_mount")]
 pub fn fp_sb_kern_mount(ctx: LsmContext) -> i32 {
     // sb_kern_mount(const struct super_block *sb, int ret)
-    unless_denied(ctx.arg(1), || refuse_mount(Hook::SbKernMount, || sb_identity(ctx.arg(0))))
+    in_session(ctx.arg(1), |session| {
+        refuse_mount(session, Hook::SbKernMount, || sb_identity(ctx.arg(0)))
+    })
 }
 
 #[lsm(hook = "sb_pivotroot")]
 pub fn fp_sb_pivotroot(ctx: LsmContext) -> i32 {
     // sb_pivotroot(const struct path *old_path, const struct path *new_path, int ret)
-    unless_denied(ctx.arg(2), || refuse_mount(Hook::SbPivotroot, || path_identity(ctx.arg(1))))
+    in_session(ctx.arg(2), |session| {
+        refuse_mount(session, Hook::SbPivotroot, || path_identity(ctx.arg(1)))
+    })
 }
 
 /// move_mount(2): attaching a mount made with the new mount API (fsmount, open_tree) or moving
@@ -54,5 +62,7 @@ pub fn fp_sb_pivotroot(ctx: LsmContext) -> i32 {
 #[lsm(hook = "move_mount")]
 pub fn fp_move_mount(ctx: LsmContext) -> i32 {
     // move_mount(const struct path *from_path, const struct path *to_path, int ret)
-    unless_denied(ctx.arg(2), || refuse_mount(Hook::MoveMount, || path_identity(ctx.arg(1))))
+    in_session(ctx.arg(2), |session| {
+        refuse_mount(session, Hook::MoveMount, || path_identity(ctx.arg(1)))
+    })
 }

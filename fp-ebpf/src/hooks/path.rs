@@ -5,7 +5,7 @@ use fp_common::{
     refer::MoveKind,
 };
 
-use super::unless_denied;
+use super::in_session;
 use crate::{
     decide::{decide_in_dir, decide_path},
     kernel::{OFF_PATH_MNT, RENAME_EXCHANGE, off, read},
@@ -16,15 +16,17 @@ use crate::{
 #[lsm(hook = "path_unlink")]
 pub fn fp_path_unlink(ctx: LsmContext) -> i32 {
     // path_unlink(const struct path *dir, struct dentry *dentry, int ret)
-    unless_denied(ctx.arg(2), || {
-        decide_in_dir(Hook::PathUnlink, Op::Delete, ctx.arg(0), ctx.arg(1))
+    in_session(ctx.arg(2), |session| {
+        decide_in_dir(session, Hook::PathUnlink, Op::Delete, ctx.arg(0), ctx.arg(1))
     })
 }
 
 #[lsm(hook = "path_rmdir")]
 pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
     // path_rmdir(const struct path *dir, struct dentry *dentry, int ret)
-    unless_denied(ctx.arg(2), || decide_in_dir(Hook::PathRmdir, Op::Delete, ctx.arg(0), ctx.arg(1)))
+    in_session(ctx.arg(2), |session| {
+        decide_in_dir(session, Hook::PathRmdir, Op::Delete, ctx.arg(0), ctx.arg(1))
+    })
 }
 
 /// Creation of a regular file, FIFO, socket or device node: `open(O_CREAT)` calls it before
@@ -32,13 +34,17 @@ pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
 #[lsm(hook = "path_mknod")]
 pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
     // path_mknod(const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
-    unless_denied(ctx.arg(4), || decide_in_dir(Hook::PathMknod, Op::Write, ctx.arg(0), ctx.arg(1)))
+    in_session(ctx.arg(4), |session| {
+        decide_in_dir(session, Hook::PathMknod, Op::Write, ctx.arg(0), ctx.arg(1))
+    })
 }
 
 #[lsm(hook = "path_mkdir")]
 pub fn fp_path_mkdir(ctx: LsmContext) -> i32 {
     // path_mkdir(const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
-    unless_denied(ctx.arg(3), || decide_in_dir(Hook::PathMkdir, Op::Write, ctx.arg(0), ctx.arg(1)))
+    in_session(ctx.arg(3), |session| {
+        decide_in_dir(session, Hook::PathMkdir, Op::Write, ctx.arg(0), ctx.arg(1))
+    })
 }
 
 /// The new name of a symlink; its target text is not a file access (it is resolved, and checked,
@@ -46,8 +52,8 @@ pub fn fp_path_mkdir(ctx: LsmContext) -> i32 {
 #[lsm(hook = "path_symlink")]
 pub fn fp_path_symlink(ctx: LsmContext) -> i32 {
     // path_symlink(const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
-    unless_denied(ctx.arg(3), || {
-        decide_in_dir(Hook::PathSymlink, Op::Write, ctx.arg(0), ctx.arg(1))
+    in_session(ctx.arg(3), |session| {
+        decide_in_dir(session, Hook::PathSymlink, Op::Write, ctx.arg(0), ctx.arg(1))
     })
 }
 
@@ -57,11 +63,11 @@ pub fn fp_path_symlink(ctx: LsmContext) -> i32 {
 #[lsm(hook = "path_link")]
 pub fn fp_path_link(ctx: LsmContext) -> i32 {
     // path_link(struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
-    unless_denied(ctx.arg(3), || {
+    in_session(ctx.arg(3), |session| {
         let Ok(mnt) = read::<u64>(ctx.arg(1), off(&OFF_PATH_MNT)) else {
-            return unreadable();
+            return unreadable(session);
         };
-        decide_move(Hook::PathLink, MoveKind::Link, (mnt, ctx.arg(0)), (mnt, ctx.arg(2)))
+        decide_move(session, Hook::PathLink, MoveKind::Link, (mnt, ctx.arg(0)), (mnt, ctx.arg(2)))
     })
 }
 
@@ -71,16 +77,16 @@ pub fn fp_path_link(ctx: LsmContext) -> i32 {
 pub fn fp_path_rename(ctx: LsmContext) -> i32 {
     // path_rename(const struct path *old_dir, struct dentry *old_dentry,
     //             const struct path *new_dir, struct dentry *new_dentry, unsigned int flags, int ret)
-    unless_denied(ctx.arg(5), || {
+    in_session(ctx.arg(5), |session| {
         let flags: u32 = ctx.arg(4);
         let kind = if flags & RENAME_EXCHANGE != 0 { MoveKind::Exchange } else { MoveKind::Rename };
         let (Ok(old_mnt), Ok(new_mnt)) = (
             read::<u64>(ctx.arg(0), off(&OFF_PATH_MNT)),
             read::<u64>(ctx.arg(2), off(&OFF_PATH_MNT)),
         ) else {
-            return unreadable();
+            return unreadable(session);
         };
-        decide_move(Hook::PathRename, kind, (old_mnt, ctx.arg(1)), (new_mnt, ctx.arg(3)))
+        decide_move(session, Hook::PathRename, kind, (old_mnt, ctx.arg(1)), (new_mnt, ctx.arg(3)))
     })
 }
 
@@ -88,17 +94,23 @@ pub fn fp_path_rename(ctx: LsmContext) -> i32 {
 #[lsm(hook = "path_truncate")]
 pub fn fp_path_truncate(ctx: LsmContext) -> i32 {
     // path_truncate(const struct path *path, int ret)
-    unless_denied(ctx.arg(1), || decide_path(Hook::PathTruncate, Op::Write, false, ctx.arg(0)))
+    in_session(ctx.arg(1), |session| {
+        decide_path(session, Hook::PathTruncate, Op::Write, false, ctx.arg(0))
+    })
 }
 
 #[lsm(hook = "path_chmod")]
 pub fn fp_path_chmod(ctx: LsmContext) -> i32 {
     // path_chmod(const struct path *path, umode_t mode, int ret)
-    unless_denied(ctx.arg(2), || decide_path(Hook::PathChmod, Op::Write, false, ctx.arg(0)))
+    in_session(ctx.arg(2), |session| {
+        decide_path(session, Hook::PathChmod, Op::Write, false, ctx.arg(0))
+    })
 }
 
 #[lsm(hook = "path_chown")]
 pub fn fp_path_chown(ctx: LsmContext) -> i32 {
     // path_chown(const struct path *path, kuid_t uid, kgid_t gid, int ret)
-    unless_denied(ctx.arg(3), || decide_path(Hook::PathChown, Op::Write, false, ctx.arg(0)))
+    in_session(ctx.arg(3), |session| {
+        decide_path(session, Hook::PathChown, Op::Write, false, ctx.arg(0))
+    })
 }
