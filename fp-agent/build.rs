@@ -25,6 +25,7 @@ fn main() -> anyhow::Result<()> {
         println!("cargo:warning=FP_EBPF_STUB=1: embedding a stub instead of the BPF object");
         println!("cargo:rustc-cfg=fp_ebpf_stub");
         std::fs::write(out_dir.join("fp"), b"")?;
+        std::fs::write(out_dir.join("fp-noop"), b"")?;
         return Ok(());
     }
     if which("bpf-linker").is_none() {

@@ -32,24 +32,36 @@ pub struct KernelBenchArgs {
     quick: bool,
 }
 
-/// The session sizes measured, in deny rules.
-const RULE_COUNTS: [u32; 4] = [1, 100, 1_000, 10_000];
-/// The session size the real workloads (tar, find+cat, git) run in.
-const REAL_WORKLOAD_RULES: u32 = 100;
+/// The phases of every round, in the order they run.
+const PHASES: [&str; 5] = ["baseline", "noop", "outside", "inside", "landlock"];
+/// The workloads: (name, unit, scale from the guest's ns).
+const WORKLOADS: [(&str, &str, f64); 7] = [
+    ("open-d2", "ns/op", 1.0),
+    ("open+close", "ns/op", 1.0),
+    ("open-d8", "ns/op", 1.0),
+    ("stat", "ns/op", 1.0),
+    ("tar-x", "ms", 1e-6),
+    ("find+cat", "ms", 1e-6),
+    ("git-status", "ms", 1e-6),
+];
 
-/// Runs in the guest. Each measurement prints `BENCH <phase> <workload> <ns>` and each loaded fp
-/// program `HOOK <phase> <name> <run_time_ns> <run_cnt>`; the `@X@` are filled in by `script`.
+/// Runs in the guest. Each measurement prints `BENCH <phase> <workload> <round> <ns>` and each
+/// loaded program `HOOK <phase> <name> <run_time_ns> <run_cnt>`; the `@X@` are filled in by
+/// `script`. One VM boot, interleaved rounds: every round runs every phase once, in `PHASES`
+/// order, so drift over the run spreads over all phases alike.
 const SCRIPT: &str = r#"
 set -eu
-export LOAD=@LOAD@ ITERATIONS=@ITERATIONS@ RUNS=@RUNS@ REAL_RUNS=@REAL_RUNS@ W=/tmp/bench
+export LOAD=@LOAD@ ITERATIONS=@ITERATIONS@ ROUNDS=@ROUNDS@ W=/tmp/bench
 export STATS_ITERATIONS=$((ITERATIONS / 10))
 export BPFTOOL="$(command -v bpftool || echo /usr/sbin/bpftool)"
 # Workloads never touch root's home (a safety-floor tree in sessions) or the host's shims.
 export HOME=$W/home PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 FP=@FP@
-mkdir -p $W/rules $W/existing $W/home
-echo bench > $W/file
-for i in 1 2 3 4 5; do echo x > $W/existing/e$i; done
+mkdir -p $W/home $W/d/d/d/d/d
+echo bench > /tmp/f2; echo bench > $W/file; echo bench > $W/d/d/d/d/d/f8
+# The session's policy, and Landlock's ruleset of the same shape (fp-bench-load landlock): read
+# everywhere, write in the workspace ($W).
+printf '[file_policy]\ndefault = "read"\nwrite_paths = ["<workspace>/**"]\n' > $W/policy.toml
 
 # A source tree of 5,000 small files, as a tar and as a git repository when git is there.
 awk -v root=$W/src 'BEGIN { for (d = 0; d < 50; d++) { dir = root "/d" d; system("mkdir -p " dir);
@@ -61,95 +73,98 @@ if command -v git > /dev/null; then
   git -C $W/src -c user.name=bench -c user.email=bench@localhost commit -qm tree
 fi
 
-# real.sh PHASE ROUNDS: the real workloads.
-cat > $W/real.sh <<'EOF'
+# measure.sh PHASE ROUND ITERATIONS: every workload once.
+cat > $W/measure.sh <<'END'
+set -eu
 now() { date +%s%N; }
-i=0
-while [ $i -lt $2 ]; do
-  rm -rf $W/x && mkdir $W/x
-  s=$(now); tar -xf $W/tree.tar -C $W/x; e=$(now); echo "BENCH $1 tar-x $((e - s))"
-  s=$(now); find $W/x -type f -exec cat {} + > /dev/null; e=$(now); echo "BENCH $1 find+cat $((e - s))"
-  if [ -d $W/src/.git ]; then
-    s=$(now); git -C $W/src status --porcelain > /dev/null; e=$(now); echo "BENCH $1 git-status $((e - s))"
-  fi
-  i=$((i + 1))
-done
-EOF
-# stats.sh PHASE: each loaded fp program's run time and count (bpf() is refused inside sessions,
-# so this always runs outside them).
-cat > $W/stats.sh <<'EOF'
+out() { sed "s/^ns_per_op/BENCH $1 $2 $3/"; }
+$LOAD open /tmp/f2 $3 1 | out $1 open-d2 $2
+$LOAD open $W/file $3 1 | out $1 open+close $2
+$LOAD open $W/d/d/d/d/d/f8 $3 1 | out $1 open-d8 $2
+$LOAD stat $W/file $3 1 | out $1 stat $2
+rm -rf $W/x && mkdir $W/x
+s=$(now); tar -xf $W/tree.tar -C $W/x; e=$(now); echo "BENCH $1 tar-x $2 $((e - s))"
+s=$(now); find $W/x -type f -exec cat {} + > /dev/null; e=$(now); echo "BENCH $1 find+cat $2 $((e - s))"
+if [ -d $W/src/.git ]; then
+  s=$(now); git -C $W/src status --porcelain > /dev/null; e=$(now); echo "BENCH $1 git-status $2 $((e - s))"
+fi
+END
+# session.sh ROUND ITERATIONS: the inside phase, run in the session once the outer script writes
+# to the fifo (the outside phase runs first, while the session waits with fp's programs attached).
+cat > $W/session.sh <<'END'
+set -eu
+touch $W/ready
+read go < $W/go
+sh $W/measure.sh inside $1 $2
+if [ "$1" = stats ]; then touch $W/measured; read go < $W/go; fi
+END
+# stats.sh PHASE: each loaded fp or pass-through program's run time and count (bpf() is refused
+# inside sessions, so this always runs outside them).
+cat > $W/stats.sh <<'END'
 $BPFTOOL prog show --json | python3 -c '
 import json, sys
 for p in json.load(sys.stdin):
-    if p.get("name", "").startswith("fp_"):
+    if p.get("name", "").startswith(("fp_", "noop_")):
         print("HOOK", sys.argv[1], p["name"], p.get("run_time_ns", 0), p.get("run_cnt", 0))' "$1"
-EOF
-# phase.sh PHASE REAL [inside]: one phase's measurements, run wherever the caller puts it (inside
-# a session or not). The timed rounds run with bpf_stats off (its clock reads around every program
-# run would inflate the ratios); a shorter pass with it on then gives each fp program's cost,
-# read by stats.sh: here, or outside the session while this waits for it.
-cat > $W/phase.sh <<'EOF'
-set -eu
-$LOAD open $W/file $ITERATIONS $RUNS | sed "s/^ns_per_op/BENCH $1 open+close/"
-$LOAD stat $W/file $ITERATIONS $RUNS | sed "s/^ns_per_op/BENCH $1 stat/"
-if [ "$2" = 1 ]; then sh $W/real.sh "$1" $REAL_RUNS; fi
-echo 1 > /proc/sys/kernel/bpf_stats_enabled
-$LOAD open $W/file $STATS_ITERATIONS 1 > /dev/null
-$LOAD stat $W/file $STATS_ITERATIONS 1 > /dev/null
-if [ "$2" = 1 ]; then sh $W/real.sh "$1" 1 > /dev/null; fi
-echo 0 > /proc/sys/kernel/bpf_stats_enabled
-if [ "${3:-}" = inside ]; then
-  touch $W/measured
-  while [ ! -e $W/collected ]; do sleep 0.1; done
-else
-  sh $W/stats.sh "$1"
-fi
-EOF
+END
 
-# Waits (at most 10 s) until `cond` holds.
+# Waits (at most 60 s) until `cond` holds.
 wait_until() {
   n=0
   until eval "$1"; do
-    n=$((n + 1)); [ $n -lt 100 ] || { echo "bench: timed out waiting for: $1" >&2; exit 1; }
+    n=$((n + 1)); [ $n -lt 600 ] || { echo "bench: timed out waiting for: $1" >&2; exit 1; }
     sleep 0.1
   done
 }
-# Unpinned links detach asynchronously: the next phase starts once no fp program is left.
-fp_unloaded='! $BPFTOOL prog show | grep -q " name fp_"'
+# Unpinned links detach asynchronously: the next phase starts once no program is left.
+unloaded='! $BPFTOOL prog show | grep -qE " name (fp|noop)_"'
+stats() { [ "$1" != stats ] || echo "$2" > /proc/sys/kernel/bpf_stats_enabled; }
+alive() { kill -0 "$1" || { echo "bench: $2 failed" >&2; exit 1; }; }
 
-# One untimed round first: the baseline must not pay for cold caches alone.
-sh $W/real.sh warm-up 1 > /dev/null
-sh $W/phase.sh baseline 1
+# round R ITERATIONS: every phase once. R = stats: the pass with bpf_stats on; stats.sh reads the
+# programs' counters (fp's after outside, then again after inside: the parser subtracts).
+round() {
+  sh $W/measure.sh baseline $1 $2
 
-$FP run --deny $W/rules/outside -- sleep 1000 &
-session=$!
-wait_until 'grep -qs . /sys/fs/cgroup/fp/run-*/cgroup.procs'
-sh $W/phase.sh outside 1
-kill $session; wait $session || true
-wait_until "$fp_unloaded"
+  $LOAD noop > $W/noop.out &
+  noop=$!
+  while ! grep -qs attached $W/noop.out; do alive $noop "fp-bench-load noop"; sleep 0.1; done
+  stats $1 1; sh $W/measure.sh noop $1 $2; stats $1 0
+  [ "$1" != stats ] || sh $W/stats.sh noop
+  kill $noop; wait $noop || true
+  wait_until "$unloaded"
 
-for n in @RULE_COUNTS@; do
-  # A few existing files (so the inode table is not empty), the rest nonexistent paths in
-  # distinct directories; none covers $W/file.
-  seq 1 $n | awk -v w=$W '{ if (NR <= 5) print "--deny " w "/existing/e" NR; else print "--deny " w "/rules/d" NR "/x" }' > $W/args
-  real=0; [ $n != @REAL_WORKLOAD_RULES@ ] || real=1
-  rm -f $W/measured $W/collected
-  $FP run $(cat $W/args) -- sh $W/phase.sh "inside($n)" $real inside &
+  rm -f $W/ready $W/go $W/measured && mkfifo $W/go
+  $FP run --policy $W/policy.toml --workspace $W -- sh $W/session.sh $1 $2 &
   session=$!
-  while [ ! -e $W/measured ]; do kill -0 $session || { echo "bench: fp run failed" >&2; exit 1; }; sleep 0.2; done
-  sh $W/stats.sh "inside($n)"
-  touch $W/collected
+  while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
+  stats $1 1; sh $W/measure.sh outside $1 $2
+  [ "$1" != stats ] || sh $W/stats.sh outside
+  echo go > $W/go
+  if [ "$1" = stats ]; then
+    while [ ! -e $W/measured ]; do alive $session "fp run"; sleep 0.2; done
+    stats $1 0; sh $W/stats.sh outside+inside
+    echo go > $W/go
+  fi
   wait $session
-  wait_until "$fp_unloaded"
-done
+  wait_until "$unloaded"
 
-sh $W/phase.sh baseline-end 1
+  $LOAD landlock $W -- sh $W/measure.sh landlock $1 $2
+}
+
+# One untimed pass first: the baseline must not pay for cold caches alone.
+sh $W/measure.sh warm-up 0 1000 > /dev/null
+r=1
+while [ $r -le $ROUNDS ]; do round $r $ITERATIONS; r=$((r + 1)); done
+round stats $STATS_ITERATIONS > $W/stats.out
+grep '^HOOK' $W/stats.out
 "#;
 
-/// What one kernel's VM printed: samples per (phase, workload) and per-program stats per phase.
+/// What one kernel's VM printed: samples per (phase, workload) by round, and per-program stats
+/// per phase.
 #[derive(Default)]
 struct Results {
-    samples: BTreeMap<(String, String), Vec<u64>>,
+    samples: BTreeMap<(String, String), BTreeMap<u32, u64>>,
     /// (phase, program) -> (run_time_ns, run_cnt)
     hooks: BTreeMap<(String, String), (u64, u64)>,
 }
@@ -217,16 +232,12 @@ fn release_executable(package: &[&str], name: &str) -> Result<PathBuf> {
 }
 
 fn script(fp: &std::path::Path, load: &std::path::Path, quick: bool) -> String {
-    let (iterations, runs, real_runs) = if quick { (20_000, 3, 1) } else { (200_000, 5, 3) };
-    let rule_counts: Vec<String> = RULE_COUNTS.iter().map(u32::to_string).collect();
+    let (iterations, rounds) = if quick { (10_000, 2) } else { (100_000, 5) };
     SCRIPT
         .replace("@FP@", &crate::cmd::shell_quote(&fp.display().to_string()))
         .replace("@LOAD@", &crate::cmd::shell_quote(&load.display().to_string()))
         .replace("@ITERATIONS@", &iterations.to_string())
-        .replace("@RUNS@", &runs.to_string())
-        .replace("@REAL_RUNS@", &real_runs.to_string())
-        .replace("@RULE_COUNTS@", &rule_counts.join(" "))
-        .replace("@REAL_WORKLOAD_RULES@", &REAL_WORKLOAD_RULES.to_string())
+        .replace("@ROUNDS@", &rounds.to_string())
 }
 
 fn parse(output: &str) -> Result<Results> {
@@ -237,11 +248,14 @@ fn parse(output: &str) -> Result<Results> {
             s.parse().with_context(|| format!("not a number in the guest's line {line:?}"))
         };
         match fields.as_slice() {
-            ["BENCH", phase, workload, ns] => results
-                .samples
-                .entry((phase.to_string(), workload.to_string()))
-                .or_default()
-                .push(number(ns)?),
+            ["BENCH", phase, workload, round, ns] => {
+                let round = u32::try_from(number(round)?)?;
+                results
+                    .samples
+                    .entry((phase.to_string(), workload.to_string()))
+                    .or_default()
+                    .insert(round, number(ns)?);
+            }
             ["HOOK", phase, program, run_time_ns, run_cnt] => {
                 results.hooks.insert(
                     (phase.to_string(), program.to_string()),
@@ -251,11 +265,25 @@ fn parse(output: &str) -> Result<Results> {
             _ => {}
         }
     }
+    // fp's programs served the outside and then the inside pass: inside is the difference.
+    let both: Vec<(String, (u64, u64))> = results
+        .hooks
+        .iter()
+        .filter(|((phase, _), _)| phase == "outside+inside")
+        .map(|((_, program), &v)| (program.clone(), v))
+        .collect();
+    for (program, (ns, count)) in both {
+        let (ns0, count0) =
+            results.hooks.get(&("outside".into(), program.clone())).copied().unwrap_or((0, 0));
+        results.hooks.insert(
+            ("inside".into(), program),
+            (ns.saturating_sub(ns0), count.saturating_sub(count0)),
+        );
+    }
     // A workload that failed in a pipeline leaves a hole rather than an exit status: refuse it.
-    let phases = ["baseline", "outside", "baseline-end"].map(String::from);
-    for phase in phases.into_iter().chain(RULE_COUNTS.map(inside)) {
-        for workload in ["open+close", "stat"] {
-            if !results.samples.contains_key(&(phase.clone(), workload.to_string())) {
+    for phase in PHASES {
+        for workload in ["open-d2", "open+close", "open-d8", "stat"] {
+            if !results.samples.contains_key(&(phase.to_string(), workload.to_string())) {
                 bail!("the guest printed no {workload} figure for {phase} (see its output above)");
             }
         }
@@ -263,43 +291,36 @@ fn parse(output: &str) -> Result<Results> {
     Ok(results)
 }
 
-fn median(samples: &[u64]) -> Option<f64> {
+fn median(samples: &[f64]) -> Option<f64> {
     let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
+    sorted.sort_unstable_by(f64::total_cmp);
     match sorted.len() {
         0 => None,
-        n if n % 2 == 1 => Some(sorted[n / 2] as f64),
-        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) as f64 / 2.0),
+        n if n % 2 == 1 => Some(sorted[n / 2]),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
     }
 }
 
-fn inside(rules: u32) -> String {
-    format!("inside({rules})")
+/// The ratio of `phase` to `to` per round (rounds both have), as (median, min, max).
+fn ratio(results: &Results, workload: &str, phase: &str, to: &str) -> Option<(f64, f64, f64)> {
+    let of = |p: &str| results.samples.get(&(p.to_string(), workload.to_string()));
+    let (a, b) = (of(phase)?, of(to)?);
+    let ratios: Vec<f64> = a
+        .iter()
+        .filter_map(|(round, &x)| b.get(round).filter(|&&y| y > 0).map(|&y| x as f64 / y as f64))
+        .collect();
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((median(&ratios)?, min, max))
 }
 
-/// The table of medians and ratios for one kernel, and whether the issue's goals are met.
+/// The table of medians and ratios for one kernel, and how the issue's goals fare.
 fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
     use std::fmt::Write as _;
-    let phases: Vec<String> =
-        ["outside".to_string()].into_iter().chain(RULE_COUNTS.map(inside)).collect();
-    let samples = |phase: &str, workload: &str| {
-        results.samples.get(&(phase.to_string(), workload.to_string())).map(Vec::as_slice)
-    };
-    // The baseline pools the rounds before and after the fp phases, so drift over the run
-    // widens it instead of favouring one side.
-    let baseline = |workload: &str| {
-        let pooled: Vec<u64> = ["baseline", "baseline-end"]
-            .iter()
-            .filter_map(|p| samples(p, workload))
-            .flatten()
-            .copied()
-            .collect();
-        median(&pooled)
-    };
-    let ratio = |phase: &str, workload: &str| -> Option<f64> {
-        Some(median(samples(phase, workload)?)? / baseline(workload)?)
-    };
-
+    let rounds = results
+        .samples
+        .get(&("baseline".to_string(), "open+close".to_string()))
+        .map_or(0, BTreeMap::len);
     let mut out = String::new();
     writeln!(
         out,
@@ -308,61 +329,86 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
     )?;
     writeln!(
         out,
-        "medians; ratio = median with fp / median of the baseline (no fp program loaded)"
+        "{rounds} interleaved rounds; baseline: median; every other column: the median over the \
+         rounds of (phase / baseline of the same round) [min-max]"
     )?;
-    for (workload, unit, scale) in [
-        ("open+close", "ns/op", 1.0),
-        ("stat", "ns/op", 1.0),
-        ("tar-x", "ms", 1e-6),
-        ("find+cat", "ms", 1e-6),
-        ("git-status", "ms", 1e-6),
-    ] {
-        let Some(base) = baseline(workload) else { continue };
-        write!(out, "{workload:<11} baseline {:>8.1} {unit:<5}", base * scale)?;
-        for phase in &phases {
-            if let Some(r) = ratio(phase, workload) {
-                write!(out, "  {phase} {r:.2}x")?;
+    write!(out, "{:<11} {:>16}", "workload", "baseline")?;
+    for phase in &PHASES[1..] {
+        write!(out, "  {phase:<19}")?;
+    }
+    writeln!(out, "  {:<19}  {:<19}", "outside/noop", "inside/landlock")?;
+    for (workload, unit, scale) in WORKLOADS {
+        let Some(base) = results.samples.get(&("baseline".to_string(), workload.to_string()))
+        else {
+            continue;
+        };
+        let base: Vec<f64> = base.values().map(|&v| v as f64).collect();
+        let Some(base) = median(&base) else { continue };
+        write!(out, "{workload:<11} {:>10.1} {unit:<5}", base * scale)?;
+        let pairs = PHASES[1..]
+            .iter()
+            .map(|p| (*p, "baseline"))
+            .chain([("outside", "noop"), ("inside", "landlock")]);
+        for (phase, to) in pairs {
+            match ratio(results, workload, phase, to) {
+                Some((m, lo, hi)) => write!(out, "  {:<19}", format!("{m:.3}x [{lo:.2}-{hi:.2}]"))?,
+                None => write!(out, "  {:<19}", "-")?,
             }
-        }
-        if let (Some(start), Some(end)) =
-            (samples("baseline", workload), samples("baseline-end", workload))
-            && let (Some(start), Some(end)) = (median(start), median(end))
-        {
-            write!(out, "  (baseline drift {:+.1}%)", (end / start - 1.0) * 100.0)?;
         }
         writeln!(out)?;
     }
 
-    writeln!(out, "per-program cost, run_time_ns / run_cnt (bpf_stats), ns per call:")?;
+    writeln!(out, "per-program cost, run_time_ns / run_cnt (bpf_stats pass), ns per call:")?;
     let programs: std::collections::BTreeSet<&String> =
         results.hooks.keys().map(|(_, program)| program).collect();
     for program in programs {
-        write!(out, "  {program:<24}")?;
-        for phase in &phases {
-            match results.hooks.get(&(phase.clone(), program.clone())) {
+        let phases: &[&str] =
+            if program.starts_with("noop_") { &["noop"] } else { &["outside", "inside"] };
+        let called = |phase: &&str| {
+            results.hooks.get(&(phase.to_string(), program.clone())).is_some_and(|h| h.1 > 0)
+        };
+        if !phases.iter().any(called) {
+            continue; // never called in the run
+        }
+        write!(out, "  {program:<26}")?;
+        for phase in phases {
+            match results.hooks.get(&(phase.to_string(), program.clone())) {
                 Some(&(ns, count)) if count > 0 => {
-                    write!(out, "  {phase} {:>6.0} ({count})", ns as f64 / count as f64)?
+                    write!(out, "  {phase} {:>7.0} ({count:>6})", ns as f64 / count as f64)?
                 }
-                _ => write!(out, "  {phase} {:>6} (0)", "-")?,
+                _ => write!(out, "  {phase} {:>7} ({:>6})", "-", 0)?,
             }
         }
         writeln!(out)?;
     }
 
-    let goal = |name: &str, value: Option<f64>, limit: f64| -> String {
+    let goal = |name: &str, value: Option<(f64, f64, f64)>, limit: f64| -> String {
         match value {
-            Some(v) if v <= limit => format!("goal {name} <= {limit:.2}x: met ({v:.3}x)\n"),
-            Some(v) => format!("goal {name} <= {limit:.2}x: NOT met ({v:.3}x)\n"),
+            Some((v, ..)) if v <= limit => format!("goal {name} <= {limit:.2}x: met ({v:.3}x)\n"),
+            Some((v, ..)) => format!(
+                "goal {name} <= {limit:.2}x: NOT met ({v:.3}x, {:+.1}% over)\n",
+                (v / limit - 1.0) * 100.0
+            ),
             None => format!("goal {name}: not measured\n"),
         }
     };
-    let first = inside(RULE_COUNTS[0]);
-    let last = inside(RULE_COUNTS[RULE_COUNTS.len() - 1]);
-    out += &goal("outside open+close", ratio("outside", "open+close"), 1.02);
-    out += &goal(&format!("{first} open+close"), ratio(&first, "open+close"), 1.15);
-    out += &goal(&format!("{last} open+close"), ratio(&last, "open+close"), 1.15);
-    let flat = ratio(&last, "open+close").zip(ratio(&first, "open+close")).map(|(a, b)| a / b);
-    out += &goal(&format!("flat: {last} / {first} open+close"), flat, 1.05);
+    for workload in ["open-d2", "open+close", "open-d8"] {
+        out += &goal(
+            &format!("outside/noop {workload}"),
+            ratio(results, workload, "outside", "noop"),
+            1.01,
+        );
+        out += &goal(
+            &format!("inside/landlock {workload}"),
+            ratio(results, workload, "inside", "landlock"),
+            1.0,
+        );
+        out += &goal(
+            &format!("inside/baseline {workload}"),
+            ratio(results, workload, "inside", "baseline"),
+            1.25,
+        );
+    }
     Ok(out)
 }
 
@@ -372,38 +418,43 @@ mod tests {
 
     #[test]
     fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[5, 1, 3]), Some(3.0));
-        assert_eq!(median(&[4, 1, 3, 2]), Some(2.5));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&[]), None);
     }
 
     #[test]
-    fn report_shows_ratios_against_the_pooled_baseline() {
-        let mut output = String::from("console noise\nHOOK inside(1) fp_file_open 3000 10\n");
-        for (phase, open_close) in [
-            ("baseline", 100),
-            ("baseline-end", 100),
-            ("outside", 101),
-            ("inside(1)", 120),
-            ("inside(100)", 120),
-            ("inside(1000)", 121),
-            ("inside(10000)", 121),
-        ] {
-            output += &format!("BENCH {phase} open+close {open_close}\nBENCH {phase} stat 50\n");
+    fn report_shows_per_round_ratios_and_the_inside_stats() {
+        let mut output = String::from(
+            "console noise\nHOOK noop noop_file_open 100 10\nHOOK outside fp_file_open 300 10\n\
+             HOOK outside+inside fp_file_open 3300 20\n",
+        );
+        for (round, base) in [(1, 100), (2, 200), (3, 100)] {
+            for (phase, factor) in
+                [("baseline", 1.0), ("noop", 1.0), ("outside", 1.01), ("inside", 1.2)]
+                    .into_iter()
+                    .chain([("landlock", 1.1)])
+            {
+                let v = (base as f64 * factor) as u64;
+                for workload in ["open-d2", "open+close", "open-d8", "stat"] {
+                    output += &format!("BENCH {phase} {workload} {round} {v}\n");
+                }
+            }
         }
         let results = parse(&output).unwrap();
         let table = report("6.12", false, &results).unwrap();
-        assert!(table.contains("outside 1.01x"), "{table}");
-        assert!(table.contains("inside(1) 1.20x"), "{table}");
-        assert!(table.contains("inside(1)    300 (10)"), "{table}");
-        assert!(table.contains("goal outside open+close <= 1.02x: met"), "{table}");
-        assert!(table.contains("goal inside(1) open+close <= 1.15x: NOT met"), "{table}");
-        assert!(table.contains("flat: inside(10000) / inside(1) open+close <= 1.05x: met"));
+        assert!(table.contains("3 interleaved rounds"), "{table}");
+        assert!(table.contains("1.200x [1.20-1.20]"), "{table}");
+        assert!(table.contains("inside     300 ("), "{table}");
+        assert!(table.contains("noop      10 (    10)"), "{table}");
+        assert!(table.contains("goal outside/noop open+close <= 1.01x: met"), "{table}");
+        assert!(table.contains("goal inside/landlock open+close <= 1.00x: NOT met"), "{table}");
+        assert!(table.contains("goal inside/baseline open+close <= 1.25x: met"), "{table}");
     }
 
     #[test]
     fn a_garbled_or_missing_measurement_is_an_error() {
-        assert!(parse("BENCH baseline stat many\n").is_err());
-        assert!(parse("BENCH baseline stat 5\n").is_err(), "the other phases are missing");
+        assert!(parse("BENCH baseline stat 1 many\n").is_err());
+        assert!(parse("BENCH baseline stat 1 5\n").is_err(), "the other phases are missing");
     }
 }

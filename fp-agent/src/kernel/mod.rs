@@ -30,6 +30,32 @@ pub fn object() -> anyhow::Result<&'static [u8]> {
     Ok(OBJECT)
 }
 
+/// fp-ebpf's pass-through programs (`fp-noop`), for the benchmark's `noop` phase only.
+static NOOP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fp-noop"));
+
+/// For `cargo xtask bench kernel` only (`fp-bench-load noop`): loads and attaches fp-ebpf's
+/// pass-through programs (`noop_*`, each returning the earlier programs' verdict) to exactly the
+/// hooks fp attaches on this kernel, with the same choice of prototype, so the benchmark can tell
+/// the cost of a BPF LSM program on these hooks from the cost of fp's. They detach when the
+/// returned links and object are dropped. fp itself never calls this.
+pub fn attach_noop() -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
+    if cfg!(fp_ebpf_stub) || NOOP_OBJECT.is_empty() {
+        bail!("this build carries no BPF programs (FP_EBPF_STUB=1)");
+    }
+    let hooks = available_hooks(&btf::Btf::from_sys()?)?;
+    let btf = aya::Btf::from_sys_fs().context("reading kernel BTF")?;
+    let mut ebpf = EbpfLoader::new()
+        .btf(Some(&btf))
+        .load(NOOP_OBJECT)
+        .context("loading the pass-through BPF object")?;
+    let mut links = Vec::new();
+    for (program, hook) in hooks {
+        let noop = format!("noop_{}", program.strip_prefix("fp_").unwrap_or(program));
+        links.push(attach(&mut ebpf, &btf, &noop, hook.name())?);
+    }
+    Ok((ebpf, links))
+}
+
 /// Where fp pins maps and links: versioned so an fp with another ABI never reuses them.
 pub fn pin_root() -> PathBuf {
     PathBuf::from(format!("/sys/fs/bpf/fp/v{ABI_VERSION}"))

@@ -1,0 +1,66 @@
+//! `fp-noop`: pass-through BPF LSM programs, one on each hook fp attaches (and one per prototype
+//! where fp has two), each returning the verdict of the earlier programs (`ret`) and nothing
+//! else. `cargo xtask bench kernel` attaches them in its `noop` phase (`fp-bench-load noop`,
+//! through `fp_agent::kernel::attach_noop`), so its figures separate what any BPF LSM program
+//! costs (the trampoline) from what fp's programs do. Never attached by fp itself.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{macros::lsm, programs::LsmContext};
+
+/// `noop_<hook>` on `lsm/<hook>`, returning argument `ret` (the hook's argument count).
+macro_rules! noop {
+    ($($name:ident = $hook:literal, $ret:literal;)*) => {
+        $(
+            #[lsm(hook = $hook)]
+            pub fn $name(ctx: LsmContext) -> i32 {
+                ctx.arg($ret)
+            }
+        )*
+    };
+}
+
+// The argument counts are those of the matching programs in fp-ebpf/src/hooks.
+noop! {
+    noop_file_open = "file_open", 1;
+    noop_file_truncate = "file_truncate", 1;
+    noop_bprm_check_security = "bprm_check_security", 1;
+    noop_file_permission = "file_permission", 2;
+    noop_mmap_file = "mmap_file", 4;
+    noop_inode_setattr = "inode_setattr", 2;
+    noop_inode_setattr_idmap = "inode_setattr", 3;
+    noop_inode_setxattr = "inode_setxattr", 6;
+    noop_inode_removexattr = "inode_removexattr", 3;
+    noop_inode_set_acl = "inode_set_acl", 4;
+    noop_inode_remove_acl = "inode_remove_acl", 3;
+    noop_path_unlink = "path_unlink", 2;
+    noop_path_rmdir = "path_rmdir", 2;
+    noop_path_mknod = "path_mknod", 4;
+    noop_path_mkdir = "path_mkdir", 3;
+    noop_path_symlink = "path_symlink", 3;
+    noop_path_link = "path_link", 3;
+    noop_path_rename = "path_rename", 5;
+    noop_path_truncate = "path_truncate", 1;
+    noop_path_chmod = "path_chmod", 2;
+    noop_path_chown = "path_chown", 3;
+    noop_bpf = "bpf", 3;
+    noop_bpf_kernel = "bpf", 4;
+    noop_task_kill = "task_kill", 4;
+    noop_ptrace_access_check = "ptrace_access_check", 2;
+    noop_sb_mount = "sb_mount", 5;
+    noop_sb_umount = "sb_umount", 2;
+    noop_sb_remount = "sb_remount", 2;
+    noop_sb_kern_mount = "sb_kern_mount", 1;
+    noop_sb_pivotroot = "sb_pivotroot", 2;
+    noop_move_mount = "move_mount", 2;
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";
