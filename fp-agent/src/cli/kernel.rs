@@ -36,7 +36,7 @@ pub fn main(cmd: Command) -> ExitCode {
             ExitCode::from(if result.is_ok() { exit::OK } else { exit::NO_BPF_LSM })
         }
         Command::Offsets { json } => {
-            match kernel::btf::Btf::from_sys().and_then(|btf| kernel::resolve_offsets(&btf)) {
+            match kernel::btf::Btf::from_sys().and_then(kernel::resolve_offsets) {
                 Ok(offsets) if json => println!(
                     "{}",
                     serde_json::json!({ "kernel": kernel::kernel_release(), "offsets": offsets })

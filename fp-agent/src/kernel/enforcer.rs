@@ -21,7 +21,7 @@ use fp_common::{
 };
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
-use super::{attach, available_hooks, btf, kernel_dev, open, tables};
+use super::{attach, available_hooks, btf, kernel_dev, load, open, tables};
 use crate::policy::KernelTables;
 
 /// The LSM programs of one enforcement scope, attached, with their maps and links pinned under
@@ -64,7 +64,7 @@ impl Enforcer {
             .with_context(|| format!("creating {}", pin_dir.display()))?;
         let (mut ebpf, btf, hooks) = open(session_cgroup_level)?;
         let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
-        let attached = this.pin_and_attach(&mut ebpf, &btf, &hooks);
+        let attached = this.pin_and_attach(&mut ebpf, btf, &hooks);
         // The programs stay loaded through their links; the maps are what userspace keeps.
         for name in maps::PINNED {
             if let Some(map) = ebpf.take_map(name) {
@@ -86,7 +86,7 @@ impl Enforcer {
         if !pin_dir.join(maps::SESSIONS).exists() {
             return Ok(None);
         }
-        let hooks = available_hooks(&btf::Btf::from_sys()?)?;
+        let hooks = available_hooks(btf::Btf::from_sys()?)?;
         let this = Self::open_pinned(pin_dir)?;
         let mut pinned = this.hooks();
         pinned.sort();
@@ -150,8 +150,11 @@ impl Enforcer {
                 .pin(&path)
                 .with_context(|| format!("pinning {}", path.display()))?;
         }
-        for (program, hook) in hooks.iter().map(|(p, h)| (p, h.name())) {
-            let link = attach(ebpf, btf, program, hook)?;
+        let programs: Vec<(&str, &str)> = hooks.iter().map(|(p, h)| (*p, h.name())).collect();
+        load(ebpf, btf, &programs)?;
+        // Attached one by one in a fixed order, after every program has passed the verifier.
+        for (program, hook) in programs {
+            let link = attach(ebpf, program, hook)?;
             let path = self.pin_dir.join(format!("link_{hook}"));
             let pinned = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
             self.links.push((path, pinned));

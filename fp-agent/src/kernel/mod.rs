@@ -42,17 +42,24 @@ pub fn attach_noop() -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     if cfg!(fp_ebpf_stub) || NOOP_OBJECT.is_empty() {
         bail!("this build carries no BPF programs (FP_EBPF_STUB=1)");
     }
-    let hooks = available_hooks(&btf::Btf::from_sys()?)?;
-    let btf = aya::Btf::from_sys_fs().context("reading kernel BTF")?;
+    let hooks = available_hooks(btf::Btf::from_sys()?)?;
+    let btf = aya_btf()?;
     let mut ebpf = EbpfLoader::new()
-        .btf(Some(&btf))
+        .btf(Some(btf))
         .load(NOOP_OBJECT)
         .context("loading the pass-through BPF object")?;
-    let mut links = Vec::new();
-    for (program, hook) in hooks {
-        let noop = format!("noop_{}", program.strip_prefix("fp_").unwrap_or(program));
-        links.push(attach(&mut ebpf, &btf, &noop, hook.name())?);
-    }
+    let names: Vec<(String, &str)> = hooks
+        .iter()
+        .map(|(program, hook)| {
+            (format!("noop_{}", program.strip_prefix("fp_").unwrap_or(program)), hook.name())
+        })
+        .collect();
+    let programs: Vec<(&str, &str)> = names.iter().map(|(p, h)| (p.as_str(), *h)).collect();
+    load(&mut ebpf, btf, &programs)?;
+    let links = programs
+        .iter()
+        .map(|(program, hook)| attach(&mut ebpf, program, hook))
+        .collect::<anyhow::Result<_>>()?;
     Ok((ebpf, links))
 }
 
@@ -101,19 +108,30 @@ type HookPrograms = Vec<(&'static str, Hook)>;
 
 /// Loads the object with offsets and the session cgroup level set, and picks the hooks to attach;
 /// programs are not yet loaded into the kernel (see [`attach`]).
-fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, aya::Btf, HookPrograms)> {
+fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, &'static aya::Btf, HookPrograms)> {
     let raw = btf::Btf::from_sys()?;
-    let offsets = resolve_offsets(&raw)?;
-    let hooks = available_hooks(&raw)?;
-    let btf = aya::Btf::from_sys_fs().context("reading kernel BTF")?;
+    let offsets = resolve_offsets(raw)?;
+    let hooks = available_hooks(raw)?;
+    let btf = aya_btf()?;
     let mut loader = EbpfLoader::new();
-    loader.btf(Some(&btf));
+    loader.btf(Some(btf));
     for o in &offsets {
         loader.override_global(o.global, &o.offset, true);
     }
     loader.override_global(SESSION_CGROUP_LEVEL, &session_cgroup_level, true);
     let ebpf = loader.load(object()?).context("loading the fp BPF object")?;
     Ok((ebpf, btf, hooks))
+}
+
+/// The running kernel's BTF as aya reads it, parsed once per process: `fp run` opens the object
+/// twice (the probe, then the programs), and each parse takes ~0.4 s under TCG.
+fn aya_btf() -> anyhow::Result<&'static aya::Btf> {
+    static PARSED: std::sync::OnceLock<aya::Btf> = std::sync::OnceLock::new();
+    if let Some(btf) = PARSED.get() {
+        return Ok(btf);
+    }
+    let btf = aya::Btf::from_sys_fs().context("reading kernel BTF")?;
+    Ok(PARSED.get_or_init(|| btf))
 }
 
 /// The hooks to attach on this kernel, with the program matching each hook's prototype: all of
@@ -131,16 +149,51 @@ fn available_hooks(btf: &btf::Btf) -> anyhow::Result<HookPrograms> {
     Ok(hooks)
 }
 
-fn attach(ebpf: &mut Ebpf, btf: &aya::Btf, program: &str, hook: &str) -> anyhow::Result<FdLink> {
+/// Loads `programs` (name, hook) into the kernel, several at a time. The verifier's work is most
+/// of a session's start (seconds per program under TCG for the path pairs), and the kernel
+/// verifies privileged loads in parallel; nothing is attached here, so the order is free.
+fn load(ebpf: &mut Ebpf, btf: &aya::Btf, programs: &[(&str, &str)]) -> anyhow::Result<()> {
+    let mut by_name: std::collections::HashMap<&str, &mut aya::programs::Program> =
+        ebpf.programs_mut().collect();
+    let mut queue = std::collections::VecDeque::new();
+    for &(name, hook) in programs {
+        let program = by_name
+            .remove(name)
+            .ok_or_else(|| anyhow!("program {name} missing from the BPF object"))?;
+        let lsm: &mut Lsm = program.try_into()?;
+        queue.push_back((name, hook, lsm));
+    }
+    let queue = std::sync::Mutex::new(queue);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(programs.len());
+    std::thread::scope(|scope| {
+        let load_next = || -> anyhow::Result<()> {
+            loop {
+                let pending = || queue.lock().unwrap_or_else(|e| e.into_inner());
+                let Some((name, hook, lsm)) = pending().pop_front() else { return Ok(()) };
+                let started = std::time::Instant::now();
+                if let Err(e) = lsm.load(hook, btf) {
+                    // The load fails as a whole: the other workers stop after their program.
+                    pending().clear();
+                    return Err(e)
+                        .with_context(|| format!("loading {name} (lsm/{hook}) into the kernel"));
+                }
+                // Where a session's start goes, per program (FP_LOG=debug).
+                tracing::debug!("loaded {name} in {:.2?}", started.elapsed());
+            }
+        };
+        let workers: Vec<_> = (0..workers).map(|_| scope.spawn(load_next)).collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })
+}
+
+/// Attaches a program [`load`] loaded; its link detaches it when dropped.
+fn attach(ebpf: &mut Ebpf, program: &str, hook: &str) -> anyhow::Result<FdLink> {
     let prog: &mut Lsm = ebpf
         .program_mut(program)
         .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
         .try_into()?;
-    let started = std::time::Instant::now();
-    prog.load(hook, btf)
-        .with_context(|| format!("loading {program} (lsm/{hook}) into the kernel"))?;
-    // Most of a session's start is the verifier's: where it goes, per program (FP_LOG=debug).
-    tracing::debug!("loaded {program} in {:.2?}", started.elapsed());
     let id = prog.attach().with_context(|| format!("attaching {program} to lsm/{hook}"))?;
     Ok(prog.take_link(id)?.into())
 }
@@ -162,19 +215,22 @@ pub fn probe() -> anyhow::Result<()> {
         );
     }
     let (mut ebpf, btf, _) = open(0)?;
-    let link = attach(&mut ebpf, &btf, programs::PROBE, Hook::FileOpen.name()).map_err(|e| {
-        // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
-        let cause = e.root_cause().to_string();
-        let active = std::fs::read_to_string("/sys/kernel/security/lsm")
-            .map(|l| format!(" (active now: {})", l.trim()))
-            .unwrap_or_default();
-        anyhow!(
-            "BPF LSM is not usable on this kernel: it needs CONFIG_BPF_LSM=y and `bpf` in the \
+    let probe = [(programs::PROBE, Hook::FileOpen.name())];
+    let link = load(&mut ebpf, btf, &probe)
+        .and_then(|()| attach(&mut ebpf, programs::PROBE, Hook::FileOpen.name()))
+        .map_err(|e| {
+            // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
+            let cause = e.root_cause().to_string();
+            let active = std::fs::read_to_string("/sys/kernel/security/lsm")
+                .map(|l| format!(" (active now: {})", l.trim()))
+                .unwrap_or_default();
+            anyhow!(
+                "BPF LSM is not usable on this kernel: it needs CONFIG_BPF_LSM=y and `bpf` in the \
              active LSM list{active} (boot with lsm=...,bpf, e.g. \
              lsm=lockdown,capability,landlock,yama,apparmor,bpf); the kernel refused a \
              pass-through LSM program: {cause}"
-        )
-    })?;
+            )
+        })?;
     drop(link);
     Ok(())
 }
