@@ -32,8 +32,10 @@ pub struct KernelBenchArgs {
     quick: bool,
 }
 
-/// The phases of every round, in the order they run.
-const PHASES: [&str; 5] = ["baseline", "noop", "outside", "inside", "landlock"];
+/// The phases of every round, in the order they run. `inside` runs under the base policy plus 1
+/// generated rule, `inside-N` under the base policy plus N generated rules.
+const PHASES: [&str; 7] =
+    ["baseline", "noop", "outside", "inside", "inside-1000", "inside-10000", "landlock"];
 /// The workloads: (name, unit, scale from the guest's ns).
 const WORKLOADS: [(&str, &str, f64); 7] = [
     ("open-d2", "ns/op", 1.0),
@@ -60,8 +62,23 @@ FP=@FP@
 mkdir -p $W/home $W/d/d/d/d/d
 echo bench > /tmp/f2; echo bench > $W/file; echo bench > $W/d/d/d/d/d/f8
 # The session's policy, and Landlock's ruleset of the same shape (fp-bench-load landlock): read
-# everywhere, write in the workspace ($W).
-printf '[file_policy]\ndefault = "read"\nwrite_paths = ["<workspace>/**"]\n' > $W/policy.toml
+# everywhere, write in the workspace ($W); plus N generated deny rules (policy-N.toml) that share
+# directories, names and suffixes with the workloads' paths, so that a decision really looks them
+# up, and match none of the files the workloads touch (every one of them decided in the kernel).
+cat > $W/rules.awk <<'END'
+{ for (i = 1; i <= $1; i++) { k = i % 6;
+    if (k == 0) r = "<workspace>/d/d/n" i "/**";
+    else if (k == 1) r = "**/f" i ".h";
+    else if (k == 2) r = "<workspace>/**/*.c" i;
+    else if (k == 3) r = "<workspace>/x/**/f" i "x*";
+    else if (k == 4) r = "<workspace>/x/src/d" (i % 50) "/g" i ".c";
+    else r = "**/d" i "x/**";
+    printf "  \"%s\",\n", r } }
+END
+for n in 1 1000 10000; do
+  { printf '[file_policy]\ndefault = "read"\nwrite_paths = ["<workspace>/**"]\ndeny_paths = [\n'
+    echo $n | awk -f $W/rules.awk; echo ']'; } > $W/policy-$n.toml
+done
 
 # A source tree of 5,000 small files, as a tar and as a git repository when git is there.
 awk -v root=$W/src 'BEGIN { for (d = 0; d < 50; d++) { dir = root "/d" d; system("mkdir -p " dir);
@@ -135,7 +152,7 @@ round() {
   wait_until "$unloaded"
 
   rm -f $W/ready $W/go $W/measured && mkfifo $W/go
-  $FP run --policy $W/policy.toml --workspace $W -- sh $W/session.sh $1 $2 &
+  $FP run --policy $W/policy-1.toml --workspace $W -- sh $W/session.sh $1 $2 &
   session=$!
   while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
   stats $1 1; sh $W/measure.sh outside $1 $2
@@ -148,6 +165,14 @@ round() {
   fi
   wait $session
   wait_until "$unloaded"
+
+  # The same, with 1,000 and 10,000 generated rules (not in the bpf_stats pass).
+  if [ "$1" != stats ]; then
+    for n in 1000 10000; do
+      $FP run --policy $W/policy-$n.toml --workspace $W -- sh $W/measure.sh inside-$n $1 $2
+      wait_until "$unloaded"
+    done
+  fi
 
   $LOAD landlock $W -- sh $W/measure.sh landlock $1 $2
 }
@@ -336,7 +361,7 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
     for phase in &PHASES[1..] {
         write!(out, "  {phase:<19}")?;
     }
-    writeln!(out, "  {:<19}  {:<19}", "outside/noop", "inside/landlock")?;
+    writeln!(out, "  {:<19}  {:<19}  {:<19}", "outside/noop", "inside/landlock", "10000/1 rules")?;
     for (workload, unit, scale) in WORKLOADS {
         let Some(base) = results.samples.get(&("baseline".to_string(), workload.to_string()))
         else {
@@ -345,10 +370,11 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
         let base: Vec<f64> = base.values().map(|&v| v as f64).collect();
         let Some(base) = median(&base) else { continue };
         write!(out, "{workload:<11} {:>10.1} {unit:<5}", base * scale)?;
-        let pairs = PHASES[1..]
-            .iter()
-            .map(|p| (*p, "baseline"))
-            .chain([("outside", "noop"), ("inside", "landlock")]);
+        let pairs = PHASES[1..].iter().map(|p| (*p, "baseline")).chain([
+            ("outside", "noop"),
+            ("inside", "landlock"),
+            ("inside-10000", "inside"),
+        ]);
         for (phase, to) in pairs {
             match ratio(results, workload, phase, to) {
                 Some((m, lo, hi)) => write!(out, "  {:<19}", format!("{m:.3}x [{lo:.2}-{hi:.2}]"))?,
@@ -408,6 +434,11 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
             ratio(results, workload, "inside", "baseline"),
             1.25,
         );
+        out += &goal(
+            &format!("flat inside-10000/inside {workload}"),
+            ratio(results, workload, "inside-10000", "inside"),
+            1.05,
+        );
     }
     Ok(out)
 }
@@ -433,7 +464,7 @@ mod tests {
             for (phase, factor) in
                 [("baseline", 1.0), ("noop", 1.0), ("outside", 1.01), ("inside", 1.2)]
                     .into_iter()
-                    .chain([("landlock", 1.1)])
+                    .chain([("inside-1000", 1.2), ("inside-10000", 1.32), ("landlock", 1.1)])
             {
                 let v = (base as f64 * factor) as u64;
                 for workload in ["open-d2", "open+close", "open-d8", "stat"] {
@@ -450,6 +481,9 @@ mod tests {
         assert!(table.contains("goal outside/noop open+close <= 1.01x: met"), "{table}");
         assert!(table.contains("goal inside/landlock open+close <= 1.00x: NOT met"), "{table}");
         assert!(table.contains("goal inside/baseline open+close <= 1.25x: met"), "{table}");
+        assert!(
+            table.contains("goal flat inside-10000/inside open+close <= 1.05x: NOT met (1.100x")
+        );
     }
 
     #[test]
