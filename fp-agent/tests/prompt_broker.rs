@@ -254,7 +254,8 @@ fn processes_outside_the_session_are_never_held() {
     let started = Instant::now();
     let out = finish(outside(&format!("cat {}", files.join(" "))));
     assert_eq!(out.stdout, b"secret asecret bopen x");
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // Held, it would wait for the approval timeout (60 s); a loaded host may take seconds.
+    assert!(started.elapsed() < Duration::from_secs(30));
     assert!(f.broker().approvals().list().is_empty());
     // Session reads of paths no prompt rule covers are not held either.
     let out = finish(f.in_session(&format!("exec cat {}", files[2])));
