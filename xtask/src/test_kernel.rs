@@ -18,6 +18,11 @@ const BINARY_MARKER: &str = "fp-test-binary: ";
 /// After each test executable; followed by its exit status.
 const BINARY_EXIT_MARKER: &str = "fp-test-binary-exit: ";
 
+/// How long one kernel's VM may run the whole suite: a quiet 2-core host needs ~15-20 min per
+/// kernel, and a host three times slower (shared CI machines) must not fail the run (issue 16
+/// item 7). A hung test still fails the run, only later.
+const KERNEL_SUITE_TIMEOUT_SECS: u64 = 3600;
+
 #[derive(clap::Args)]
 pub struct TestKernelArgs {
     /// `6.1`, `6.12`, `native` (this host, where BPF LSM works) or `all` (every pinned kernel, plus
@@ -25,7 +30,7 @@ pub struct TestKernelArgs {
     #[arg(long, default_value = "all")]
     kernel: String,
     /// Seconds after which one kernel's VM is killed and its run fails.
-    #[arg(long, default_value_t = 1800)]
+    #[arg(long, default_value_t = KERNEL_SUITE_TIMEOUT_SECS)]
     timeout: u64,
     /// Passed to every test executable (libtest filters and flags).
     #[arg(last = true)]
@@ -51,7 +56,7 @@ pub fn test_all() -> Result<ExitCode> {
         .status()
         .context("cannot start cargo test")?
         .success();
-    let totals = kernel_tests("all", Duration::from_secs(1800), &[])?;
+    let totals = kernel_tests("all", Duration::from_secs(KERNEL_SUITE_TIMEOUT_SECS), &[])?;
     println!("unit-tests: {}", if unit_ok { "ok" } else { "FAILED" });
     totals.print();
     Ok(if unit_ok { totals.exit_code() } else { ExitCode::FAILURE })
