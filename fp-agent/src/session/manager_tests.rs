@@ -104,8 +104,11 @@ impl Enforce for FakeKernel {
 struct Queue(Arc<Mutex<VecDeque<DecisionEvent>>>);
 
 impl EventSource for Queue {
-    fn next_event(&mut self) -> Option<DecisionEvent> {
-        self.0.lock().unwrap().pop_front()
+    fn next_event(&mut self, record: &mut dyn FnMut(DecisionEvent)) -> bool {
+        let Some(&ev) = self.0.lock().unwrap().front() else { return false };
+        record(ev);
+        self.0.lock().unwrap().pop_front();
+        true
     }
     fn raw_fd(&self) -> RawFd {
         -1

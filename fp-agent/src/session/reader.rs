@@ -77,23 +77,25 @@ impl Outputs {
 
 /// Where the reader takes decision events from: the kernel's ring buffer (a queue in the tests).
 pub(super) trait EventSource: Send {
-    /// The next whole event queued, if any.
-    fn next_event(&mut self) -> Option<DecisionEvent>;
+    /// Hands the next whole event queued, if any, to `record`, and lets it go from the queue
+    /// only once `record` has returned: an agent killed in between leaves it queued for the next
+    /// one (recorded twice at worst, never lost). False when nothing is queued.
+    fn next_event(&mut self, record: &mut dyn FnMut(DecisionEvent)) -> bool;
     /// A descriptor that polls readable while events are queued.
     fn raw_fd(&self) -> RawFd;
 }
 
 impl EventSource for RingBuf<MapData> {
-    fn next_event(&mut self) -> Option<DecisionEvent> {
+    fn next_event(&mut self, record: &mut dyn FnMut(DecisionEvent)) -> bool {
         while let Some(item) = self.next() {
             if item.len() >= size_of::<DecisionEvent>() {
                 // SAFETY: the programs write whole DecisionEvents; read_unaligned copies it out.
-                return Some(unsafe {
-                    std::ptr::read_unaligned(item.as_ptr() as *const DecisionEvent)
-                });
+                record(unsafe { std::ptr::read_unaligned(item.as_ptr() as *const DecisionEvent) });
+                // Dropping `item` (after `record`) releases it in the ring buffer.
+                return true;
             }
         }
-        None
+        false
     }
 
     fn raw_fd(&self) -> RawFd {
@@ -131,13 +133,10 @@ pub(super) fn drain(
 ) {
     let mut events = events.lock().unwrap();
     let mut unknown = 0;
-    while let Some(ev) = events.next_event() {
-        let contexts = contexts.read().unwrap();
-        match contexts.get(&ev.session) {
-            Some(ctx) => outputs.decision(&ev, ctx),
-            None => unknown += 1,
-        }
-    }
+    while events.next_event(&mut |ev| match contexts.read().unwrap().get(&ev.session) {
+        Some(ctx) => outputs.decision(&ev, ctx),
+        None => unknown += 1,
+    }) {}
     if unknown > 0 {
         tracing::error!("{unknown} decision event(s) of unknown sessions");
         outputs.record(audit::Event::Loss(audit::Loss {
