@@ -21,7 +21,7 @@ use fp_common::{
 };
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
-use super::{attach, available_hooks, btf, kernel_dev, load, open, tables};
+use super::{attach, available_hooks, btf, kernel_dev, open, tables};
 use crate::policy::KernelTables;
 
 /// The LSM programs of one enforcement scope, attached, with their maps and links pinned under
@@ -151,10 +151,7 @@ impl Enforcer {
                 .with_context(|| format!("pinning {}", path.display()))?;
         }
         let programs: Vec<(&str, &str)> = hooks.iter().map(|(p, h)| (*p, h.name())).collect();
-        load(ebpf, btf, &programs)?;
-        // Attached one by one in a fixed order, after every program has passed the verifier.
-        for (program, hook) in programs {
-            let link = attach(ebpf, program, hook)?;
+        for ((_, hook), link) in programs.iter().zip(attach(ebpf, btf, &programs)?) {
             let path = self.pin_dir.join(format!("link_{hook}"));
             let pinned = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
             self.links.push((path, pinned));

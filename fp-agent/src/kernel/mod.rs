@@ -55,11 +55,7 @@ pub fn attach_noop() -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
         })
         .collect();
     let programs: Vec<(&str, &str)> = names.iter().map(|(p, h)| (p.as_str(), *h)).collect();
-    load(&mut ebpf, btf, &programs)?;
-    let links = programs
-        .iter()
-        .map(|(program, hook)| attach(&mut ebpf, program, hook))
-        .collect::<anyhow::Result<_>>()?;
+    let links = attach(&mut ebpf, btf, &programs)?;
     Ok((ebpf, links))
 }
 
@@ -149,9 +145,30 @@ fn available_hooks(btf: &btf::Btf) -> anyhow::Result<HookPrograms> {
     Ok(hooks)
 }
 
-/// Loads `programs` (name, hook) into the kernel, several at a time. The verifier's work is most
-/// of a session's start (seconds per program under TCG for the path pairs), and the kernel
-/// verifies privileged loads in parallel; nothing is attached here, so the order is free.
+/// Loads `programs` (name, hook) into the kernel, then attaches them one by one in their order:
+/// one link each, which detaches its program when dropped.
+fn attach(
+    ebpf: &mut Ebpf,
+    btf: &aya::Btf,
+    programs: &[(&str, &str)],
+) -> anyhow::Result<Vec<FdLink>> {
+    load(ebpf, btf, programs)?;
+    programs
+        .iter()
+        .map(|&(program, hook)| {
+            let prog: &mut Lsm = ebpf
+                .program_mut(program)
+                .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
+                .try_into()?;
+            let id = prog.attach().with_context(|| format!("attaching {program} to lsm/{hook}"))?;
+            Ok(prog.take_link(id)?.into())
+        })
+        .collect()
+}
+
+/// Loads `programs` into the kernel, several at a time. The verifier's work is most of a
+/// session's start (seconds per program under TCG for the path pairs), and the kernel verifies
+/// privileged loads in parallel; nothing is attached here, so the order is free.
 fn load(ebpf: &mut Ebpf, btf: &aya::Btf, programs: &[(&str, &str)]) -> anyhow::Result<()> {
     let mut by_name: std::collections::HashMap<&str, &mut aya::programs::Program> =
         ebpf.programs_mut().collect();
@@ -188,16 +205,6 @@ fn load(ebpf: &mut Ebpf, btf: &aya::Btf, programs: &[(&str, &str)]) -> anyhow::R
     })
 }
 
-/// Attaches a program [`load`] loaded; its link detaches it when dropped.
-fn attach(ebpf: &mut Ebpf, program: &str, hook: &str) -> anyhow::Result<FdLink> {
-    let prog: &mut Lsm = ebpf
-        .program_mut(program)
-        .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
-        .try_into()?;
-    let id = prog.attach().with_context(|| format!("attaching {program} to lsm/{hook}"))?;
-    Ok(prog.take_link(id)?.into())
-}
-
 /// Proves BPF LSM works here: loads and attaches the pass-through probe program (it cannot deny
 /// anything), then detaches it. Reading `/sys/kernel/security/lsm` is not enough: some kernels
 /// list `bpf` and still refuse LSM programs.
@@ -215,10 +222,8 @@ pub fn probe() -> anyhow::Result<()> {
         );
     }
     let (mut ebpf, btf, _) = open(0)?;
-    let probe = [(programs::PROBE, Hook::FileOpen.name())];
-    let link = load(&mut ebpf, btf, &probe)
-        .and_then(|()| attach(&mut ebpf, programs::PROBE, Hook::FileOpen.name()))
-        .map_err(|e| {
+    let link =
+        attach(&mut ebpf, btf, &[(programs::PROBE, Hook::FileOpen.name())]).map_err(|e| {
             // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
             let cause = e.root_cause().to_string();
             let active = std::fs::read_to_string("/sys/kernel/security/lsm")
