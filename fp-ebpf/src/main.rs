@@ -23,16 +23,7 @@ mod moves;
 mod prompt;
 mod protect;
 mod report;
+mod runtime;
 mod session;
 mod tables;
 mod walk;
-
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
-
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 4] = *b"GPL\0";

@@ -8,6 +8,9 @@
 
 use aya_ebpf::{macros::lsm, programs::LsmContext};
 
+#[path = "../runtime.rs"]
+mod runtime;
+
 /// `noop_<hook>` on `lsm/<hook>`, returning argument `ret` (the hook's argument count).
 macro_rules! noop {
     ($($name:ident = $hook:literal, $ret:literal;)*) => {
@@ -54,13 +57,3 @@ noop! {
     noop_sb_pivotroot = "sb_pivotroot", 2;
     noop_move_mount = "move_mount", 2;
 }
-
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
-
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 4] = *b"GPL\0";
