@@ -102,44 +102,14 @@ fn noop() -> anyhow::Result<()> {
     }
 }
 
-/// Landlock's ABI (include/uapi/linux/landlock.h): filesystem access rights.
-mod landlock {
-    pub const EXECUTE: u64 = 1 << 0;
-    pub const WRITE_FILE: u64 = 1 << 1;
-    pub const READ_FILE: u64 = 1 << 2;
-    pub const READ_DIR: u64 = 1 << 3;
-    /// ABI 1 handles bits 0..=12; ABI 2 adds REFER (13), 3 TRUNCATE (14), 5 IOCTL_DEV (15).
-    pub const TRUNCATE: u64 = 1 << 14;
-    pub const IOCTL_DEV: u64 = 1 << 15;
-    pub const CREATE_RULESET_VERSION: u32 = 1;
-    pub const RULE_PATH_BENEATH: u32 = 1;
-
-    #[repr(C)]
-    pub struct RulesetAttr {
-        pub handled_access_fs: u64,
-    }
-
-    #[repr(C, packed)]
-    pub struct PathBeneathAttr {
-        pub allowed_access: u64,
-        pub parent_fd: i32,
-    }
-
-    /// Every filesystem right ABI `abi` knows.
-    pub fn handled(abi: i64) -> u64 {
-        let bits = match abi {
-            1 => 13,
-            2 => 14,
-            3 | 4 => 15,
-            _ => 16,
-        };
-        (1u64 << bits) - 1
-    }
-}
-
 /// Restricts this process with Landlock (read and execute everywhere, every right in the
-/// workspace, writing /dev/null) and execs the command.
+/// workspace, writing /dev/null) and execs the command. The rights are those of Landlock ABI 5,
+/// or as many of them as the running kernel handles.
 fn landlock(args: &[std::ffi::OsString]) -> anyhow::Result<()> {
+    use landlock::{
+        ABI, Access as _, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr as _,
+        RulesetCreatedAttr as _, RulesetStatus,
+    };
     let [workspace, command @ ..] = args else {
         bail!("usage: fp-bench-load landlock WORKSPACE [--] CMD ARGS...");
     };
@@ -150,71 +120,26 @@ fn landlock(args: &[std::ffi::OsString]) -> anyhow::Result<()> {
     let Some((program, rest)) = command.split_first() else {
         bail!("usage: fp-bench-load landlock WORKSPACE [--] CMD ARGS...");
     };
-    // SAFETY: a query of the ABI version: no pointer is passed.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<landlock::RulesetAttr>(),
-            0usize,
-            landlock::CREATE_RULESET_VERSION,
-        )
+    let abi = ABI::V5;
+    let beneath = |path: &std::ffi::OsStr, access| -> anyhow::Result<_> {
+        Ok(PathBeneath::new(
+            PathFd::new(path).with_context(|| format!("opening {path:?}"))?,
+            access,
+        ))
     };
-    if abi < 1 {
-        return Err(std::io::Error::last_os_error()).context("Landlock is not available");
-    }
-    let handled = landlock::handled(abi);
-    let attr = landlock::RulesetAttr { handled_access_fs: handled };
-    // SAFETY: `attr` is a valid ruleset attribute of the size passed.
-    let ruleset = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            &attr as *const landlock::RulesetAttr,
-            std::mem::size_of::<landlock::RulesetAttr>(),
-            0u32,
-        )
-    };
-    if ruleset < 0 {
-        return Err(std::io::Error::last_os_error()).context("landlock_create_ruleset");
-    }
-    let read = landlock::EXECUTE | landlock::READ_FILE | landlock::READ_DIR;
-    let file_rights =
-        (landlock::READ_FILE | landlock::WRITE_FILE | landlock::TRUNCATE | landlock::IOCTL_DEV)
-            & handled;
-    let rules: [(&std::ffi::OsStr, u64); 3] = [
-        ("/".as_ref(), read),
-        (workspace.as_os_str(), handled),
-        ("/dev/null".as_ref(), file_rights),
-    ];
-    for (path, access) in rules {
-        let dir = std::fs::File::open(path).with_context(|| format!("opening {path:?}"))?;
-        let rule = landlock::PathBeneathAttr {
-            allowed_access: access,
-            parent_fd: std::os::fd::AsRawFd::as_raw_fd(&dir),
-        };
-        // SAFETY: `rule` is a valid path-beneath attribute; `ruleset` is our ruleset fd.
-        let added = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                ruleset as i32,
-                landlock::RULE_PATH_BENEATH,
-                &rule as *const landlock::PathBeneathAttr,
-                0u32,
-            )
-        };
-        if added != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("landlock_add_rule {path:?}"));
-        }
-    }
-    // SAFETY: plain prctl and syscall calls with integer arguments.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return Err(std::io::Error::last_os_error()).context("PR_SET_NO_NEW_PRIVS");
-        }
-        if libc::syscall(libc::SYS_landlock_restrict_self, ruleset as i32, 0u32) != 0 {
-            return Err(std::io::Error::last_os_error()).context("landlock_restrict_self");
-        }
-        libc::close(ruleset as i32);
+    let status = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))?
+        .create()?
+        .add_rule(beneath("/".as_ref(), AccessFs::from_read(abi))?)?
+        .add_rule(beneath(workspace, AccessFs::from_all(abi))?)?
+        .add_rule(beneath(
+            "/dev/null".as_ref(),
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev,
+        )?)?
+        .restrict_self()
+        .context("landlock_restrict_self")?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        bail!("Landlock is not available on this kernel");
     }
     let error = std::process::Command::new(program).args(rest).exec();
     Err(error).with_context(|| format!("exec {program:?}"))
