@@ -101,8 +101,9 @@ pub fn boot(kernel: &PreparedKernel, run: &VmRun) -> Result<Finished> {
 /// The guest kernel's command line; `FP_VM_APPEND` adds to it (e.g. `lsm=capability,yama` to boot
 /// without BPF LSM; later parameters win).
 fn kernel_cmdline(append: Option<&str>) -> String {
+    // loglevel=1: only emergencies reach the console, so a guest that panics says why.
     let mut cmdline =
-        format!("console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/init {CMDLINE_MARKER}");
+        format!("console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init {CMDLINE_MARKER}");
     if let Some(extra) = append.map(str::trim).filter(|e| !e.is_empty()) {
         cmdline.push(' ');
         cmdline.push_str(extra);
@@ -159,7 +160,7 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
         let lines: Vec<&str> = output.lines().collect();
         let tail = match lines.len() {
             0 => "no console output".to_owned(),
-            n => format!("its last console lines:\n{}", lines[n.saturating_sub(5)..].join("\n")),
+            n => format!("its last console lines:\n{}", lines[n.saturating_sub(30)..].join("\n")),
         };
         bail!(
             "kernel {}: the VM stopped ({status}) without reporting the command's exit status; {tail}",
