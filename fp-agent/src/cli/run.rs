@@ -146,6 +146,8 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.socket.display()
         );
     }
+    // The kernel's BTF is read (three parses, ~1 s under TCG) while the policy compiles.
+    kernel::prepare_in_background();
     let policy = load_policy(&args, &run_as)?;
     note_floors_over_base(&policy, &run_as);
     // The [approval] section of the operator's config: who decides prompt-tier opens.

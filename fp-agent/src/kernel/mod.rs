@@ -42,8 +42,8 @@ pub fn attach_noop() -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     if cfg!(fp_ebpf_stub) || NOOP_OBJECT.is_empty() {
         bail!("this build carries no BPF programs (FP_EBPF_STUB=1)");
     }
-    let hooks = available_hooks(btf::Btf::from_sys()?)?;
-    let btf = aya_btf()?;
+    let Prepared { hooks, btf, .. } = prepared()?;
+    // A loader of its own: the shared one carries fp's globals, which this object lacks.
     let mut ebpf = EbpfLoader::new()
         .btf(Some(btf))
         .load(NOOP_OBJECT)
@@ -102,32 +102,56 @@ pub fn kernel_release() -> String {
 /// The hooks to attach on a kernel, each with the name of its BPF program.
 type HookPrograms = Vec<(&'static str, Hook)>;
 
+/// What every load of the BPF object needs from the running kernel. Each BTF parse takes ~0.4 s
+/// under TCG and a load needs three (fp's reader for the offsets and hooks, aya's for attaching,
+/// and the one `EbpfLoader::new` always makes): they run side by side, once per process, and
+/// `fp run`'s two loads (the probe, then the programs) share the loader.
+struct Prepared {
+    offsets: Vec<Offset>,
+    hooks: HookPrograms,
+    btf: aya::Btf,
+    loader: std::sync::Mutex<EbpfLoader<'static>>,
+}
+
+fn prepared() -> anyhow::Result<&'static Prepared> {
+    static PREPARED: std::sync::OnceLock<Result<Prepared, String>> = std::sync::OnceLock::new();
+    // A second caller waits for the first instead of parsing again.
+    let prepared = PREPARED.get_or_init(|| {
+        std::thread::scope(|scope| {
+            let loader = scope.spawn(EbpfLoader::new);
+            let btf = scope.spawn(|| aya::Btf::from_sys_fs().context("reading kernel BTF"));
+            let raw = btf::Btf::from_sys()?;
+            let (offsets, hooks) = (resolve_offsets(raw)?, available_hooks(raw)?);
+            let btf = btf.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
+            let loader = loader.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            let loader = std::sync::Mutex::new(loader);
+            anyhow::Ok(Prepared { offsets, hooks, btf, loader })
+        })
+        .map_err(|e| format!("{e:#}"))
+    });
+    prepared.as_ref().map_err(|e| anyhow!("{e}"))
+}
+
+/// Starts [`prepared`] on another thread, for a command that will load the programs once it has
+/// done its own work (compiling a policy, reading its config).
+pub fn prepare_in_background() {
+    std::thread::spawn(|| prepared().map(drop));
+}
+
 /// Loads the object with offsets and the session cgroup level set, and picks the hooks to attach;
 /// programs are not yet loaded into the kernel (see [`attach`]).
 fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, &'static aya::Btf, HookPrograms)> {
-    let raw = btf::Btf::from_sys()?;
-    let offsets = resolve_offsets(raw)?;
-    let hooks = available_hooks(raw)?;
-    let btf = aya_btf()?;
-    let mut loader = EbpfLoader::new();
-    loader.btf(Some(btf));
-    for o in &offsets {
+    let prepared = prepared()?;
+    let mut loader = prepared.loader.lock().unwrap_or_else(|e| e.into_inner());
+    for o in &prepared.offsets {
         loader.override_global(o.global, &o.offset, true);
     }
-    loader.override_global(SESSION_CGROUP_LEVEL, &session_cgroup_level, true);
+    // The loader outlives this call and keeps a reference: 4 bytes per load, two at most per
+    // process.
+    let level: &'static u32 = Box::leak(Box::new(session_cgroup_level));
+    loader.override_global(SESSION_CGROUP_LEVEL, level, true);
     let ebpf = loader.load(object()?).context("loading the fp BPF object")?;
-    Ok((ebpf, btf, hooks))
-}
-
-/// The running kernel's BTF as aya reads it, parsed once per process: `fp run` opens the object
-/// twice (the probe, then the programs), and each parse takes ~0.4 s under TCG.
-fn aya_btf() -> anyhow::Result<&'static aya::Btf> {
-    static PARSED: std::sync::OnceLock<aya::Btf> = std::sync::OnceLock::new();
-    if let Some(btf) = PARSED.get() {
-        return Ok(btf);
-    }
-    let btf = aya::Btf::from_sys_fs().context("reading kernel BTF")?;
-    Ok(PARSED.get_or_init(|| btf))
+    Ok((ebpf, &prepared.btf, prepared.hooks.clone()))
 }
 
 /// The hooks to attach on this kernel, with the program matching each hook's prototype: all of
@@ -166,6 +190,10 @@ fn attach(
         .collect()
 }
 
+/// The hooks whose programs the verifier takes longest on, longest first: the two paths of a
+/// rename or link are each decided (with the REFER check), then the open.
+const SLOWEST_TO_VERIFY: [Hook; 3] = [Hook::PathRename, Hook::PathLink, Hook::FileOpen];
+
 /// Loads `programs` into the kernel, several at a time. The verifier's work is most of a
 /// session's start (seconds per program under TCG for the path pairs), and the kernel verifies
 /// privileged loads in parallel; nothing is attached here, so the order is free.
@@ -180,6 +208,11 @@ fn load(ebpf: &mut Ebpf, btf: &aya::Btf, programs: &[(&str, &str)]) -> anyhow::R
         let lsm: &mut Lsm = program.try_into()?;
         queue.push_back((name, hook, lsm));
     }
+    // Longest first: started last, the two-path programs (3-4 s each under TCG, the rest 0.05-1 s)
+    // would leave one CPU idle at the end.
+    queue.make_contiguous().sort_by_key(|&(_, hook, _)| {
+        SLOWEST_TO_VERIFY.iter().position(|h| h.name() == hook).unwrap_or(SLOWEST_TO_VERIFY.len())
+    });
     let queue = std::sync::Mutex::new(queue);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(programs.len());
     std::thread::scope(|scope| {
