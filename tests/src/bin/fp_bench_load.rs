@@ -4,6 +4,8 @@
 //!   (or stat) of FILE and prints one line per round, `ns_per_op N`, so the caller takes the
 //!   median. Every call goes through libc directly: the figure is the syscall plus the LSM hooks
 //!   it reaches, not Rust's allocation of a CString.
+//! - `fp-bench-load churn DIR ITERATIONS RUNS`: the same, for one create (open O_CREAT|O_WRONLY,
+//!   close), rename and unlink of a file in DIR per operation.
 //! - `fp-bench-load noop`: attaches fp-ebpf's pass-through programs to exactly fp's hooks
 //!   (`fp_agent::kernel::attach_noop`), prints `noop: attached N programs` and holds them until
 //!   killed.
@@ -22,6 +24,7 @@ use anyhow::{Context as _, bail};
 enum Workload {
     OpenClose,
     Stat,
+    Churn,
 }
 
 fn main() -> ExitCode {
@@ -42,12 +45,13 @@ fn run() -> anyhow::Result<()> {
         _ => {}
     }
     let [workload, file, iterations, runs] = args.as_slice() else {
-        bail!("usage: fp-bench-load open|stat FILE ITERATIONS RUNS");
+        bail!("usage: fp-bench-load open|stat FILE ITERATIONS RUNS | churn DIR ITERATIONS RUNS");
     };
     let workload = match workload.to_str() {
         Some("open") => Workload::OpenClose,
         Some("stat") => Workload::Stat,
-        _ => bail!("workload must be `open` or `stat`, not {workload:?}"),
+        Some("churn") => Workload::Churn,
+        _ => bail!("workload must be `open`, `stat` or `churn`, not {workload:?}"),
     };
     let file = CString::new(file.as_bytes()).context("FILE contains a NUL byte")?;
     let count = |s: &std::ffi::OsStr, what: &str| -> anyhow::Result<u64> {
@@ -70,23 +74,42 @@ fn run() -> anyhow::Result<()> {
 }
 
 fn one_round(workload: Workload, file: &CString, iterations: u64) -> anyhow::Result<()> {
+    let in_dir = |name: &str| {
+        let mut path = file.as_bytes().to_vec();
+        path.extend_from_slice(name.as_bytes());
+        CString::new(path).expect("no NUL in a CString's bytes or the name")
+    };
+    let (created, renamed) = (in_dir("/churn-a"), in_dir("/churn-b"));
+    let check = |result: libc::c_int, what: &str| -> anyhow::Result<libc::c_int> {
+        if result < 0 {
+            return Err(std::io::Error::last_os_error()).context(what.to_owned());
+        }
+        Ok(result)
+    };
     for _ in 0..iterations {
         match workload {
             Workload::OpenClose => {
+                let flags = libc::O_RDONLY | libc::O_CLOEXEC;
                 // SAFETY: `file` is a valid NUL-terminated string; the fd is closed at once.
-                let fd = unsafe { libc::open(file.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error()).context("open");
-                }
+                let fd = check(unsafe { libc::open(file.as_ptr(), flags) }, "open")?;
                 // SAFETY: `fd` was just opened by us and is not used again.
                 unsafe { libc::close(fd) };
             }
             Workload::Stat => {
                 let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
                 // SAFETY: `file` is NUL-terminated and `st` is a writable `struct stat`.
-                if unsafe { libc::stat(file.as_ptr(), st.as_mut_ptr()) } != 0 {
-                    return Err(std::io::Error::last_os_error()).context("stat");
-                }
+                check(unsafe { libc::stat(file.as_ptr(), st.as_mut_ptr()) }, "stat")?;
+            }
+            Workload::Churn => {
+                let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC;
+                // SAFETY: the paths are valid NUL-terminated strings; the fd is closed at once.
+                let fd = check(unsafe { libc::open(created.as_ptr(), flags, 0o644) }, "create")?;
+                // SAFETY: `fd` was just opened by us and is not used again.
+                unsafe { libc::close(fd) };
+                // SAFETY: both paths are valid NUL-terminated strings.
+                check(unsafe { libc::rename(created.as_ptr(), renamed.as_ptr()) }, "rename")?;
+                // SAFETY: as above.
+                check(unsafe { libc::unlink(renamed.as_ptr()) }, "unlink")?;
             }
         }
     }
