@@ -93,9 +93,58 @@ pub fn guest_env() -> Vec<(String, String)> {
 
 /// Boots `kernel`, runs the command and returns its exit code; fails if the VM cannot start, the
 /// command's status never arrives, or the timeout passes (QEMU is killed in every case).
+/// Under TCG, a guest that stops on a stale live-patching breakpoint ([`StalePatch`]) is booted
+/// again, at most twice.
 pub fn boot(kernel: &PreparedKernel, run: &VmRun) -> Result<Finished> {
     let accel = accelerator(kernel)?;
-    boot_with(kernel, run, accel, Echo::On)
+    let mut retries = 2;
+    loop {
+        match boot_with(kernel, run, accel, Echo::On) {
+            Err(e) if retries > 0 && accel == "tcg" && e.downcast_ref::<StalePatch>().is_some() => {
+                retries -= 1;
+                eprintln!(
+                    "xtask: kernel {}: the guest kernel stopped on a breakpoint of its own live code \
+                     patching (`{STALE_PATCH_OOPS}`), a race of QEMU's TCG emulation, not the \
+                     command's doing; booting again",
+                    kernel.name
+                );
+            }
+            result => return result,
+        }
+    }
+}
+
+/// How the guest kernel reports a breakpoint that live code patching (`text_poke_bp`, for static
+/// keys and BPF trampolines) had already replaced: under TCG a vCPU can still run its stale
+/// translation of the patched code. Seen on 6.12, at boot (`sched_clock_cpu`, before PID 1 ran).
+const STALE_PATCH_OOPS: &str = "Oops: int3";
+
+/// A VM that stopped without the command's exit status because of [`STALE_PATCH_OOPS`].
+#[derive(Debug)]
+struct StalePatch(String);
+
+impl std::fmt::Display for StalePatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StalePatch {}
+
+/// Why a VM stopped without the command's exit status, with its last console lines.
+fn stopped_early(kernel: &str, status: ExitStatus, output: &str) -> anyhow::Error {
+    let lines: Vec<&str> = output.lines().collect();
+    let tail = match lines.len() {
+        0 => "no console output".to_owned(),
+        n => format!("its last console lines:\n{}", lines[n.saturating_sub(30)..].join("\n")),
+    };
+    let message = format!(
+        "kernel {kernel}: the VM stopped ({status}) without reporting the command's exit status; {tail}"
+    );
+    if output.contains(STALE_PATCH_OOPS) {
+        return StalePatch(message).into();
+    }
+    anyhow!(message)
 }
 
 /// The guest kernel's command line; `FP_VM_APPEND` adds to it (e.g. `lsm=capability,yama` to boot
@@ -157,15 +206,7 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
     // The command's last output line may lack its newline, so the marker can end a line.
     let Some(exit_code) = output.lines().rev().find_map(|l| Some(l.rsplit_once(EXIT_MARKER)?.1))
     else {
-        let lines: Vec<&str> = output.lines().collect();
-        let tail = match lines.len() {
-            0 => "no console output".to_owned(),
-            n => format!("its last console lines:\n{}", lines[n.saturating_sub(30)..].join("\n")),
-        };
-        bail!(
-            "kernel {}: the VM stopped ({status}) without reporting the command's exit status; {tail}",
-            kernel.name
-        );
+        return Err(stopped_early(kernel.name, status, &output));
     };
     if echo == Echo::On {
         eprintln!(
@@ -370,6 +411,19 @@ mod tests {
             kernel_cmdline(Some("lsm=capability,yama")),
             format!("{plain} lsm=capability,yama")
         );
+    }
+
+    #[test]
+    fn a_stale_patching_breakpoint_is_told_from_other_early_stops() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let status = ExitStatus::from_raw(0);
+        let oops = "[    1.953485] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n[    1.96] Kernel panic";
+        let stale = stopped_early("6.12", status, oops);
+        assert!(stale.downcast_ref::<StalePatch>().is_some(), "{stale:#}");
+        assert!(format!("{stale}").contains("its last console lines:\n[    1.953485] Oops"));
+        let other = stopped_early("6.12", status, "[    2.0] Kernel panic - not syncing: Attempted");
+        assert!(other.downcast_ref::<StalePatch>().is_none(), "{other:#}");
+        assert!(format!("{}", stopped_early("6.1", status, "")).ends_with("no console output"));
     }
 
     fn run(rw: &[&str]) -> VmRun {
