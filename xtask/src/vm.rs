@@ -417,11 +417,13 @@ mod tests {
     fn a_stale_patching_breakpoint_is_told_from_other_early_stops() {
         use std::os::unix::process::ExitStatusExt as _;
         let status = ExitStatus::from_raw(0);
-        let oops = "[    1.953485] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n[    1.96] Kernel panic";
+        let oops =
+            "[    1.953485] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n[    1.96] Kernel panic";
         let stale = stopped_early("6.12", status, oops);
         assert!(stale.downcast_ref::<StalePatch>().is_some(), "{stale:#}");
         assert!(format!("{stale}").contains("its last console lines:\n[    1.953485] Oops"));
-        let other = stopped_early("6.12", status, "[    2.0] Kernel panic - not syncing: Attempted");
+        let other =
+            stopped_early("6.12", status, "[    2.0] Kernel panic - not syncing: Attempted");
         assert!(other.downcast_ref::<StalePatch>().is_none(), "{other:#}");
         assert!(format!("{}", stopped_early("6.1", status, "")).ends_with("no console output"));
     }
