@@ -89,7 +89,10 @@ impl Host {
         let sessions = self.manager.snapshot();
         for (_, ctx) in &sessions {
             let workspace = self.manager.identity(ctx.cgroup).and_then(|(_, ws, _)| ws);
-            if let Err(e) = self.prompt.prepare(&ctx.policy, workspace.as_deref()) {
+            let pids = self.manager.pids(ctx.cgroup);
+            if let Err(e) =
+                self.prompt.prepare(ctx.cgroup, &ctx.policy, workspace.as_deref(), &pids)
+            {
                 tracing::error!("prompt broker for session {}: {e:#}", ctx.session);
             }
         }
@@ -108,16 +111,25 @@ impl Host {
         self.prompt.approvals()
     }
 
-    /// Creates a session (starting the prompt broker first if its policy needs one; `workspace`
-    /// is where the broker watches besides the policy's scopes): (name, cgroup directory, cgroup
-    /// id). The broker knows the session when this returns.
+    /// Creates a session, and prepares the prompt broker for it if its policy needs one
+    /// (`workspace` is where the broker watches besides the policy's scopes, in the mount
+    /// namespace of `first`, the process about to run the session's command): (name, cgroup
+    /// directory, cgroup id). The broker knows the session when this returns.
     pub fn create(
         &self,
         spec: SessionSpec,
         workspace: Option<&Path>,
+        first: i32,
     ) -> anyhow::Result<(String, PathBuf, u64)> {
-        self.prompt.prepare(&spec.policy, workspace)?;
         let created = self.manager.create(spec)?;
+        let prepared = match self.manager.identity(created.2) {
+            Some((policy, ..)) => self.prompt.prepare(created.2, &policy, workspace, &[first]),
+            None => Err(anyhow::anyhow!("session {} ended as it started", created.0)),
+        };
+        if let Err(e) = prepared {
+            let _ = self.manager.end(created.2, None, "the prompt broker could not be prepared");
+            return Err(e);
+        }
         self.prompt.sessions_changed();
         Ok(created)
     }
@@ -131,7 +143,7 @@ impl Host {
         source: &str,
     ) -> anyhow::Result<(String, String)> {
         let workspace = self.manager.identity(id).and_then(|(_, ws, _)| ws);
-        self.prompt.prepare(&policy, workspace.as_deref())?;
+        self.prompt.prepare(id, &policy, workspace.as_deref(), &self.manager.pids(id))?;
         let hashes = self.manager.reload(id, policy, source)?;
         self.prompt.sessions_changed();
         Ok(hashes)

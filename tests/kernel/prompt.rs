@@ -418,3 +418,111 @@ fn a_remembered_dir_grant_lets_later_opens_through_until_it_expires_also_without
     let log = stop_daemon(daemon, &t);
     assert!(log.contains("granted"), "no granted open in the audit log: {log}");
 }
+
+/// The broker marks the mounts of a session's own mount namespace, not whole filesystems: with a
+/// prompt session live, a process outside every session never waits for the broker, even one
+/// that cannot answer (stopped). A session process that reaches a prompt-tier file through the
+/// host's mounts (an outsider's `/proc/<pid>/root`), where no event is raised, gets no data: the
+/// kernel half fails closed.
+#[test]
+fn outsiders_never_wait_for_the_broker_and_unmarked_mounts_fail_closed() {
+    use nix::{sys::signal, unistd::Pid};
+    let _g = exclusive();
+    let PromptDaemon { t, daemon, socket, policy, ws, secret, .. } =
+        PromptDaemon::start("prompt-outsiders", 120);
+    let (started, stop) = (ws.join("started"), t.join("stop"));
+    let session = fp_tests::run_with_daemon(
+        &socket,
+        &policy,
+        &ws,
+        &format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.1; done; \
+             cat /proc/{}/root{}; echo rc=$?",
+            started.display(),
+            stop.display(),
+            std::process::id(),
+            secret.display()
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the session never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The daemon (its broker) stopped: an outsider creates, writes and reads new files in the
+    // session's workspace and its prompt scope, and reads the prompt-tier file. With filesystem
+    // marks each of these opens would wait for the broker until `timeout` killed it.
+    let daemon_pid = Pid::from_raw(daemon.id() as i32);
+    signal::kill(daemon_pid, signal::SIGSTOP).unwrap();
+    let outside = fp_tests::run_outside(&format!(
+        "timeout 100 sh -c 'echo made > {ws}/outside && cat {ws}/outside && \
+         echo made > {ws}/secret/outside && cat {ws}/secret/outside {secret}'; echo rc=$?",
+        ws = ws.display(),
+        secret = secret.display()
+    ));
+    signal::kill(daemon_pid, signal::SIGCONT).unwrap();
+    let said = stdout(&outside);
+    assert!(said.contains("made\nmade\nthe secret\nrc=0"), "an outsider waited: {said}");
+
+    // The session opens the prompt-tier file through the test's own root (the host's mounts).
+    std::fs::write(&stop, "").unwrap();
+    let done = session.wait_with_output().unwrap();
+    let out = stdout(&done);
+    assert!(!out.contains("the secret"), "read through an unmarked mount: {out}");
+    assert!(out.contains("rc=1"), "{out}{}", fp_tests::stderr(&done));
+    assert!(approvals(&socket).as_array().is_none_or(Vec::is_empty), "asked for an unmarked open");
+    stop_daemon(daemon, &t);
+}
+
+/// A filesystem mounted on the host below a prompt scope after the session started propagates
+/// into the session's mount namespace, and the broker marks it as it appears: its prompt-tier
+/// files are asked for like the others, rather than failing closed until a reload.
+#[test]
+fn a_filesystem_mounted_below_a_prompt_scope_mid_session_is_marked_as_it_appears() {
+    let _g = exclusive();
+    let PromptDaemon { t, daemon, socket, policy, ws, .. } =
+        PromptDaemon::start("prompt-mounted", 120);
+    // The prompt scope as a shared mount: mounts below it reach the session's namespace.
+    let (scope, go) = (ws.join("secret"), t.join("go"));
+    std::fs::create_dir(scope.join("late")).unwrap();
+    let shared = fp_tests::run_outside(&format!(
+        "mount --bind {s} {s} && mount --make-shared {s}",
+        s = scope.display()
+    ));
+    assert!(shared.status.success(), "{}", fp_tests::stderr(&shared));
+    let late = scope.join("late/f");
+    // Until the broker has marked the new mount an open there fails closed: tried again.
+    let session = fp_tests::run_with_daemon(
+        &socket,
+        &policy,
+        &ws,
+        &format!(
+            "touch {ws}/started; while [ ! -e {go} ]; do sleep 0.1; done; \
+             for i in $(seq 100); do cat {late} 2>/dev/null && break; sleep 0.2; done; echo rc=$?",
+            ws = ws.display(),
+            go = go.display(),
+            late = late.display()
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !ws.join("started").exists() {
+        assert!(Instant::now() < deadline, "the session never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mounted = fp_tests::run_outside(&format!(
+        "mount -t tmpfs late {} && echo late > {}",
+        scope.join("late").display(),
+        late.display()
+    ));
+    assert!(mounted.status.success(), "{}", fp_tests::stderr(&mounted));
+    std::fs::write(&go, "").unwrap();
+    let approval = first_approval(&socket);
+    assert_eq!(approval["path"], late.display().to_string(), "{approval}");
+    decide(&socket, "approve", approval["id"].as_u64().unwrap());
+    let done = session.wait_with_output().unwrap();
+    let out = stdout(&done);
+    fp_tests::run_outside(&format!("umount -R {}", scope.display()));
+    assert!(out.contains("late\nrc=0"), "{out}{}", fp_tests::stderr(&done));
+    stop_daemon(daemon, &t);
+}

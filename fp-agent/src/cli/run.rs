@@ -345,10 +345,19 @@ fn run_session(
         pid: std::process::id(),
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
     };
-    let (_, cgroup, id) = host.create(spec, Some(&workspace))?;
-    let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| join_cgroup(&cgroup, pid));
+    // Created once the command's process exists (in its own mount namespace, which the prompt
+    // broker marks) and before it runs the command.
+    let mut created = None;
+    let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| {
+        let (_, cgroup, id) = host.create(spec, Some(&workspace), pid)?;
+        created = Some(id);
+        join_cgroup(&cgroup, pid)
+    });
     // Pending approvals are denied before the session's processes are killed.
     host.stop_prompts();
+    let Some(id) = created else {
+        return Err(status.err().unwrap_or_else(|| anyhow::anyhow!("no session was created")));
+    };
     let reason = if status.is_ok() { "command exited" } else { "fp failed" };
     let ended = host.end(id, status.as_ref().ok().map(|s| i32::from(*s)), reason);
     let status = status?;
@@ -403,6 +412,21 @@ fn run_placed(
     // SAFETY: the closure only makes async-signal-safe system calls on values prepared before fork.
     unsafe {
         cmd.pre_exec(move || {
+            // A mount namespace of its own, a slave of the host's (mounts and unmounts there
+            // still reach it): the prompt broker marks its mounts, so that opens outside every
+            // session never wait for the broker. Without CAP_SYS_ADMIN (a daemon's unprivileged
+            // client) the session shares the host's and the broker marks whole filesystems.
+            if libc::unshare(libc::CLONE_NEWNS) == 0
+                && libc::mount(
+                    c"none".as_ptr(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
             let pid = libc::getpid().to_ne_bytes();
             if libc::write(pid_w, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
                 return Err(std::io::Error::last_os_error());

@@ -3,8 +3,8 @@
 //!
 //! The broker never opens a file on a filesystem it marks: it reads only /proc and the fds the
 //! kernel hands it (an open of its own would wait for an answer only it can give).
-use std::collections::HashSet;
-use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd as _, AsRawFd, BorrowedFd, FromRawFd as _, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use nix::errno::Errno;
-use nix::fcntl::{AT_FDCWD, OFlag};
+use nix::fcntl::{AT_FDCWD, FcntlArg, OFlag};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::fanotify::{
     EventFFlags, Fanotify, FanotifyEvent, FanotifyResponse, InitFlags, MarkFlags, MaskFlags,
@@ -22,6 +22,7 @@ use nix::sys::fanotify::{
 use tokio::sync::mpsc;
 
 use super::approvals::{Access, Approvals, Open, OpenRequest, PromptOutcome};
+use super::mounts::Namespace;
 use super::opener::{Opening, comm, event_path, open_access};
 use super::setup::{BrokerConfig, Heartbeat, SessionLookup, Settled};
 use crate::policy::{EffectivePolicy, KernelDisposition, Op, Verdict};
@@ -29,6 +30,8 @@ use crate::session::{Cgroup2, SessionContext};
 
 /// The permission events the broker answers.
 const PERMISSION_EVENTS: MaskFlags = MaskFlags::FAN_OPEN_PERM.union(MaskFlags::FAN_OPEN_EXEC_PERM);
+/// Longest wait (ms) before a newly watched mount namespace is polled.
+const MOUNT_WATCH_MS: u16 = 500;
 /// Every rename of a file or directory (reported once, from its old directory).
 const RENAME_EVENTS: MaskFlags = MaskFlags::FAN_MOVED_FROM.union(MaskFlags::FAN_ONDIR);
 
@@ -48,6 +51,9 @@ struct Shared {
     /// `st_dev` of marked filesystems whose renames cannot be watched (no file handles, e.g.
     /// 9p): their files are never cached, since a rename there would go unnoticed.
     unwatched: Mutex<HashSet<u64>>,
+    /// The own mount namespaces of sessions (by cgroup id), whose new mounts are marked as they
+    /// appear.
+    namespaces: Mutex<HashMap<u64, Vec<Arc<Namespace>>>>,
     settled: Option<Settled>,
 }
 
@@ -68,16 +74,6 @@ impl PromptBroker {
         config: BrokerConfig,
         sessions: Arc<dyn SessionLookup>,
     ) -> anyhow::Result<(PromptBroker, mpsc::UnboundedReceiver<PromptOutcome>)> {
-        let group = Fanotify::init(
-            InitFlags::FAN_CLASS_CONTENT
-                | InitFlags::FAN_CLOEXEC
-                | InitFlags::FAN_NONBLOCK
-                | InitFlags::FAN_UNLIMITED_QUEUE
-                | InitFlags::FAN_UNLIMITED_MARKS
-                | InitFlags::FAN_REPORT_TID,
-            EventFFlags::O_RDONLY | EventFFlags::O_LARGEFILE | EventFFlags::O_CLOEXEC,
-        )
-        .context("fanotify_init (FAN_CLASS_CONTENT needs CAP_SYS_ADMIN)")?;
         // Renames are directory-entry events: only a group reporting file ids receives them.
         let renames = Fanotify::init(
             InitFlags::FAN_CLASS_NOTIF
@@ -87,6 +83,20 @@ impl PromptBroker {
             EventFFlags::O_RDONLY,
         )
         .context("fanotify_init of the rename watch")?;
+        // Created second, its fd above the rename watch's: see `above`.
+        let group = above(
+            &renames,
+            Fanotify::init(
+                InitFlags::FAN_CLASS_CONTENT
+                    | InitFlags::FAN_CLOEXEC
+                    | InitFlags::FAN_NONBLOCK
+                    | InitFlags::FAN_UNLIMITED_QUEUE
+                    | InitFlags::FAN_UNLIMITED_MARKS
+                    | InitFlags::FAN_REPORT_TID,
+                EventFFlags::O_RDONLY | EventFFlags::O_LARGEFILE | EventFFlags::O_CLOEXEC,
+            )
+            .context("fanotify_init (FAN_CLASS_CONTENT needs CAP_SYS_ADMIN)")?,
+        )?;
         let (approvals, outcomes) = Approvals::new(
             config.approval_timeout,
             config.approval_command.clone(),
@@ -101,6 +111,7 @@ impl PromptBroker {
             ignore_marks: AtomicUsize::new(0),
             ignore_cache_limit: config.ignore_cache_limit,
             unwatched: Mutex::new(HashSet::new()),
+            namespaces: Mutex::new(HashMap::new()),
             settled: config.settled.clone(),
         });
         let (stop_read, stop_write) =
@@ -134,9 +145,39 @@ impl PromptBroker {
         &self.approvals
     }
 
-    /// Marks one more filesystem (one mounted after the broker started).
+    /// Marks the whole filesystem of `path`: every open on it, through any mount.
     pub fn mark_filesystem(&self, path: &Path) -> anyhow::Result<()> {
-        self.shared.mark_filesystem(path)
+        self.shared.mark(path, MarkFlags::FAN_MARK_FILESYSTEM)
+    }
+
+    /// Marks the one mount `path` is on: opens through other mounts of its filesystem (those of
+    /// other mount namespaces) raise no event. Renames are watched on the whole filesystem.
+    pub fn mark_mount(&self, path: &Path) -> anyhow::Result<()> {
+        self.shared.mark(path, MarkFlags::FAN_MARK_MOUNT)
+    }
+
+    /// Marks the mounts of the session of cgroup `session` in its own mount `namespaces` now,
+    /// and every mount that appears below their scopes later (a filesystem mounted on the host
+    /// propagates into them), until [`PromptBroker::forget_mounts`]. Replaces what was watched for
+    /// the session before; none: nothing is watched for it.
+    pub fn watch_mounts(&self, session: u64, namespaces: Vec<Namespace>) -> anyhow::Result<()> {
+        let namespaces: Vec<Arc<Namespace>> = namespaces.into_iter().map(Arc::new).collect();
+        for ns in &namespaces {
+            self.shared.mark_namespace(ns)?;
+        }
+        let mut watched = self.shared.namespaces.lock().unwrap();
+        if namespaces.is_empty() {
+            watched.remove(&session);
+        } else {
+            watched.insert(session, namespaces);
+        }
+        Ok(())
+    }
+
+    /// Stops watching the namespaces of sessions `live` says have ended (the namespaces are
+    /// released).
+    pub fn forget_mounts(&self, live: impl Fn(u64) -> bool) {
+        self.shared.namespaces.lock().unwrap().retain(|session, _| live(*session));
     }
 
     /// Stops watching a filesystem (before unmounting it). Its cached files stay cached.
@@ -182,9 +223,11 @@ impl Drop for PromptBroker {
 }
 
 impl Shared {
-    fn mark_filesystem(&self, path: &Path) -> anyhow::Result<()> {
+    /// Marks the filesystem or mount (`object`) of `path` for permission events, and its
+    /// filesystem for renames (dirent events need a filesystem or inode mark).
+    fn mark(&self, path: &Path, object: MarkFlags) -> anyhow::Result<()> {
         let flags = MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_FILESYSTEM;
-        let context = || format!("fanotify_mark of the filesystem of {}", path.display());
+        let context = || format!("fanotify_mark of {}", path.display());
         // Before the permission mark: a file cached meanwhile could otherwise not be dropped.
         match self.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)) {
             Ok(()) => {}
@@ -201,7 +244,19 @@ impl Shared {
             }
             Err(e) => return Err(e).with_context(context),
         }
+        let flags = MarkFlags::FAN_MARK_ADD | object;
         self.group.mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path)).with_context(context)
+    }
+
+    /// Marks every mount of `ns` below its scopes. A mount that cannot be marked (gone since the
+    /// table was read) is only logged: an open through an unmarked mount fails closed.
+    fn mark_namespace(&self, ns: &Namespace) -> anyhow::Result<()> {
+        for mount in ns.mounts()? {
+            if let Err(e) = self.mark(&mount, MarkFlags::FAN_MARK_MOUNT) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        Ok(())
     }
 
     /// Cached files may be prompt-tier now: drop them, and any being cached right now.
@@ -343,11 +398,22 @@ fn broker_loop(
             beat();
             last_beat = Some(std::time::Instant::now());
         }
-        let mut fds = [
+        // Held outside the lock: a namespace forgotten meanwhile stays open until polled.
+        let namespaces: Vec<Arc<Namespace>> =
+            shared.namespaces.lock().unwrap().values().flatten().cloned().collect();
+        let mut fds = vec![
             PollFd::new(shared.group.as_fd(), PollFlags::POLLIN),
             PollFd::new(shared.renames.as_fd(), PollFlags::POLLIN),
             PollFd::new(stop.as_fd(), PollFlags::POLLIN),
         ];
+        fds.extend(namespaces.iter().map(|ns| PollFd::new(ns.mount_table(), PollFlags::POLLPRI)));
+        // A namespace watched after this poll began is polled from the next round: its table
+        // reports every change since it was opened.
+        let timeout = match i32::from(timeout) {
+            _ if namespaces.is_empty() => timeout,
+            ms if (0..=i32::from(MOUNT_WATCH_MS)).contains(&ms) => timeout,
+            _ => PollTimeout::from(MOUNT_WATCH_MS),
+        };
         match poll(&mut fds, timeout) {
             Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => tracing::error!("poll on the fanotify group: {e}"),
@@ -355,6 +421,13 @@ fn broker_loop(
         let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
         if ready(&fds[1]) {
             shared.drain_renames();
+        }
+        for (ns, fd) in namespaces.iter().zip(&fds[3..]) {
+            if ready(fd)
+                && let Err(e) = shared.mark_namespace(ns)
+            {
+                tracing::warn!("marking new mounts of a session: {e:#}");
+            }
         }
         let stopping = ready(&fds[2]);
         if stopping {
@@ -366,6 +439,21 @@ fn broker_loop(
             return;
         }
     }
+}
+
+/// `group` with an fd above `low`'s. A process killed while a permission event of `group` waits
+/// releases its fds highest first (the exit's task works run last in, first out), and the waiting
+/// opener holds a reference on the marks of every group on the file's objects, among them the
+/// rename watch's filesystem mark: released first, the rename watch would wait for that opener,
+/// which waits for `group`'s release to answer it, forever. Released first, `group` answers it.
+fn above(low: &impl AsRawFd, group: Fanotify) -> anyhow::Result<Fanotify> {
+    if group.as_raw_fd() > low.as_raw_fd() {
+        return Ok(group);
+    }
+    let fd = nix::fcntl::fcntl(&group, FcntlArg::F_DUPFD_CLOEXEC(low.as_raw_fd() + 1))
+        .context("moving the fanotify group's fd")?;
+    // SAFETY: `fd` is a new duplicate of the fanotify group's fd, owned by nothing else.
+    Ok(unsafe { Fanotify::from_raw_fd(fd) })
 }
 
 /// Handles every queued event.

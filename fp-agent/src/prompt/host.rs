@@ -24,6 +24,7 @@ use tokio::sync::broadcast;
 use super::{
     Approval, ApprovalCommand, ApprovalEvent, Approvals, BrokerConfig, Decider, Decision,
     OutcomeKind, PromptBroker, PromptOutcome, SessionLookup, Surface,
+    mounts::{MountView, Namespace, existing_ancestor},
 };
 use crate::{
     audit, config,
@@ -89,27 +90,44 @@ impl PromptHost {
         }
     }
 
-    /// Call before a session with `policy` is created (or reloaded to it): starts the broker if
-    /// the policy has verdicts only the broker can answer, and marks the filesystem of every
-    /// directory the kernel can leave an open to the broker under, and of the workspace.
+    /// Call before the processes of the session of cgroup `session` run its command with
+    /// `policy` (or are reloaded to it): starts the broker if the policy has verdicts only the
+    /// broker can answer, and marks where the kernel can leave an open to the broker (below each
+    /// of the policy's broker scopes and the workspace) in the mount namespaces of `pids`, the
+    /// session's processes: the mounts of a session's own namespace, now and as they appear, or
+    /// whole filesystems for one that shares the host's.
     pub fn prepare(
         &self,
+        session: u64,
         policy: &EffectivePolicy,
         workspace: Option<&Path>,
+        pids: &[i32],
     ) -> anyhow::Result<()> {
         let scopes = broker_scopes(policy);
+        let mut slot = self.broker.lock().unwrap();
         if scopes.is_empty() {
+            if let Some((broker, _)) = &*slot {
+                broker.watch_mounts(session, Vec::new())?;
+            }
             return Ok(());
         }
-        let mut slot = self.broker.lock().unwrap();
         let (broker, _) = match &mut *slot {
             Some(running) => running,
             none => none.insert(self.start()?),
         };
-        for dir in scopes.iter().map(PathBuf::as_path).chain(workspace) {
-            broker.mark_filesystem(existing_ancestor(dir))?;
+        let scopes: Vec<&Path> = scopes.iter().map(PathBuf::as_path).chain(workspace).collect();
+        let mut own = Vec::new();
+        for view in MountView::of(pids) {
+            match view {
+                MountView::Shared => {
+                    for dir in &scopes {
+                        broker.mark_filesystem(&existing_ancestor(Path::new("/"), dir))?;
+                    }
+                }
+                MountView::Own { pid } => own.push(Namespace::open(pid, &scopes)?),
+            }
         }
-        Ok(())
+        broker.watch_mounts(session, own)
     }
 
     /// Call after any change to the manager's sessions, before a new session's processes run:
@@ -121,7 +139,8 @@ impl PromptHost {
             if let Err(e) = broker.sessions_changed() {
                 tracing::warn!("flushing the prompt broker's cache: {e:#}");
             }
-            // An ended session's grants go, in the kernel too.
+            // An ended session's mount namespaces are released, its grants go, in the kernel too.
+            broker.forget_mounts(|id| snapshot.values().any(|s| s.cgroup == id));
             broker.approvals().retain_grants_of(|id| snapshot.values().any(|s| s.session == id));
         }
     }
@@ -239,11 +258,6 @@ pub fn broker_scopes(policy: &EffectivePolicy) -> Vec<PathBuf> {
             PathBuf::from(std::ffi::OsString::from_vec(d))
         })
         .collect()
-}
-
-/// `path`, or its closest ancestor that exists (where a file created below it will live).
-fn existing_ancestor(path: &Path) -> &Path {
-    path.ancestors().find(|p| p.symlink_metadata().is_ok()).unwrap_or(Path::new("/"))
 }
 
 /// Writes a prompt outcome where the host's decisions go.
@@ -455,7 +469,8 @@ mod tests {
 
     #[test]
     fn marks_go_to_the_closest_existing_directory() {
-        assert_eq!(existing_ancestor(Path::new("/proc/self/no/such/dir")), Path::new("/proc/self"));
-        assert_eq!(existing_ancestor(Path::new("/")), Path::new("/"));
+        let ancestor = |p| existing_ancestor(Path::new("/"), Path::new(p));
+        assert_eq!(ancestor("/proc/self/no/such/dir"), Path::new("/proc/self"));
+        assert_eq!(ancestor("/"), Path::new("/"));
     }
 }

@@ -11,6 +11,7 @@ mod approvals;
 mod broker;
 mod command;
 pub mod host;
+mod mounts;
 mod opener;
 mod setup;
 

@@ -441,6 +441,12 @@ impl Manager {
             .map(|l| (l.context.policy.clone(), l.settings.workspace.clone(), l.settings.uid))
     }
 
+    /// The processes of the session of cgroup `id` (none once it has ended).
+    pub fn pids(&self, id: u64) -> Vec<i32> {
+        let sessions = self.sessions.lock().unwrap();
+        sessions.get(&id).map(|l| l.cgroup.pids()).unwrap_or_default()
+    }
+
     /// The cgroup directory sessions are created in.
     pub fn parent(&self) -> &Path {
         &self.parent

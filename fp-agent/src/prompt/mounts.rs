@@ -1,0 +1,195 @@
+//! Where the broker marks: the mounts of a session's own mount namespace (`FAN_MARK_MOUNT`), so
+//! that opens by processes outside every session never raise a permission event, or, for a
+//! session sharing the host's namespace, whole filesystems (docs/prompt.md, Marks).
+use std::{
+    fs::{self, File},
+    io::{Read as _, Seek as _, SeekFrom},
+    os::{
+        fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd},
+        unix::ffi::OsStrExt as _,
+    },
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context as _;
+use nix::{fcntl::OFlag, sys::stat::Mode};
+
+/// How the broker reaches the mounts a session's processes open files through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountView {
+    /// The session shares this process's mount namespace: only filesystem marks cover it.
+    Shared,
+    /// The session has a mount namespace of its own, the one `pid` is in.
+    Own { pid: i32 },
+}
+
+impl MountView {
+    /// The mount namespaces of `pids` (a session's processes), each once: a process that is gone
+    /// is skipped.
+    pub fn of(pids: &[i32]) -> Vec<MountView> {
+        let ours = namespace("/proc/self/ns/mnt");
+        let mut seen = Vec::new();
+        let mut views = Vec::new();
+        for &pid in pids {
+            let Some(ns) = namespace(&format!("/proc/{pid}/ns/mnt")) else { continue };
+            if seen.contains(&ns) {
+                continue;
+            }
+            seen.push(ns);
+            views.push(if Some(ns) == ours { MountView::Shared } else { MountView::Own { pid } });
+        }
+        views
+    }
+}
+
+/// A session's own mount namespace, held open (its root and its mount table) for as long as the
+/// broker watches it, whatever happens to the process it was found through.
+pub struct Namespace {
+    /// `/proc/<pid>/root` (`O_PATH`): paths below `/proc/self/fd/<root>` are the session's.
+    root: OwnedFd,
+    /// `/proc/<pid>/mountinfo`: readable again from the start, and `POLLPRI` when a mount
+    /// appears or goes.
+    mountinfo: File,
+    /// The directories (as the session sees them) below which its mounts are marked.
+    scopes: Vec<PathBuf>,
+}
+
+impl Namespace {
+    pub fn open(pid: i32, scopes: &[&Path]) -> anyhow::Result<Namespace> {
+        let root_path = format!("/proc/{pid}/root");
+        let root = nix::fcntl::open(
+            root_path.as_str(),
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("opening {root_path}"))?;
+        let info = format!("/proc/{pid}/mountinfo");
+        let mountinfo = File::open(&info).with_context(|| format!("opening {info}"))?;
+        let scopes = scopes.iter().map(|s| s.to_path_buf()).collect();
+        Ok(Namespace { root, mountinfo, scopes })
+    }
+
+    /// The mount table, polled for `POLLPRI` (a mount appeared or went).
+    pub fn mount_table(&self) -> BorrowedFd<'_> {
+        self.mountinfo.as_fd()
+    }
+
+    /// The paths to mark with `FAN_MARK_MOUNT`, as the mount table is now: the mount each
+    /// scope's closest existing directory is on, and every mount below a scope.
+    pub fn mounts(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let mut table = Vec::new();
+        (&self.mountinfo).seek(SeekFrom::Start(0)).context("rewinding a mount table")?;
+        (&self.mountinfo).read_to_end(&mut table).context("reading a mount table")?;
+        let root = PathBuf::from(format!("/proc/self/fd/{}", self.root.as_raw_fd()));
+        let mut marks: Vec<PathBuf> = Vec::new();
+        for scope in &self.scopes {
+            marks.push(existing_ancestor(&root, scope));
+            marks.extend(
+                mount_points(&table).filter(|m| m.starts_with(scope)).map(|m| below(&root, &m)),
+            );
+        }
+        marks.sort();
+        marks.dedup();
+        Ok(marks)
+    }
+}
+
+/// `path` (absolute) as reached below `root`.
+fn below(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// `path` below `root`, or its closest ancestor that exists (where a file created below it will
+/// live).
+pub fn existing_ancestor(root: &Path, path: &Path) -> PathBuf {
+    let existing = path
+        .ancestors()
+        .find(|p| below(root, p).symlink_metadata().is_ok())
+        .unwrap_or(Path::new("/"));
+    below(root, existing)
+}
+
+/// The identity (device, inode) of a namespace file.
+fn namespace(path: &str) -> Option<(u64, u64)> {
+    fs::metadata(path).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt as _;
+        (m.dev(), m.ino())
+    })
+}
+
+/// The mount points of a `/proc/<pid>/mountinfo` table (its fifth field, octal escapes undone).
+fn mount_points(table: &[u8]) -> impl Iterator<Item = PathBuf> + '_ {
+    table.split(|b| *b == b'\n').filter_map(|line| {
+        let field = line.split(|b| *b == b' ').nth(4)?;
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(&unescape(field))))
+    })
+}
+
+/// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match (field[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push(d.iter().fold(0u8, |n, b| n.wrapping_mul(8) + (b - b'0')));
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    const TABLE: &[u8] = b"\
+22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw
+23 22 0:22 / /home rw shared:2 - ext4 /dev/vda2 rw
+24 23 0:23 / /home/u/my\\040work rw - tmpfs tmpfs rw
+25 22 0:24 / /proc rw - proc proc rw
+";
+
+    #[test]
+    fn mount_points_are_the_fifth_field_unescaped() {
+        let points: Vec<PathBuf> = mount_points(TABLE).collect();
+        let expected = ["/", "/home", "/home/u/my work", "/proc"];
+        assert_eq!(points, expected.map(PathBuf::from));
+    }
+
+    #[test]
+    fn a_backslash_without_three_octal_digits_stays() {
+        assert_eq!(unescape(b"a\\b\\0"), b"a\\b\\0");
+        assert_eq!(unescape(b"\\134x"), b"\\x");
+    }
+
+    #[test]
+    fn this_process_shares_its_own_namespace_and_a_gone_process_is_skipped() {
+        let me = std::process::id() as i32;
+        assert_eq!(MountView::of(&[me, me, i32::MAX]), vec![MountView::Shared]);
+    }
+
+    #[test]
+    fn a_scope_marks_its_own_mount_and_every_mount_below_it() {
+        let me = std::process::id() as i32;
+        let ns = Namespace::open(me, &[Path::new("/proc/self/no/such/dir")]).unwrap();
+        let root = format!("/proc/self/fd/{}", ns.root.as_raw_fd());
+        // The closest existing directory (/proc/self) is on /proc: nothing is mounted below a
+        // directory that does not exist.
+        assert_eq!(ns.mounts().unwrap(), vec![PathBuf::from(format!("{root}/proc/self"))]);
+        // `/`: every mount, each once, and again when read again.
+        let ns = Namespace::open(me, &[Path::new("/")]).unwrap();
+        let table = fs::read("/proc/self/mountinfo").unwrap();
+        let all = ns.mounts().unwrap();
+        assert_eq!(all.len(), mount_points(&table).collect::<HashSet<_>>().len(), "{all:?}");
+        assert_eq!(ns.mounts().unwrap(), all);
+    }
+}
