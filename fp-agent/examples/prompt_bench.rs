@@ -1,6 +1,8 @@
 //! What the prompt broker costs (`cargo xtask bench prompt`, root, native): open+close of files
-//! on a filesystem the broker marks, by a process outside every session. Prints one
-//! `BENCH <name> <value> <unit>` line per figure; docs/prompt.md records a run.
+//! on a filesystem the broker marks, by a process outside every session, and new files created
+//! outside every session while the broker marks the filesystem (a session sharing the host's
+//! mount namespace) or a session's own mount namespace. Prints one `BENCH <name> <value> <unit>`
+//! line per figure; docs/prompt.md records a run.
 //!
 //! Usage: prompt_bench [--quick]
 use std::path::{Path, PathBuf};
@@ -124,11 +126,9 @@ fn main() -> anyhow::Result<()> {
         broker.mark_filesystem(dir.path())?;
         cached.push(mean_open(&plain, iterations));
     }
+    broker.unmark_filesystem(dir.path())?;
+    let new_files = new_files_outside(&broker, dir.path(), if quick { 200 } else { 2_000 }, runs)?;
     broker.shutdown();
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let (baseline, cached) = (median(unmarked), median(cached));
 
     println!("BENCH open+close-unmarked {baseline:.0} ns");
@@ -139,5 +139,69 @@ fn main() -> anyhow::Result<()> {
     println!("BENCH round-trip-p99 {p99:.0} ns (unmarked p99 {base_p99:.0} ns)");
     println!("BENCH added-round-trip-p99 {:.0} ns", p99 - base_p99);
     println!("BENCH broker-opens-per-second {rate:.0} /s (unmarked {base_rate:.0} /s, 2 threads)");
+    let [none, filesystem, namespace] = new_files.map(median);
+    println!("BENCH new-file-outside-unmarked {none:.0} ns");
+    println!(
+        "BENCH new-file-outside-filesystem-marked {filesystem:.0} ns ({:.3}x)",
+        filesystem / none
+    );
+    println!(
+        "BENCH new-file-outside-session-namespace-marked {namespace:.0} ns ({:.3}x)",
+        namespace / none
+    );
     Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Mean ns per new file (create, write, close, as `tar -x` does) made by this process, outside
+/// every session, in `dir`: [nothing marked, `dir`'s filesystem marked, the mount of `dir` in a
+/// session's own mount namespace marked], `runs` rounds of `files`, interleaved.
+fn new_files_outside(
+    broker: &PromptBroker,
+    dir: &Path,
+    files: u32,
+    runs: u32,
+) -> anyhow::Result<[Vec<f64>; 3]> {
+    // The session: a process in a mount namespace of its own, as `fp run` makes them.
+    let mut session = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "slave", "sleep", "600"])
+        .spawn()?;
+    let ours = std::fs::read_link("/proc/self/ns/mnt")?;
+    let its = format!("/proc/{}/ns/mnt", session.id());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_link(&its).ok().is_none_or(|ns| ns == ours) {
+        anyhow::ensure!(Instant::now() < deadline, "unshare --mount did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let in_session = PathBuf::from(format!("/proc/{}/root{}", session.id(), dir.display()));
+    let mut figures: [Vec<f64>; 3] = Default::default();
+    for round in 0..runs {
+        for (mode, figure) in figures.iter_mut().enumerate() {
+            match mode {
+                1 => broker.mark_filesystem(dir)?,
+                2 => broker.mark_mount(&in_session)?,
+                _ => {}
+            }
+            let target = dir.join(format!("new-{round}-{mode}"));
+            std::fs::create_dir(&target)?;
+            let start = Instant::now();
+            for i in 0..files {
+                std::fs::write(target.join(i.to_string()), "x")?;
+            }
+            figure.push(start.elapsed().as_nanos() as f64 / f64::from(files));
+            match mode {
+                1 => broker.unmark_filesystem(dir)?,
+                2 => broker.unmark_mount(&in_session)?,
+                _ => {}
+            }
+            std::fs::remove_dir_all(&target)?;
+        }
+    }
+    session.kill()?;
+    session.wait()?;
+    Ok(figures)
 }

@@ -156,6 +156,14 @@ impl PromptBroker {
         self.shared.mark(path, MarkFlags::FAN_MARK_MOUNT)
     }
 
+    /// Removes the permission mark of the one mount `path` is on.
+    pub fn unmark_mount(&self, path: &Path) -> anyhow::Result<()> {
+        let flags = MarkFlags::FAN_MARK_REMOVE | MarkFlags::FAN_MARK_MOUNT;
+        self.shared.group.mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path)).with_context(|| {
+            format!("removing the fanotify mark of the mount of {}", path.display())
+        })
+    }
+
     /// Marks the mounts of the session of cgroup `session` in its own mount `namespaces` now,
     /// and every mount that appears below their scopes later (a filesystem mounted on the host
     /// propagates into them), until [`PromptBroker::forget_mounts`]. Replaces what was watched for
