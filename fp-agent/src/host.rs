@@ -3,7 +3,7 @@
 //! sessions goes through here once: the prompt broker is prepared for a policy before a session
 //! gets it, and learns of every change before the session's processes run.
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{Arc, Mutex},
 };
 
@@ -88,11 +88,8 @@ impl Host {
     fn resume(&self) {
         let sessions = self.manager.snapshot();
         for (_, ctx) in &sessions {
-            let workspace = self.manager.identity(ctx.cgroup).and_then(|(_, ws, _)| ws);
             let pids = self.manager.pids(ctx.cgroup);
-            if let Err(e) =
-                self.prompt.prepare(ctx.cgroup, &ctx.policy, workspace.as_deref(), &pids)
-            {
+            if let Err(e) = self.prompt.prepare(ctx.cgroup, &ctx.policy, &pids) {
                 tracing::error!("prompt broker for session {}: {e:#}", ctx.session);
             }
         }
@@ -111,19 +108,13 @@ impl Host {
         self.prompt.approvals()
     }
 
-    /// Creates a session, and prepares the prompt broker for it if its policy needs one
-    /// (`workspace` is where the broker watches besides the policy's scopes, in the mount
-    /// namespace of `first`, the process about to run the session's command): (name, cgroup
+    /// Creates a session, and prepares the prompt broker for it if its policy needs one (in the
+    /// mount namespace of `first`, the process about to run the session's command): (name, cgroup
     /// directory, cgroup id). The broker knows the session when this returns.
-    pub fn create(
-        &self,
-        spec: SessionSpec,
-        workspace: Option<&Path>,
-        first: i32,
-    ) -> anyhow::Result<(String, PathBuf, u64)> {
+    pub fn create(&self, spec: SessionSpec, first: i32) -> anyhow::Result<(String, PathBuf, u64)> {
         let created = self.manager.create(spec)?;
         let prepared = match self.manager.identity(created.2) {
-            Some((policy, ..)) => self.prompt.prepare(created.2, &policy, workspace, &[first]),
+            Some((policy, ..)) => self.prompt.prepare(created.2, &policy, &[first]),
             None => Err(anyhow::anyhow!("session {} ended as it started", created.0)),
         };
         if let Err(e) = prepared {
@@ -142,8 +133,7 @@ impl Host {
         policy: EffectivePolicy,
         source: &str,
     ) -> anyhow::Result<(String, String)> {
-        let workspace = self.manager.identity(id).and_then(|(_, ws, _)| ws);
-        self.prompt.prepare(id, &policy, workspace.as_deref(), &self.manager.pids(id))?;
+        self.prompt.prepare(id, &policy, &self.manager.pids(id))?;
         let hashes = self.manager.reload(id, policy, source)?;
         self.prompt.sessions_changed();
         Ok(hashes)

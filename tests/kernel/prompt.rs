@@ -526,3 +526,63 @@ fn a_filesystem_mounted_below_a_prompt_scope_mid_session_is_marked_as_it_appears
     assert!(out.contains("late\nrc=0"), "{out}{}", fp_tests::stderr(&done));
     stop_daemon(daemon, &t);
 }
+
+/// In a session's own mount namespace each existing prompt scope is a mount of its own, and only
+/// it is marked: the session's opens elsewhere (a build in its workspace) never wait for the
+/// broker, even a stopped one, while its prompt-tier opens are still held for a decision.
+#[test]
+fn a_sessions_opens_outside_its_prompt_scopes_never_wait_for_the_broker() {
+    use nix::{sys::signal, unistd::Pid};
+    let _g = exclusive();
+    let PromptDaemon { t, daemon, socket, policy, ws, secret, .. } =
+        PromptDaemon::start("prompt-inside", 120);
+    let (started, go, built, asked) =
+        (ws.join("started"), t.join("go"), ws.join("built"), t.join("asked"));
+    // After the build, the prompt-tier read: denied in the kernel while the broker's heartbeat
+    // is stale (just after it was stopped), so tried again until it is held.
+    let session = fp_tests::run_with_daemon(
+        &socket,
+        &policy,
+        &ws,
+        &format!(
+            "grep -q ' {scope} ' /proc/self/mountinfo && echo scope-mounted; touch {started}; \
+             while [ ! -e {go} ]; do sleep 0.1; done; \
+             mkdir {ws}/obj && echo made > {ws}/obj/new.o && cat {ws}/obj/new.o > {ws}/obj/copy \
+             && mv {ws}/obj/copy {built}; \
+             while [ ! -e {asked} ]; do sleep 0.1; done; \
+             for i in $(seq 100); do cat {secret} 2>/dev/null && break; sleep 0.2; done; echo rc=$?",
+            scope = ws.join("secret").display(),
+            ws = ws.display(),
+            started = started.display(),
+            go = go.display(),
+            built = built.display(),
+            asked = asked.display(),
+            secret = secret.display(),
+        ),
+    );
+    let wait_for = |file: &Path, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !file.exists() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for(&started, "the session never started");
+    let daemon_pid = Pid::from_raw(daemon.id() as i32);
+    signal::kill(daemon_pid, signal::SIGSTOP).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !built.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    signal::kill(daemon_pid, signal::SIGCONT).unwrap();
+    assert!(built.exists(), "the session's build waited for the stopped broker");
+    std::fs::write(&asked, "").unwrap();
+    decide(&socket, "approve", pending_approval(&socket));
+    let done = session.wait_with_output().unwrap();
+    let out = stdout(&done);
+    assert!(out.contains("scope-mounted"), "{out}");
+    assert_eq!(std::fs::read_to_string(&built).unwrap(), "made\n");
+    assert!(out.contains("the secret\nrc=0"), "{out}{}", fp_tests::stderr(&done));
+    stop_daemon(daemon, &t);
+}

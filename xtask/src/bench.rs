@@ -33,18 +33,37 @@ pub struct KernelBenchArgs {
 }
 
 /// The phases of every round, in the order they run. `inside` runs under the base policy plus 1
-/// generated rule, `inside-N` under the base policy plus N generated rules.
-const PHASES: [&str; 7] =
-    ["baseline", "noop", "outside", "inside", "inside-1000", "inside-10000", "landlock"];
+/// generated rule, `inside-N` under the base policy plus N generated rules; `outside-prompt` and
+/// `inside-prompt` outside and inside a session whose policy adds a prompt rule
+/// (`<workspace>/secrets/**`, which no workload touches) to the base policy plus 1.
+const PHASES: [&str; 9] = [
+    "baseline",
+    "noop",
+    "outside",
+    "inside",
+    "inside-1000",
+    "inside-10000",
+    "landlock",
+    "outside-prompt",
+    "inside-prompt",
+];
 /// The open workloads, where issue 14 sets most goals.
 const OPENS: &[&str] = &["open-d2", "open+close", "open-d8"];
-/// Issue 14's goals: (name, phase, compared with, at most, on these workloads).
-const GOALS: [(&str, &str, &str, f64, &[&str]); 5] = [
+/// Issue 14's and 15's goals: (name, phase, compared with, at most, on these workloads).
+const GOALS: [(&str, &str, &str, f64, &[&str]); 7] = [
     ("outside/noop", "outside", "noop", 1.01, OPENS),
     ("inside/landlock", "inside", "landlock", 1.0, OPENS),
     ("inside/baseline", "inside", "baseline", 1.25, OPENS),
     ("flat inside-10000/inside", "inside-10000", "inside", 1.05, OPENS),
     ("inside/noop", "inside", "noop", 1.10, &["tar-x", "find+cat", "build"]),
+    (
+        "outside-prompt/outside",
+        "outside-prompt",
+        "outside",
+        1.02,
+        &["open+close", "tar-x", "build"],
+    ),
+    ("inside-prompt/inside", "inside-prompt", "inside", 1.10, &["tar-x", "build"]),
 ];
 /// The workloads: (name, unit, scale from the guest's ns).
 const WORKLOADS: [(&str, &str, f64); 9] = [
@@ -93,6 +112,8 @@ for n in 1 1000 10000; do
   { printf '[file_policy]\ndefault = "read"\nwrite_paths = ["<workspace>/**"]\ndeny_paths = [\n'
     echo $n | awk -f $W/rules.awk; echo ']'; } > $W/policy-$n.toml
 done
+{ cat $W/policy-1.toml; echo 'prompt_paths = ["<workspace>/secrets/**"]'; } > $W/policy-prompt.toml
+mkdir -p $W/secrets && echo key > $W/secrets/key
 
 # A source tree of 5,000 small files, as a tar and as a git repository when git is there; the
 # build compiles and links five of its files with a main.
@@ -128,13 +149,13 @@ if [ -d $W/src/.git ]; then
   s=$(now); git -C $W/src status --porcelain > /dev/null; e=$(now); echo "BENCH $1 git-status $2 $((e - s))"
 fi
 END
-# session.sh ROUND ITERATIONS: the inside phase, run in the session once the outer script writes
+# session.sh ROUND ITERATIONS [PHASE]: the inside phase, run in the session once the outer script writes
 # to the fifo (the outside phase runs first, while the session waits with fp's programs attached).
 cat > $W/session.sh <<'END'
 set -eu
 touch $W/ready
 read go < $W/go
-sh $W/measure.sh inside $1 $2
+sh $W/measure.sh ${3:-inside} $1 $2
 if [ "$1" = stats ]; then touch $W/measured; read go < $W/go; fi
 END
 # stats.sh PHASE: each loaded fp or pass-through program's run time and count (bpf() is refused
@@ -197,6 +218,18 @@ round() {
   fi
 
   $LOAD landlock $W -- sh $W/measure.sh landlock $1 $2
+
+  # A session with a prompt rule lives (its broker runs): measured outside, then inside it.
+  if [ "$1" != stats ]; then
+    rm -f $W/ready $W/go && mkfifo $W/go
+    $FP run --policy $W/policy-prompt.toml --workspace $W -- sh $W/session.sh $1 $2 inside-prompt &
+    session=$!
+    while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
+    sh $W/measure.sh outside-prompt $1 $2
+    echo go > $W/go
+    wait $session
+    wait_until "$unloaded"
+  fi
 }
 
 # One untimed pass first: the baseline must not pay for cold caches alone.
@@ -470,6 +503,7 @@ mod tests {
                 [("baseline", 1.0), ("noop", 1.0), ("outside", 1.01), ("inside", 1.2)]
                     .into_iter()
                     .chain([("inside-1000", 1.2), ("inside-10000", 1.32), ("landlock", 1.1)])
+                    .chain([("outside-prompt", 1.01), ("inside-prompt", 1.5)])
             {
                 let v = (base as f64 * factor) as u64;
                 for workload in ALWAYS_MEASURED {
@@ -489,6 +523,7 @@ mod tests {
         assert!(
             table.contains("goal flat inside-10000/inside open+close <= 1.05x: NOT met (1.100x")
         );
+        assert!(table.contains("goal outside-prompt/outside open+close <= 1.02x: met"), "{table}");
     }
 
     #[test]

@@ -333,7 +333,6 @@ fn run_session(
     name: &str,
     policy: EffectivePolicy,
 ) -> anyhow::Result<(u8, u64)> {
-    let workspace = workspace(args)?;
     let spec = session::SessionSpec {
         name: name.to_owned(),
         agent: args.agent.clone(),
@@ -349,7 +348,7 @@ fn run_session(
     // broker marks) and before it runs the command.
     let mut created = None;
     let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| {
-        let (_, cgroup, id) = host.create(spec, Some(&workspace), pid)?;
+        let (_, cgroup, id) = host.create(spec, pid)?;
         created = Some(id);
         join_cgroup(&cgroup, pid)
     });
@@ -405,6 +404,9 @@ fn run_placed(
         bail!("only root can run a command as another user ({})", user.name);
     }
     let groups: Vec<libc::gid_t> = run_as.groups.iter().map(|g| g.as_raw()).collect();
+    let cwd = std::env::current_dir().ok().and_then(|dir| {
+        std::ffi::CString::new(std::os::unix::ffi::OsStringExt::into_vec(dir.into_os_string())).ok()
+    });
     let (pid_read, pid_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (release_read, release_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (pid_w, release_r, release_w) =
@@ -436,6 +438,11 @@ fn run_placed(
             let mut go = 0u8;
             if libc::read(release_r, (&raw mut go).cast(), 1) != 1 {
                 return Err(std::io::Error::other("fp did not place the command in its session"));
+            }
+            // Its working directory again, by name: a prompt scope above it may have become a
+            // mount of its own while it waited (docs/prompt.md, Marks).
+            if let Some(cwd) = &cwd {
+                libc::chdir(cwd.as_ptr());
             }
             // Only stdio (and --keep-fd) cross into the session: every other fd closes at exec.
             const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;

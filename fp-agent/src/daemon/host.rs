@@ -236,8 +236,7 @@ impl SessionHost for KernelHost {
             pid: req.pid as u32,
             command: req.command.clone(),
         };
-        let (name, cgroup, id) =
-            self.host.create(spec, req.workspace.as_deref(), req.pid).map_err(unavailable)?;
+        let (name, cgroup, id) = self.host.create(spec, req.pid).map_err(unavailable)?;
         // The client's child waits for this before it execs the session's command.
         let moved = std::fs::write(cgroup.join("cgroup.procs"), req.pid.to_string());
         if let Err(e) = moved {

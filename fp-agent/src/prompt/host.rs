@@ -93,14 +93,13 @@ impl PromptHost {
     /// Call before the processes of the session of cgroup `session` run its command with
     /// `policy` (or are reloaded to it): starts the broker if the policy has verdicts only the
     /// broker can answer, and marks where the kernel can leave an open to the broker (below each
-    /// of the policy's broker scopes and the workspace) in the mount namespaces of `pids`, the
-    /// session's processes: the mounts of a session's own namespace, now and as they appear, or
-    /// whole filesystems for one that shares the host's.
+    /// of the policy's broker scopes) in the mount namespaces of `pids`, the session's processes:
+    /// in a session's own namespace, each existing scope made a mount of its own and marked, now
+    /// and as mounts appear below it; whole filesystems for one that shares the host's.
     pub fn prepare(
         &self,
         session: u64,
         policy: &EffectivePolicy,
-        workspace: Option<&Path>,
         pids: &[i32],
     ) -> anyhow::Result<()> {
         let scopes = broker_scopes(policy);
@@ -115,7 +114,7 @@ impl PromptHost {
             Some(running) => running,
             none => none.insert(self.start()?),
         };
-        let scopes: Vec<&Path> = scopes.iter().map(PathBuf::as_path).chain(workspace).collect();
+        let scopes: Vec<&Path> = scopes.iter().map(PathBuf::as_path).collect();
         let mut own = Vec::new();
         for view in MountView::of(pids) {
             match view {
@@ -124,7 +123,11 @@ impl PromptHost {
                         broker.mark_filesystem(&existing_ancestor(Path::new("/"), dir))?;
                     }
                 }
-                MountView::Own { pid } => own.push(Namespace::open(pid, &scopes)?),
+                MountView::Own { pid } => {
+                    let ns = Namespace::open(pid, &scopes)?;
+                    ns.bind_scopes();
+                    own.push(ns);
+                }
             }
         }
         broker.watch_mounts(session, own)

@@ -45,6 +45,8 @@ impl MountView {
 /// A session's own mount namespace, held open (its root and its mount table) for as long as the
 /// broker watches it, whatever happens to the process it was found through.
 pub struct Namespace {
+    /// `/proc/<pid>/ns/mnt`, to enter it.
+    ns: OwnedFd,
     /// `/proc/<pid>/root` (`O_PATH`): paths below `/proc/self/fd/<root>` are the session's.
     root: OwnedFd,
     /// `/proc/<pid>/mountinfo`: readable again from the start, and `POLLPRI` when a mount
@@ -65,8 +67,46 @@ impl Namespace {
         .with_context(|| format!("opening {root_path}"))?;
         let info = format!("/proc/{pid}/mountinfo");
         let mountinfo = File::open(&info).with_context(|| format!("opening {info}"))?;
+        let ns_path = format!("/proc/{pid}/ns/mnt");
+        let ns = OwnedFd::from(File::open(&ns_path).with_context(|| format!("opening {ns_path}"))?);
         let scopes = scopes.iter().map(|s| s.to_path_buf()).collect();
-        Ok(Namespace { root, mountinfo, scopes })
+        Ok(Namespace { ns, root, mountinfo, scopes })
+    }
+
+    /// Makes each scope that is a directory (reached without symlinks, not `/`, not a mount point
+    /// already) a mount of its own in the namespace, a recursive bind mount onto itself, so that
+    /// marking it marks nothing else: opens elsewhere on the same mount (a build in the
+    /// workspace, when the scope is `<workspace>/secrets`) never wait for the broker. A scope that
+    /// cannot be bound is marked through the mount it is on, as one that does not exist yet.
+    /// A process inside the scope (its working directory, an open directory) before the bind
+    /// still reaches it through the mount below, unmarked: its prompt-tier opens there fail
+    /// closed. So bind before the session's processes run (`fp run` moves the first one's
+    /// working directory onto the new mounts before it runs the command).
+    pub fn bind_scopes(&self) {
+        let root = PathBuf::from(format!("/proc/self/fd/{}", self.root.as_raw_fd()));
+        let table = self.table().unwrap_or_default();
+        let mounted: Vec<PathBuf> = mount_points(&table).collect();
+        let targets: Vec<std::ffi::CString> = self
+            .scopes
+            .iter()
+            .filter(|scope| *scope != Path::new("/") && !mounted.contains(scope))
+            .filter(|scope| {
+                scope.ancestors().all(|p| {
+                    below(&root, p).symlink_metadata().is_ok_and(|m| !m.file_type().is_symlink())
+                }) && below(&root, scope).is_dir()
+            })
+            .filter_map(|scope| std::ffi::CString::new(scope.as_os_str().as_bytes()).ok())
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        match bind_in(&self.ns, &targets) {
+            Ok(()) => {}
+            Err(e) => tracing::warn!(
+                "a session's prompt scopes stay on their mounts (every open there goes to the \
+                 broker): {e:#}"
+            ),
+        }
     }
 
     /// The mount table, polled for `POLLPRI` (a mount appeared or went).
@@ -77,9 +117,7 @@ impl Namespace {
     /// The paths to mark with `FAN_MARK_MOUNT`, as the mount table is now: the mount each
     /// scope's closest existing directory is on, and every mount below a scope.
     pub fn mounts(&self) -> anyhow::Result<Vec<PathBuf>> {
-        let mut table = Vec::new();
-        (&self.mountinfo).seek(SeekFrom::Start(0)).context("rewinding a mount table")?;
-        (&self.mountinfo).read_to_end(&mut table).context("reading a mount table")?;
+        let table = self.table()?;
         let root = PathBuf::from(format!("/proc/self/fd/{}", self.root.as_raw_fd()));
         let mut marks: Vec<PathBuf> = Vec::new();
         for scope in &self.scopes {
@@ -91,6 +129,63 @@ impl Namespace {
         marks.sort();
         marks.dedup();
         Ok(marks)
+    }
+}
+
+impl Namespace {
+    /// The mount table as it is now.
+    fn table(&self) -> anyhow::Result<Vec<u8>> {
+        let mut table = Vec::new();
+        (&self.mountinfo).seek(SeekFrom::Start(0)).context("rewinding a mount table")?;
+        (&self.mountinfo).read_to_end(&mut table).context("reading a mount table")?;
+        Ok(table)
+    }
+}
+
+/// Bind-mounts each of `targets` onto itself in the mount namespace `ns`, from a child process
+/// (a thread of a multi-threaded process cannot enter another mount namespace).
+fn bind_in(ns: &OwnedFd, targets: &[std::ffi::CString]) -> anyhow::Result<()> {
+    let ns = ns.as_raw_fd();
+    // SAFETY: the child makes only async-signal-safe system calls on values prepared before
+    // the fork, then exits.
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()).context("fork"),
+        0 => unsafe {
+            if libc::setns(ns, libc::CLONE_NEWNS) != 0 {
+                libc::_exit(1);
+            }
+            for (i, target) in targets.iter().enumerate() {
+                let flags = libc::MS_BIND | libc::MS_REC;
+                if libc::mount(
+                    target.as_ptr(),
+                    target.as_ptr(),
+                    std::ptr::null(),
+                    flags,
+                    std::ptr::null(),
+                ) != 0
+                {
+                    libc::_exit(2 + i as i32);
+                }
+            }
+            libc::_exit(0)
+        },
+        child => {
+            let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None)?;
+            match status {
+                nix::sys::wait::WaitStatus::Exited(_, 0) => Ok(()),
+                nix::sys::wait::WaitStatus::Exited(_, 1) => {
+                    anyhow::bail!("entering the session's mount namespace failed")
+                }
+                nix::sys::wait::WaitStatus::Exited(_, n) => anyhow::bail!(
+                    "bind-mounting {} in the session's mount namespace failed",
+                    usize::try_from(n - 2)
+                        .ok()
+                        .and_then(|i| targets.get(i))
+                        .map_or("a scope".into(), |t| t.to_string_lossy())
+                ),
+                other => anyhow::bail!("the bind-mounting child: {other:?}"),
+            }
+        }
     }
 }
 
@@ -175,6 +270,32 @@ mod tests {
     fn this_process_shares_its_own_namespace_and_a_gone_process_is_skipped() {
         let me = std::process::id() as i32;
         assert_eq!(MountView::of(&[me, me, i32::MAX]), vec![MountView::Shared]);
+    }
+
+    /// Root, natively: the bind mounts live in a throwaway namespace that dies with its process.
+    #[test]
+    fn an_existing_scope_becomes_a_mount_of_its_own_in_the_namespace_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (scope, missing) = (dir.path().join("secrets"), dir.path().join("later"));
+        std::fs::create_dir(&scope).unwrap();
+        let mut session = std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "slave", "sleep", "60"])
+            .spawn()
+            .unwrap();
+        let pid = session.id() as i32;
+        let ours = fs::read_link("/proc/self/ns/mnt").unwrap();
+        while fs::read_link(format!("/proc/{pid}/ns/mnt")).is_ok_and(|ns| ns == ours) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let ns = Namespace::open(pid, &[&scope, &missing, Path::new("/")]).unwrap();
+        ns.bind_scopes();
+        let theirs = fs::read(format!("/proc/{pid}/mountinfo")).unwrap();
+        let points: Vec<PathBuf> = mount_points(&theirs).collect();
+        let ours: Vec<PathBuf> = mount_points(&fs::read("/proc/self/mountinfo").unwrap()).collect();
+        session.kill().unwrap();
+        session.wait().unwrap();
+        assert!(points.contains(&scope), "{points:?}");
+        assert!(!points.contains(&missing) && !ours.contains(&scope));
     }
 
     #[test]
