@@ -25,9 +25,10 @@ pub enum MountView {
 
 impl MountView {
     /// The mount namespaces of `pids` (a session's processes), each once: a process that is gone
-    /// is skipped.
+    /// is skipped. The host's namespace (PID 1's) and this process's (a daemon's private one under
+    /// systemd's sandboxing) are shared: never bound into, only marked by filesystem.
     pub fn of(pids: &[i32]) -> Vec<MountView> {
-        let ours = namespace("/proc/self/ns/mnt");
+        let shared = [namespace("/proc/1/ns/mnt"), namespace("/proc/self/ns/mnt")];
         let mut seen = Vec::new();
         let mut views = Vec::new();
         for &pid in pids {
@@ -36,7 +37,10 @@ impl MountView {
                 continue;
             }
             seen.push(ns);
-            views.push(if Some(ns) == ours { MountView::Shared } else { MountView::Own { pid } });
+            views.push(match shared.contains(&Some(ns)) {
+                true => MountView::Shared,
+                false => MountView::Own { pid },
+            });
         }
         views
     }
@@ -267,9 +271,12 @@ mod tests {
     }
 
     #[test]
-    fn this_process_shares_its_own_namespace_and_a_gone_process_is_skipped() {
+    fn this_process_and_pid_1_share_and_a_gone_process_is_skipped() {
         let me = std::process::id() as i32;
         assert_eq!(MountView::of(&[me, me, i32::MAX]), vec![MountView::Shared]);
+        // Unreadable in some containers: then skipped.
+        let host = MountView::of(&[1]);
+        assert!(host.iter().all(|v| *v == MountView::Shared), "{host:?}");
     }
 
     /// Root, natively: the bind mounts live in a throwaway namespace that dies with its process.
