@@ -17,7 +17,8 @@ use nix::{fcntl::OFlag, sys::stat::Mode};
 /// How the broker reaches the mounts a session's processes open files through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MountView {
-    /// The session shares this process's mount namespace: only filesystem marks cover it.
+    /// The session shares the host's mount namespace (or this process's): only filesystem marks
+    /// cover it.
     Shared,
     /// The session has a mount namespace of its own, the one `pid` is in.
     Own { pid: i32 },
@@ -87,7 +88,7 @@ impl Namespace {
     /// closed. So bind before the session's processes run (`fp run` moves the first one's
     /// working directory onto the new mounts before it runs the command).
     pub fn bind_scopes(&self) {
-        let root = PathBuf::from(format!("/proc/self/fd/{}", self.root.as_raw_fd()));
+        let root = self.root();
         let table = self.table().unwrap_or_default();
         let mounted: Vec<PathBuf> = mount_points(&table).collect();
         let targets: Vec<std::ffi::CString> = self
@@ -122,7 +123,7 @@ impl Namespace {
     /// scope's closest existing directory is on, and every mount below a scope.
     pub fn mounts(&self) -> anyhow::Result<Vec<PathBuf>> {
         let table = self.table()?;
-        let root = PathBuf::from(format!("/proc/self/fd/{}", self.root.as_raw_fd()));
+        let root = self.root();
         let mut marks: Vec<PathBuf> = Vec::new();
         for scope in &self.scopes {
             marks.push(existing_ancestor(&root, scope));
@@ -134,9 +135,12 @@ impl Namespace {
         marks.dedup();
         Ok(marks)
     }
-}
 
-impl Namespace {
+    /// The namespace's root directory, as a path this process can resolve.
+    fn root(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.root.as_raw_fd()))
+    }
+
     /// The mount table as it is now.
     fn table(&self) -> anyhow::Result<Vec<u8>> {
         let mut table = Vec::new();
@@ -309,7 +313,7 @@ mod tests {
     fn a_scope_marks_its_own_mount_and_every_mount_below_it() {
         let me = std::process::id() as i32;
         let ns = Namespace::open(me, &[Path::new("/proc/self/no/such/dir")]).unwrap();
-        let root = format!("/proc/self/fd/{}", ns.root.as_raw_fd());
+        let root = ns.root().display().to_string();
         // The closest existing directory (/proc/self) is on /proc: nothing is mounted below a
         // directory that does not exist.
         assert_eq!(ns.mounts().unwrap(), vec![PathBuf::from(format!("{root}/proc/self"))]);
