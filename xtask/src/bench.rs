@@ -265,9 +265,12 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     let load = release_executable(&["-p", "fp-tests", "--bin", "fp-bench-load"], "fp-bench-load")?;
     for pin in pins {
         let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
-        println!("xtask: kernel {}: measuring (15-20 minutes on a quiet 2-core host)", kernel.name);
+        println!(
+            "xtask: kernel {}: measuring (about 22 minutes on a quiet 2-core host)",
+            kernel.name
+        );
         let run = VmRun {
-            // 6.1 took 1091 s on a quiet 2-core host; leave room for a busier one.
+            // 6.12 took 1306 s on a quiet 2-core host at 43584e4; leave room for a busier one.
             timeout: Duration::from_secs(3600),
             rw: Vec::new(),
             env: vm::guest_env(),

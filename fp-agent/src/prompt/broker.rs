@@ -48,9 +48,10 @@ struct Shared {
     generation: AtomicU64,
     ignore_marks: AtomicUsize,
     ignore_cache_limit: usize,
-    /// `st_dev` of marked filesystems whose renames cannot be watched (no file handles, e.g.
-    /// 9p): their files are never cached, since a rename there would go unnoticed.
-    unwatched: Mutex<HashSet<u64>>,
+    /// `st_dev` of the filesystems whose renames are watched: only their files are cached, since
+    /// a rename elsewhere would go unnoticed (not watched: a filesystem without file handles,
+    /// e.g. 9p, or one only a session's own scope mounts are marked on).
+    watched: Mutex<HashSet<u64>>,
     /// The own mount namespaces of sessions (by cgroup id), whose new mounts are marked as they
     /// appear.
     namespaces: Mutex<HashMap<u64, Vec<Arc<Namespace>>>>,
@@ -110,7 +111,7 @@ impl PromptBroker {
             generation: AtomicU64::new(0),
             ignore_marks: AtomicUsize::new(0),
             ignore_cache_limit: config.ignore_cache_limit,
-            unwatched: Mutex::new(HashSet::new()),
+            watched: Mutex::new(HashSet::new()),
             namespaces: Mutex::new(HashMap::new()),
             settled: config.settled.clone(),
         });
@@ -147,13 +148,13 @@ impl PromptBroker {
 
     /// Marks the whole filesystem of `path`: every open on it, through any mount.
     pub fn mark_filesystem(&self, path: &Path) -> anyhow::Result<()> {
-        self.shared.mark(path, MarkFlags::FAN_MARK_FILESYSTEM)
+        self.shared.mark(path, MarkFlags::FAN_MARK_FILESYSTEM, true)
     }
 
     /// Marks the one mount `path` is on: opens through other mounts of its filesystem (those of
     /// other mount namespaces) raise no event. Renames are watched on the whole filesystem.
     pub fn mark_mount(&self, path: &Path) -> anyhow::Result<()> {
-        self.shared.mark(path, MarkFlags::FAN_MARK_MOUNT)
+        self.shared.mark(path, MarkFlags::FAN_MARK_MOUNT, true)
     }
 
     /// Removes the permission mark of the one mount `path` is on.
@@ -197,7 +198,7 @@ impl PromptBroker {
             .mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path))
             .with_context(context)?;
         let dev = nix::sys::stat::stat(path).with_context(context)?.st_dev;
-        if self.shared.unwatched.lock().unwrap().remove(&dev) {
+        if !self.shared.watched.lock().unwrap().remove(&dev) {
             return Ok(());
         }
         self.shared.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)).with_context(context)
@@ -231,36 +232,41 @@ impl Drop for PromptBroker {
 }
 
 impl Shared {
-    /// Marks the filesystem or mount (`object`) of `path` for permission events, and its
-    /// filesystem for renames (dirent events need a filesystem or inode mark).
-    fn mark(&self, path: &Path, object: MarkFlags) -> anyhow::Result<()> {
+    /// Marks the filesystem or mount (`object`) of `path` for permission events and, with
+    /// `renames`, its filesystem for renames (dirent events need a filesystem or inode mark), so
+    /// that its files may be cached. The rename watch is not free for the rest of the host: every
+    /// rename on the filesystem becomes a notification.
+    fn mark(&self, path: &Path, object: MarkFlags, renames: bool) -> anyhow::Result<()> {
         let flags = MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_FILESYSTEM;
         let context = || format!("fanotify_mark of {}", path.display());
         // Before the permission mark: a file cached meanwhile could otherwise not be dropped.
-        match self.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)) {
-            Ok(()) => {}
-            // Rename reports carry file handles, which some filesystems cannot make.
-            Err(Errno::EOPNOTSUPP | Errno::ENODEV | Errno::EXDEV) => {
-                let dev = nix::sys::stat::stat(path).with_context(context)?.st_dev;
-                if self.unwatched.lock().unwrap().insert(dev) {
-                    tracing::info!(
-                        "renames on the filesystem of {} cannot be watched: its files are \
-                         answered without the ignore-mark cache",
-                        path.display()
-                    );
+        if renames {
+            let dev = nix::sys::stat::stat(path).with_context(context)?.st_dev;
+            match self.renames.mark(flags, RENAME_EVENTS, AT_FDCWD, Some(path)) {
+                Ok(()) => {
+                    self.watched.lock().unwrap().insert(dev);
                 }
+                // Rename reports carry file handles, which some filesystems cannot make.
+                Err(Errno::EOPNOTSUPP | Errno::ENODEV | Errno::EXDEV) => tracing::info!(
+                    "renames on the filesystem of {} cannot be watched: its files are answered \
+                     without the ignore-mark cache",
+                    path.display()
+                ),
+                Err(e) => return Err(e).with_context(context),
             }
-            Err(e) => return Err(e).with_context(context),
         }
         let flags = MarkFlags::FAN_MARK_ADD | object;
         self.group.mark(flags, PERMISSION_EVENTS, AT_FDCWD, Some(path)).with_context(context)
     }
 
-    /// Marks every mount of `ns` below its scopes. A mount that cannot be marked (gone since the
-    /// table was read) is only logged: an open through an unmarked mount fails closed.
+    /// Marks every mount of `ns` below its scopes. Renames are watched (and files cached) except
+    /// on the mounts of scopes fp made mounts of their own: only the scope's opens raise events
+    /// there, and renames elsewhere on the filesystem (by anyone) then cost nothing. A mount that
+    /// cannot be marked (gone since the table was read) is only logged: an open through an
+    /// unmarked mount fails closed.
     fn mark_namespace(&self, ns: &Namespace) -> anyhow::Result<()> {
-        for mount in ns.mounts()? {
-            if let Err(e) = self.mark(&mount, MarkFlags::FAN_MARK_MOUNT) {
+        for (mount, cache) in ns.mounts()? {
+            if let Err(e) = self.mark(&mount, MarkFlags::FAN_MARK_MOUNT, cache) {
                 tracing::warn!("{e:#}");
             }
         }
@@ -336,7 +342,7 @@ impl Shared {
         let Ok(stat) = nix::sys::stat::fstat(fd) else { return };
         if stat.st_mode & libc::S_IFMT != libc::S_IFREG
             || stat.st_nlink != 1
-            || self.unwatched.lock().unwrap().contains(&stat.st_dev)
+            || !self.watched.lock().unwrap().contains(&stat.st_dev)
         {
             return;
         }

@@ -124,7 +124,7 @@ impl PromptHost {
                     }
                 }
                 MountView::Own { pid } => {
-                    let ns = Namespace::open(pid, &scopes)?;
+                    let mut ns = Namespace::open(pid, &scopes)?;
                     ns.bind_scopes();
                     own.push(ns);
                 }

@@ -59,6 +59,8 @@ pub struct Namespace {
     mountinfo: File,
     /// The directories (as the session sees them) below which its mounts are marked.
     scopes: Vec<PathBuf>,
+    /// The scopes fp made mounts of their own ([`Namespace::bind_scopes`]).
+    bound: Vec<PathBuf>,
 }
 
 impl Namespace {
@@ -75,7 +77,7 @@ impl Namespace {
         let ns_path = format!("/proc/{pid}/ns/mnt");
         let ns = OwnedFd::from(File::open(&ns_path).with_context(|| format!("opening {ns_path}"))?);
         let scopes = scopes.iter().map(|s| s.to_path_buf()).collect();
-        Ok(Namespace { ns, root, mountinfo, scopes })
+        Ok(Namespace { ns, root, mountinfo, scopes, bound: Vec::new() })
     }
 
     /// Makes each scope that is a directory (reached without symlinks, not `/`, not a mount point
@@ -87,11 +89,11 @@ impl Namespace {
     /// still reaches it through the mount below, unmarked: its prompt-tier opens there fail
     /// closed. So bind before the session's processes run (`fp run` moves the first one's
     /// working directory onto the new mounts before it runs the command).
-    pub fn bind_scopes(&self) {
+    pub fn bind_scopes(&mut self) {
         let root = self.root();
         let table = self.table().unwrap_or_default();
         let mounted: Vec<PathBuf> = mount_points(&table).collect();
-        let targets: Vec<std::ffi::CString> = self
+        let targets: Vec<&PathBuf> = self
             .scopes
             .iter()
             .filter(|scope| *scope != Path::new("/") && !mounted.contains(scope))
@@ -100,18 +102,25 @@ impl Namespace {
                     below(&root, p).symlink_metadata().is_ok_and(|m| !m.file_type().is_symlink())
                 }) && below(&root, scope).is_dir()
             })
-            .filter_map(|scope| std::ffi::CString::new(scope.as_os_str().as_bytes()).ok())
             .collect();
         if targets.is_empty() {
             return;
         }
-        match bind_in(&self.ns, &targets) {
-            Ok(()) => {}
-            Err(e) => tracing::warn!(
+        let paths: Vec<std::ffi::CString> = targets
+            .iter()
+            .filter_map(|scope| std::ffi::CString::new(scope.as_os_str().as_bytes()).ok())
+            .collect();
+        if let Err(e) = bind_in(&self.ns, &paths) {
+            tracing::warn!(
                 "a session's prompt scopes stay on their mounts (every open there goes to the \
                  broker): {e:#}"
-            ),
+            );
         }
+        // Those that are mount points now (all, unless a bind failed) are fp's.
+        let table = self.table().unwrap_or_default();
+        let mounted: Vec<PathBuf> = mount_points(&table).collect();
+        let bound = targets.into_iter().filter(|t| mounted.contains(t)).cloned().collect();
+        self.bound = bound;
     }
 
     /// The mount table, polled for `POLLPRI` (a mount appeared or went).
@@ -120,19 +129,25 @@ impl Namespace {
     }
 
     /// The paths to mark with `FAN_MARK_MOUNT`, as the mount table is now: the mount each
-    /// scope's closest existing directory is on, and every mount below a scope.
-    pub fn mounts(&self) -> anyhow::Result<Vec<PathBuf>> {
+    /// scope's closest existing directory is on, and every mount below a scope; each with whether
+    /// its files are worth caching: all but those of the scopes fp made mounts of their own,
+    /// where only the scope's own opens raise events.
+    pub fn mounts(&self) -> anyhow::Result<Vec<(PathBuf, bool)>> {
         let table = self.table()?;
         let root = self.root();
-        let mut marks: Vec<PathBuf> = Vec::new();
+        let points: Vec<PathBuf> = mount_points(&table).collect();
+        let mut marks: Vec<(PathBuf, bool)> = Vec::new();
         for scope in &self.scopes {
-            marks.push(existing_ancestor(&root, scope));
+            let cache = !self.bound.contains(scope);
+            marks.push((existing_ancestor(&root, scope), cache));
             marks.extend(
-                mount_points(&table).filter(|m| m.starts_with(scope)).map(|m| below(&root, &m)),
+                points.iter().filter(|m| m.starts_with(scope)).map(|m| (below(&root, m), cache)),
             );
         }
+        // A mount marked for two scopes is cached if either says so (`true` sorts last).
         marks.sort();
-        marks.dedup();
+        marks.reverse();
+        marks.dedup_by(|a, b| a.0 == b.0);
         Ok(marks)
     }
 
@@ -298,8 +313,12 @@ mod tests {
         while fs::read_link(format!("/proc/{pid}/ns/mnt")).is_ok_and(|ns| ns == ours) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let ns = Namespace::open(pid, &[&scope, &missing, Path::new("/")]).unwrap();
+        let mut ns = Namespace::open(pid, &[&scope, &missing]).unwrap();
         ns.bind_scopes();
+        assert_eq!(ns.bound, vec![scope.clone()]);
+        let cached: Vec<(PathBuf, bool)> =
+            ns.mounts().unwrap().into_iter().filter(|(p, _)| p.ends_with("secrets")).collect();
+        assert_eq!(cached, vec![(ns.root().join(scope.strip_prefix("/").unwrap()), false)]);
         let theirs = fs::read(format!("/proc/{pid}/mountinfo")).unwrap();
         let points: Vec<PathBuf> = mount_points(&theirs).collect();
         let ours: Vec<PathBuf> = mount_points(&fs::read("/proc/self/mountinfo").unwrap()).collect();
@@ -316,7 +335,8 @@ mod tests {
         let root = ns.root().display().to_string();
         // The closest existing directory (/proc/self) is on /proc: nothing is mounted below a
         // directory that does not exist.
-        assert_eq!(ns.mounts().unwrap(), vec![PathBuf::from(format!("{root}/proc/self"))]);
+        let wider = vec![(PathBuf::from(format!("{root}/proc/self")), true)];
+        assert_eq!(ns.mounts().unwrap(), wider);
         // `/`: every mount, each once, and again when read again.
         let ns = Namespace::open(me, &[Path::new("/")]).unwrap();
         let table = fs::read("/proc/self/mountinfo").unwrap();
