@@ -130,6 +130,15 @@ fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() 
     assert!(log.contains("the prompt broker died before answering"), "{log}");
 }
 
+/// Waits (at most two minutes) until a session has made `file`: it runs.
+fn session_started(file: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !file.exists() {
+        assert!(Instant::now() < deadline, "the session never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The pending approvals listed from outside every session.
 fn approvals(socket: &Path) -> serde_json::Value {
     let out = fp().args(["approvals", "--json", "--socket"]).arg(socket).output().unwrap();
@@ -444,11 +453,7 @@ fn outsiders_never_wait_for_the_broker_and_unmarked_mounts_fail_closed() {
             secret.display()
         ),
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the session never started");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    session_started(&started);
 
     // The daemon (its broker) stopped: an outsider creates, writes and reads new files in the
     // session's workspace and its prompt scope, and reads the prompt-tier file. With filesystem
@@ -505,11 +510,7 @@ fn a_filesystem_mounted_below_a_prompt_scope_mid_session_is_marked_as_it_appears
             late = late.display()
         ),
     );
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !ws.join("started").exists() {
-        assert!(Instant::now() < deadline, "the session never started");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    session_started(&ws.join("started"));
     let mounted = fp_tests::run_outside(&format!(
         "mount -t tmpfs late {} && echo late > {}",
         scope.join("late").display(),
@@ -560,14 +561,7 @@ fn a_sessions_opens_outside_its_prompt_scopes_never_wait_for_the_broker() {
             secret = secret.display(),
         ),
     );
-    let wait_for = |file: &Path, what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !file.exists() {
-            assert!(Instant::now() < deadline, "{what}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
-    wait_for(&started, "the session never started");
+    session_started(&started);
     let daemon_pid = Pid::from_raw(daemon.id() as i32);
     signal::kill(daemon_pid, signal::SIGSTOP).unwrap();
     std::fs::write(&go, "").unwrap();
