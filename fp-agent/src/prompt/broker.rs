@@ -423,10 +423,10 @@ fn broker_loop(
         fds.extend(namespaces.iter().map(|ns| PollFd::new(ns.mount_table(), PollFlags::POLLPRI)));
         // A namespace watched after this poll began is polled from the next round: its table
         // reports every change since it was opened.
-        let timeout = match i32::from(timeout) {
-            _ if namespaces.is_empty() => timeout,
-            ms if (0..=i32::from(MOUNT_WATCH_MS)).contains(&ms) => timeout,
-            _ => PollTimeout::from(MOUNT_WATCH_MS),
+        let bounded = (0..=i32::from(MOUNT_WATCH_MS)).contains(&i32::from(timeout));
+        let timeout = match namespaces.is_empty() || bounded {
+            true => timeout,
+            false => PollTimeout::from(MOUNT_WATCH_MS),
         };
         match poll(&mut fds, timeout) {
             Ok(_) | Err(Errno::EINTR) => {}

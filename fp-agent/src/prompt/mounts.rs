@@ -91,8 +91,7 @@ impl Namespace {
     /// working directory onto the new mounts before it runs the command).
     pub fn bind_scopes(&mut self) {
         let root = self.root();
-        let table = self.table().unwrap_or_default();
-        let mounted: Vec<PathBuf> = mount_points(&table).collect();
+        let mounted = self.points().unwrap_or_default();
         let targets: Vec<&PathBuf> = self
             .scopes
             .iter()
@@ -117,8 +116,7 @@ impl Namespace {
             );
         }
         // Those that are mount points now (all, unless a bind failed) are fp's.
-        let table = self.table().unwrap_or_default();
-        let mounted: Vec<PathBuf> = mount_points(&table).collect();
+        let mounted = self.points().unwrap_or_default();
         let bound = targets.into_iter().filter(|t| mounted.contains(t)).cloned().collect();
         self.bound = bound;
     }
@@ -133,9 +131,8 @@ impl Namespace {
     /// its files are worth caching: all but those of the scopes fp made mounts of their own,
     /// where only the scope's own opens raise events.
     pub fn mounts(&self) -> anyhow::Result<Vec<(PathBuf, bool)>> {
-        let table = self.table()?;
         let root = self.root();
-        let points: Vec<PathBuf> = mount_points(&table).collect();
+        let points = self.points()?;
         let mut marks: Vec<(PathBuf, bool)> = Vec::new();
         for scope in &self.scopes {
             let cache = !self.bound.contains(scope);
@@ -156,12 +153,12 @@ impl Namespace {
         PathBuf::from(format!("/proc/self/fd/{}", self.root.as_raw_fd()))
     }
 
-    /// The mount table as it is now.
-    fn table(&self) -> anyhow::Result<Vec<u8>> {
+    /// The mount points of the mount table as it is now.
+    fn points(&self) -> anyhow::Result<Vec<PathBuf>> {
         let mut table = Vec::new();
         (&self.mountinfo).seek(SeekFrom::Start(0)).context("rewinding a mount table")?;
         (&self.mountinfo).read_to_end(&mut table).context("reading a mount table")?;
-        Ok(table)
+        Ok(mount_points(&table).collect())
     }
 }
 
