@@ -194,7 +194,11 @@ fn bind_in(ns: &OwnedFd, targets: &[std::ffi::CString]) -> anyhow::Result<()> {
             match status {
                 nix::sys::wait::WaitStatus::Exited(_, 0) => Ok(()),
                 nix::sys::wait::WaitStatus::Exited(_, 1) => {
-                    anyhow::bail!("entering the session's mount namespace failed")
+                    anyhow::bail!(
+                        "entering the session's mount namespace failed (setns needs \
+                         CAP_SYS_ADMIN and CAP_SYS_CHROOT, and under systemd \
+                         RestrictNamespaces=mnt, as packaging/fp.service has)"
+                    )
                 }
                 nix::sys::wait::WaitStatus::Exited(_, n) => anyhow::bail!(
                     "bind-mounting {} in the session's mount namespace failed",
@@ -265,6 +269,21 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+
+    /// The packaged unit's sandbox lets the broker enter a session's mount namespace
+    /// (`bind_in`): `setns(CLONE_NEWNS)` needs mount namespaces allowed, `CAP_SYS_ADMIN` and
+    /// `CAP_SYS_CHROOT`. Without them no scope becomes a mount of its own.
+    #[test]
+    fn the_packaged_unit_lets_the_broker_enter_session_namespaces() {
+        let unit = include_str!("../../../packaging/fp.service");
+        let value = |key: &str| unit.lines().find_map(|l| l.strip_prefix(key)).unwrap_or("");
+        let namespaces = value("RestrictNamespaces=");
+        assert!(namespaces.split_whitespace().any(|t| t == "mnt"), "{namespaces}");
+        let caps = value("CapabilityBoundingSet=");
+        for cap in ["CAP_SYS_ADMIN", "CAP_SYS_CHROOT"] {
+            assert!(caps.split_whitespace().any(|c| c == cap), "{cap} missing: {caps}");
+        }
+    }
 
     const TABLE: &[u8] = b"\
 22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw
