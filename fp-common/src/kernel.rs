@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 5;
+pub const ABI_VERSION: u32 = 6;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -78,6 +78,7 @@ hooks! {
     SbKernMount = 27, "sb_kern_mount";
     SbPivotroot = 28, "sb_pivotroot";
     MoveMount = 29, "move_mount";
+    DInstantiate = 30, "d_instantiate";
 }
 
 impl Hook {
@@ -137,6 +138,9 @@ pub mod maps {
     pub const GRANTS: &str = "GRANTS";
     /// The per-CPU scratch value of a decision: never read by userspace, nor pinned.
     pub const SCRATCH: &str = "SCRATCH";
+    /// The programs' verdict cache (docs/performance.md, The verdict cache): never read by
+    /// userspace, nor pinned (a new load starts with an empty one).
+    pub const VERDICTS: &str = "VERDICTS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`SCRATCH`].
     pub const PINNED: [&str; 13] = [
@@ -145,9 +149,9 @@ pub mod maps {
     ];
 
     /// Every map of the BPF object.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 15] = [
         SESSIONS, COUNTERS, HEADERS, PREFIXES, INTERIOR, NAMES, SCOPES, INODES, EVENTS, BROKER,
-        PENDING, PROTECTED, GRANTS, SCRATCH,
+        PENDING, PROTECTED, GRANTS, SCRATCH, VERDICTS,
     ];
 }
 
@@ -411,6 +415,27 @@ pub struct KernelField {
 /// The read-only global `u32` in the BPF object that holds the cgroup v2 level of session cgroups
 /// (set by userspace at load time, as the [`KERNEL_FIELDS`] globals).
 pub const SESSION_CGROUP_LEVEL: &str = "SESSION_CGROUP_LEVEL";
+
+/// A kernel sequence counter the verdict cache validates its entries against: the read-only
+/// global `u64` named `global` holds the address of the `sequence` of the `seqlock_t` named
+/// `symbol` (from /proc/kallsyms, plus [`SEQCOUNT_SEQUENCE`]'s offset from BTF); 0 turns the
+/// cache off.
+pub struct SeqCounter {
+    pub global: &'static str,
+    pub symbol: &'static str,
+}
+
+/// `rename_lock` is taken for writing around every change of a dentry's name or parent
+/// (`d_move`, `d_exchange`, splicing a disconnected dentry); `mount_lock` around every change of
+/// the mount tree (mount, umount, move, propagation, namespace teardown).
+pub const SEQ_COUNTERS: [SeqCounter; 2] = [
+    SeqCounter { global: "RENAME_SEQ", symbol: "rename_lock" },
+    SeqCounter { global: "MOUNT_SEQ", symbol: "mount_lock" },
+];
+
+/// Where the counter lies in a `seqlock_t` (an anonymous struct whose first member is a
+/// `seqcount_spinlock_t`): the offset of `sequence` in `struct seqcount_spinlock`.
+pub const SEQCOUNT_SEQUENCE: (&str, &str) = ("seqcount_spinlock", "seqcount.sequence");
 
 macro_rules! kernel_fields {
     ($($global:ident = $strukt:literal . $field:literal;)*) => {

@@ -11,6 +11,7 @@ use fp_common::{
 };
 
 use crate::{
+    cache,
     kernel::{EACCES, OFF_FILE_F_PATH, OFF_MOUNT_MNT, OFF_PATH_DENTRY, OFF_PATH_MNT, off, read},
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
@@ -67,6 +68,8 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
         (*w).hit = [OpEntry::default(); 3];
         (*w).below = [OpEntry::default(); 3];
         (*w).state = WALKING;
+        (*w).inode = 0;
+        (*w).per_task = 0;
         (*s).path[PATH_MAX] = 0;
         // The callback finds its state in the scratch map itself.
         bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
@@ -146,18 +149,24 @@ pub(crate) fn settle(
     generation: u64,
     outcome: Outcome,
 ) -> Outcome {
-    // A reload replaces the session's tables id and then deletes the old tables: a decision that
-    // ran while the id changed may have seen them half deleted, so it fails closed (redoing it
-    // would double the code the verifier walks in every program).
+    interference(session, s, generation).unwrap_or(outcome)
+}
+
+/// What [`settle`] puts in place of an outcome that something interfered with: a reload replaces
+/// the session's tables id and then deletes the old tables, so a decision that ran while the id
+/// changed may have seen them half deleted (redoing it would double the code the verifier walks
+/// in every program); another decision on this CPU may have reused the scratch.
+#[inline(always)]
+fn interference(session: &Session, s: *mut Scratch, generation: u64) -> Option<Outcome> {
     if session_info(session.id).map_or(0, |i| i.tables) != session.info.tables {
         count(session.id, |c| unsafe { &raw mut (*c).raced_reload });
-        return Outcome::RELOADED;
+        return Some(Outcome::RELOADED);
     }
     // SAFETY: as above.
     if unsafe { core::ptr::read_volatile(&(*s).generation) } != generation {
-        return Outcome::UNRESOLVED;
+        return Some(Outcome::UNRESOLVED);
     }
-    outcome
+    None
 }
 
 /// An op's outcome after a remembered grant of the session (opens and execs only).
@@ -187,11 +196,21 @@ pub(crate) fn decide(
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES; // fail closed: no scratch space means no check
     };
-    let generation = begin(s);
-    check(s, session.info.tables, vfsmount, dentry);
     let (first, second) = (op.policy_op(), PolicyOp::Write);
+    // A full-audit session reports allows too, with their path: its decisions take the walk.
+    let needs = first.bit() as u64 | if and_write { second.bit() as u64 } else { 0 };
+    if vfsmount != NO_MOUNT
+        && session.info.flags & SESSION_FULL_AUDIT == 0
+        && cache::allowed(s, session.info.tables, vfsmount, dentry) & needs == needs
+    {
+        return 0;
+    }
+    let generation = begin(s);
+    let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
+    check(s, session.info.tables, vfsmount, dentry);
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
+    let cacheable = cache::cacheable(s);
     // A remembered grant answers a prompt of an open or exec here, per op: no pending entry, and
     // no broker needed (fanotify still asks the broker, which answers from its own grants).
     // Looked up before the generation check, which also covers this use of the scratch.
@@ -209,7 +228,11 @@ pub(crate) fn decide(
     if and_write && other.verdict.strictness() > outcome.verdict.strictness() {
         (outcome, reported) = (other, Op::Write);
     }
-    let outcome = settle(session, s, generation, outcome);
+    let interfered = interference(session, s, generation);
+    if let (None, Some(seqs), Some(fill)) = (interfered, seqs, cacheable) {
+        cache::fill(s, fill, session.info.tables, vfsmount, dentry, seqs);
+    }
+    let outcome = interfered.unwrap_or(outcome);
     // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:
     // fanotify holds them. The open's file is marked pending until the broker answers.
     let brokered = matches!(outcome.verdict, TableVerdict::Prompt | TableVerdict::Defer)

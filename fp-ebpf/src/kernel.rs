@@ -54,6 +54,13 @@ offsets!(
 #[unsafe(no_mangle)]
 pub(crate) static SESSION_CGROUP_LEVEL: u32 = 0;
 
+/// Addresses of the `rename_lock` and `mount_lock` sequences (fp_common::kernel::SEQ_COUNTERS),
+/// for the verdict cache; 0 turns it off.
+#[unsafe(no_mangle)]
+pub(crate) static RENAME_SEQ: u64 = 0;
+#[unsafe(no_mangle)]
+pub(crate) static MOUNT_SEQ: u64 = 0;
+
 #[inline(always)]
 pub(crate) fn off(global: &u32) -> usize {
     // SAFETY: a read of our own read-only global; volatile so the compiler keeps the load that the

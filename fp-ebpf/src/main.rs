@@ -7,7 +7,7 @@
 //!
 //! One module per concept (docs/architecture.md, "fp-ebpf modules"): `kernel` (offsets, reads,
 //! constants), `maps`, `session`, `walk` (the path walk), `tables` (the session's tables and the
-//! evaluation), `decide`, `moves` (renames and links), `prompt`, `protect`, `report` (the event)
+//! evaluation), `decide`, `cache` (the verdict cache), `moves` (renames and links), `prompt`, `protect`, `report` (the event)
 //! and `hooks` (the `#[lsm]` programs by object family).
 #![no_std]
 #![no_main]
@@ -15,6 +15,7 @@
 #![allow(internal_features)]
 #![feature(core_intrinsics)]
 
+mod cache;
 mod decide;
 mod hooks;
 mod kernel;

@@ -2,7 +2,7 @@
 //! per-CPU scratch value.
 use aya_ebpf::{
     macros::map,
-    maps::{Array, HashMap, LpmTrie, PerCpuArray, RingBuf, lpm_trie::Key},
+    maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, RingBuf, lpm_trie::Key},
 };
 use fp_common::{
     kernel::{GrantValue, PATH_MAX, SessionCounters, SessionInfo},
@@ -13,7 +13,7 @@ use fp_common::{
     refer::MoveSide,
 };
 
-use crate::{decide::Outcome, moves::MoveNames, walk::Walk};
+use crate::{cache::Cached, decide::Outcome, moves::MoveNames, walk::Walk};
 
 #[map]
 pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
@@ -67,6 +67,10 @@ pub(crate) static GRANTS: LpmTrie<PrefixKeyData, GrantValue> = LpmTrie::with_max
 #[map]
 pub(crate) static PROTECTED: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
 
+/// The verdict cache (crate::cache), by dentry address; the least recently used entries go first.
+#[map]
+pub(crate) static VERDICTS: LruHashMap<u64, Cached> = LruHashMap::with_max_entries(32768, 0);
+
 /// Per-CPU scratch space: too large for the 512-byte BPF stack.
 ///
 /// BPF programs run with migration disabled but may be preempted, so on a fully preemptible
@@ -95,6 +99,8 @@ pub(crate) struct Scratch {
     pub(crate) anchored: u64,
     pub(crate) prefix_key: Key<PrefixKeyData>,
     pub(crate) name_key: NameKey,
+    /// Where [`crate::cache`] turns kernel pointers into plain numbers (see `cache::number`).
+    pub(crate) number: u64,
 }
 
 #[map]

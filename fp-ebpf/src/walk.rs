@@ -44,6 +44,10 @@ pub(crate) struct Walk {
     /// The same for what lies below the file as a directory (its own subtree entries count).
     pub(crate) below: [OpEntry; 3],
     pub(crate) state: u64,
+    /// The file's own inode (0: a negative dentry), for the verdict cache.
+    pub(crate) inode: u64,
+    /// Nonzero when the path depends on the task (see [`crate::cache`]).
+    pub(crate) per_task: u64,
 }
 
 pub(crate) const WALKING: u64 = 0;
@@ -103,6 +107,9 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
         if w.ino == 0 {
             (w.ino, w.dev) = (ino, dev as u64);
         }
+        if w.depth == 0 {
+            w.inode = inode;
+        }
         offer_inode(w, ino, dev);
     }
     let mut own_proc_dir = false;
@@ -119,6 +126,9 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
             && parent == mnt_root
             && w.dentry != mnt_root
             && read::<u64>(sb, off(&OFF_SUPER_BLOCK_S_MAGIC))? == PROC_SUPER_MAGIC;
+        if own_proc_dir {
+            w.per_task = 1;
+        }
         if w.dentry != mnt_root && w.dentry == parent {
             // Its own parent but not its mount's root: disconnected from the mount tree (e.g.
             // reached through open_by_handle_at), so it has no path from the root.

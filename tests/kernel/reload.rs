@@ -2,35 +2,19 @@
 //! that both policies deny never gets through during the swaps, and each policy applies once
 //! swapped in.
 use std::{
-    os::unix::process::CommandExt as _,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Stdio,
 };
 
 use fp_agent::{
     kernel,
     policy::{EffectivePolicy, LoadOptions},
-    session::{Cgroup2, Manager, Mode, SessionSpec, Sink},
+    session::{Cgroup2, Manager, Sink},
 };
-use fp_tests::{TempTree, exclusive};
+use fp_tests::{TempTree, exclusive, in_cgroup, manager_session};
 
 fn deny(paths: &[PathBuf]) -> EffectivePolicy {
     EffectivePolicy::from_deny_paths(paths, &LoadOptions::default()).unwrap()
-}
-
-/// `sh -c script` inside the session cgroup `cgroup`.
-fn in_session(cgroup: &Path, script: &str) -> Command {
-    let procs = std::fs::OpenOptions::new().write(true).open(cgroup.join("cgroup.procs")).unwrap();
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", script]);
-    // SAFETY: write(2) on an fd opened before fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            use std::io::Write as _;
-            (&procs).write_all(b"0")
-        });
-    }
-    cmd
 }
 
 #[test]
@@ -42,22 +26,11 @@ fn reloads_swap_tables_without_a_gap() {
     let parent = Cgroup2::find().unwrap().mount.join("fp");
     let manager =
         Manager::start(parent, kernel::pin_root().join("reload-test"), Sink::Stderr, None).unwrap();
-    let (_, cgroup, id) = manager
-        .create(SessionSpec {
-            name: "reload-test".into(),
-            agent: "test".into(),
-            policy: deny(std::slice::from_ref(&secret)),
-            mode: Mode::Enforce,
-            full_audit: false,
-            uid: 0,
-            workspace: None,
-            pid: std::process::id(),
-            command: Vec::new(),
-        })
-        .unwrap();
+    let (cgroup, id) =
+        manager_session(&manager, "reload-test", deny(std::slice::from_ref(&secret)));
     let s = secret.display();
     let mut hammer =
-        in_session(&cgroup, &format!("while :; do cat {s} >/dev/null 2>&1 && echo LEAK; done"))
+        in_cgroup(&cgroup, &format!("while :; do cat {s} >/dev/null 2>&1 && echo LEAK; done"))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -69,7 +42,7 @@ fn reloads_swap_tables_without_a_gap() {
     }
     // The last reload (i = 39) left only `secret` denied; one more makes `other` denied too.
     let read_other = |cgroup: &Path| {
-        in_session(cgroup, &format!("cat {}", other.display())).output().unwrap().status.success()
+        in_cgroup(cgroup, &format!("cat {}", other.display())).output().unwrap().status.success()
     };
     assert!(read_other(&cgroup), "other is allowed under the first policy");
     manager.reload(id, deny(&both), "test").unwrap();

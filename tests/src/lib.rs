@@ -539,3 +539,42 @@ pub fn run_with_daemon(
         .spawn()
         .unwrap()
 }
+
+/// A session of `manager` named `name` under `policy` (enforced, as root, no workspace): its
+/// cgroup and id, for tests that drive the session manager directly.
+pub fn manager_session(
+    manager: &fp_agent::session::Manager,
+    name: &str,
+    policy: fp_agent::policy::EffectivePolicy,
+) -> (PathBuf, u64) {
+    let (_, cgroup, id) = manager
+        .create(fp_agent::session::SessionSpec {
+            name: name.into(),
+            agent: "test".into(),
+            policy,
+            mode: fp_agent::session::Mode::Enforce,
+            full_audit: false,
+            uid: 0,
+            workspace: None,
+            pid: std::process::id(),
+            command: Vec::new(),
+        })
+        .unwrap();
+    (cgroup, id)
+}
+
+/// `sh -c script` inside the session cgroup `cgroup` (it joins before it execs).
+pub fn in_cgroup(cgroup: &Path, script: &str) -> Command {
+    use std::os::unix::process::CommandExt as _;
+    let procs = std::fs::OpenOptions::new().write(true).open(cgroup.join("cgroup.procs")).unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script]);
+    // SAFETY: write(2) on an fd opened before fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            use std::io::Write as _;
+            (&procs).write_all(b"0")
+        });
+    }
+    cmd
+}

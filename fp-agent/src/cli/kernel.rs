@@ -10,7 +10,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the kernel struct offsets the programs use, resolved from this kernel's BTF.
+    /// Print the kernel struct offsets the programs use, resolved from this kernel's BTF, and
+    /// whether the verdict cache can be on (docs/performance.md, The verdict cache).
     Offsets {
         #[arg(long)]
         json: bool,
@@ -36,15 +37,30 @@ pub fn main(cmd: Command) -> ExitCode {
             ExitCode::from(if result.is_ok() { exit::OK } else { exit::NO_BPF_LSM })
         }
         Command::Offsets { json } => {
-            match kernel::btf::Btf::from_sys().and_then(kernel::resolve_offsets) {
-                Ok(offsets) if json => println!(
+            let resolved = kernel::btf::Btf::from_sys().and_then(|btf| {
+                Ok((kernel::resolve_offsets(btf)?, kernel::seq_counters(btf).is_some()))
+            });
+            match resolved {
+                Ok((offsets, cache)) if json => println!(
                     "{}",
-                    serde_json::json!({ "kernel": kernel::kernel_release(), "offsets": offsets })
+                    serde_json::json!({
+                        "kernel": kernel::kernel_release(),
+                        "offsets": offsets,
+                        "verdict_cache": cache,
+                    })
                 ),
-                Ok(offsets) => {
+                Ok((offsets, cache)) => {
                     for o in offsets {
                         println!("{:<26} {}.{} = {}", o.global, o.strukt, o.field, o.offset);
                     }
+                    println!(
+                        "verdict cache: {}",
+                        if cache {
+                            "on (rename_lock and mount_lock found in /proc/kallsyms)"
+                        } else {
+                            "off (rename_lock and mount_lock hidden in /proc/kallsyms)"
+                        }
+                    );
                 }
                 Err(e) => {
                     eprintln!("fp: {e:#}");

@@ -15,7 +15,10 @@ use aya::{
     Ebpf, EbpfLoader,
     programs::{Lsm, links::FdLink},
 };
-use fp_common::kernel::{ABI_VERSION, Hook, KERNEL_FIELDS, SESSION_CGROUP_LEVEL, programs};
+use fp_common::kernel::{
+    ABI_VERSION, Hook, KERNEL_FIELDS, SEQ_COUNTERS, SEQCOUNT_SEQUENCE, SESSION_CGROUP_LEVEL,
+    programs,
+};
 
 /// The BPF object built from fp-ebpf by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fp"));
@@ -93,6 +96,28 @@ pub fn resolve_offsets(btf: &btf::Btf) -> anyhow::Result<Vec<Offset>> {
         .collect()
 }
 
+/// The addresses of the kernel's sequence counters the verdict cache checks its entries against
+/// ([`SEQ_COUNTERS`], in order), or None when the kernel does not show them (no
+/// `CONFIG_KALLSYMS_ALL`, or addresses hidden by `kptr_restrict`): the cache is then off and every
+/// decision walks its path, which is slower and exactly as sound.
+pub fn seq_counters(btf: &btf::Btf) -> Option<[u64; 2]> {
+    let offset = btf.member_offset(SEQCOUNT_SEQUENCE.0, SEQCOUNT_SEQUENCE.1).ok()?;
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    let mut found = [0u64; 2];
+    for line in kallsyms.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(addr), Some(_kind), Some(name), None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue; // module symbols carry a fourth field; these two are in vmlinux
+        };
+        if let Some(i) = SEQ_COUNTERS.iter().position(|c| c.symbol == name) {
+            found[i] = u64::from_str_radix(addr, 16).ok()?;
+        }
+    }
+    found.iter().all(|&a| a != 0).then(|| found.map(|a| a + u64::from(offset)))
+}
+
 pub fn kernel_release() -> String {
     nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
@@ -108,6 +133,8 @@ type HookPrograms = Vec<(&'static str, Hook)>;
 /// `fp run`'s two loads (the probe, then the programs) share the loader.
 struct Prepared {
     offsets: Vec<Offset>,
+    /// [`seq_counters`]: 0 turns the verdict cache off.
+    seq_counters: [u64; 2],
     hooks: HookPrograms,
     btf: aya::Btf,
     loader: std::sync::Mutex<EbpfLoader<'static>>,
@@ -122,10 +149,17 @@ fn prepared() -> anyhow::Result<&'static Prepared> {
             let btf = scope.spawn(|| aya::Btf::from_sys_fs().context("reading kernel BTF"));
             let raw = btf::Btf::from_sys()?;
             let (offsets, hooks) = (resolve_offsets(raw)?, available_hooks(raw)?);
+            let seq_counters = seq_counters(raw).unwrap_or_else(|| {
+                tracing::warn!(
+                    "the kernel hides rename_lock/mount_lock in /proc/kallsyms: the verdict \
+                     cache is off, every decision walks its path"
+                );
+                [0; 2]
+            });
             let btf = btf.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
             let loader = loader.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
             let loader = std::sync::Mutex::new(loader);
-            anyhow::Ok(Prepared { offsets, hooks, btf, loader })
+            anyhow::Ok(Prepared { offsets, seq_counters, hooks, btf, loader })
         })
         .map_err(|e| format!("{e:#}"))
     });
@@ -150,6 +184,9 @@ fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, &'static aya::Btf, H
     // process.
     let level: &'static u32 = Box::leak(Box::new(session_cgroup_level));
     loader.override_global(SESSION_CGROUP_LEVEL, level, true);
+    for (counter, address) in SEQ_COUNTERS.iter().zip(&prepared.seq_counters) {
+        loader.override_global(counter.global, address, true);
+    }
     let ebpf = loader.load(object()?).context("loading the fp BPF object")?;
     Ok((ebpf, &prepared.btf, prepared.hooks.clone()))
 }
@@ -305,6 +342,9 @@ mod tests {
             text.contains(SESSION_CGROUP_LEVEL),
             "object lacks the global {SESSION_CGROUP_LEVEL}"
         );
+        for c in SEQ_COUNTERS {
+            assert!(text.contains(c.global), "object lacks the global {}", c.global);
+        }
     }
 
     /// The embedded object, parsed as aya parses it to load it.

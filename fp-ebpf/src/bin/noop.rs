@@ -57,3 +57,9 @@ noop! {
     noop_sb_pivotroot = "sb_pivotroot", 2;
     noop_move_mount = "move_mount", 2;
 }
+
+/// d_instantiate returns nothing.
+#[lsm(hook = "d_instantiate")]
+pub fn noop_d_instantiate(_ctx: LsmContext) -> i32 {
+    0
+}

@@ -3,7 +3,7 @@ use aya_ebpf::{macros::lsm, programs::LsmContext};
 use fp_common::kernel::Hook;
 
 use super::in_session;
-use crate::decide::decide_inode;
+use crate::{cache, decide::decide_inode};
 
 /// Every attribute change (utimes, and again chmod/chown/truncate after their path hooks). The
 /// hook gets no mount, so it decides by inode identity only.
@@ -53,4 +53,13 @@ pub fn fp_inode_set_acl(ctx: LsmContext) -> i32 {
 pub fn fp_inode_remove_acl(ctx: LsmContext) -> i32 {
     // inode_remove_acl(struct mnt_idmap *idmap, struct dentry *dentry, const char *acl_name, int ret)
     in_session(ctx.arg(3), |session| decide_inode(session, Hook::InodeRemoveAcl, ctx.arg(1)))
+}
+
+/// A dentry gets an inode: a new file, a lookup, or a freed dentry's memory come back as another
+/// file. Any task, in a session or not: the verdict cache must forget the address.
+#[lsm(hook = "d_instantiate")]
+pub fn fp_d_instantiate(ctx: LsmContext) -> i32 {
+    // d_instantiate(struct dentry *dentry, struct inode *inode): no return value.
+    cache::forget(ctx.arg(0));
+    0
 }

@@ -1,0 +1,179 @@
+//! The verdict cache: which ops a session's tables allow on a (mount, dentry), so that repeated
+//! decisions on one file skip the walk and the evaluation. An entry is used only while nothing
+//! that decided it can have changed, checked the way the kernel checks its own lockless walks:
+//!
+//! - names and parents: `rename_lock`'s sequence is the one read before the walk (every
+//!   `d_move`/`d_exchange` bumps it; LSM hooks run before the operation, so a fill that raced a
+//!   rename stored the old sequence and never matches again);
+//! - the mount tree: `mount_lock`'s sequence, likewise (mount, umount, propagation, namespace
+//!   teardown, automounts);
+//! - the dentry itself: it must still point to the inode it had. A freed dentry's memory can come
+//!   back as another file's dentry without any rename; it gets its inode through `d_instantiate`,
+//!   whose program ([`forget`]) drops the entry first. Negative dentries (no inode) are never
+//!   cached, since they can come back as other negative dentries without that hook;
+//! - the tables: the entry names its tables id (random, never reused; a reload installs a new one);
+//! - `/proc/self`: a walk that met a procfs directory that may be some task's own `/proc/<tgid>`
+//!   is named after the task, so it is not cached;
+//! - time: entries live [`TTL_NS`], so a 32-bit sequence cannot wrap back to a stored value;
+//! - torn reads: a map value can be rewritten while another CPU reads it, so every entry carries
+//!   a check word over all its fields, and one that does not match is a miss.
+//!
+//! Only allows are cached: a refusal is reported with its path, so it always takes the walk.
+//! Grants, pending prompts and the broker are applied after the cache, as after a walk.
+use aya_ebpf::helpers::bpf_ktime_get_boot_ns;
+use fp_common::policy::{Op as PolicyOp, TableVerdict};
+
+use crate::{
+    decide::outcome_of,
+    kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, off, read},
+    maps::{Scratch, VERDICTS},
+};
+
+/// How long an entry may be used: far below the time 2^31 renames or mounts take.
+const TTL_NS: u64 = 10_000_000_000;
+
+/// One cached decision; plain integers, as every map value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Cached {
+    dentry: u64,
+    vfsmount: u64,
+    tables: u64,
+    inode: u64,
+    /// `rename_lock`'s sequence in the high half, `mount_lock`'s in the low half.
+    seqs: u64,
+    expires: u64,
+    /// [`PolicyOp::bit`]s of the ops the tables allow.
+    allowed: u64,
+    check: u64,
+}
+
+impl Cached {
+    fn check_word(&self) -> u64 {
+        let fields = [
+            self.dentry,
+            self.vfsmount,
+            self.tables,
+            self.inode,
+            self.seqs,
+            self.expires,
+            self.allowed,
+        ];
+        let mut h = 0x243f_6a88_85a3_08d3u64;
+        for f in fields {
+            h = (h ^ f).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            h ^= h >> 29;
+        }
+        h
+    }
+}
+
+/// Both sequences, read before a walk; None while either is odd (a writer is inside) or when
+/// userspace found no counters (the cache is off).
+#[inline(always)]
+pub(crate) fn sequences() -> Option<u64> {
+    let (rename, mount) = (global(&RENAME_SEQ), global(&MOUNT_SEQ));
+    if rename == 0 || mount == 0 {
+        return None;
+    }
+    let rename: u32 = read(rename, 0).ok()?;
+    let mount: u32 = read(mount, 0).ok()?;
+    if (rename | mount) & 1 != 0 {
+        return None;
+    }
+    Some(((rename as u64) << 32) | mount as u64)
+}
+
+#[inline(always)]
+fn global(g: &u64) -> u64 {
+    // SAFETY: a read of our own read-only global (see kernel::off).
+    unsafe { core::ptr::read_volatile(g) }
+}
+
+/// `pointer` as a plain number: the verifier refuses arithmetic (the check word) on typed kernel
+/// pointers such as a hook's dentry argument, but what comes back from map memory is a number.
+#[inline(always)]
+fn number(s: *mut Scratch, pointer: u64) -> u64 {
+    // SAFETY: this CPU's scratch value; volatile so that the round trip through memory stays.
+    unsafe {
+        core::ptr::write_volatile(&raw mut (*s).number, pointer);
+        core::ptr::read_volatile(&raw const (*s).number)
+    }
+}
+
+/// The ops (bits) the cache allows for (`tables`, `vfsmount`, `dentry`) now; 0 on a miss.
+#[inline(always)]
+pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> u64 {
+    let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
+    // SAFETY: a copy out of the map value; checked below before any use.
+    let Some(entry) = (unsafe { VERDICTS.get(&dentry) }).copied() else {
+        return 0;
+    };
+    if entry.check != entry.check_word()
+        || entry.dentry != dentry
+        || entry.vfsmount != vfsmount
+        || entry.tables != tables
+        || sequences() != Some(entry.seqs)
+        // SAFETY: a helper call without arguments.
+        || unsafe { bpf_ktime_get_boot_ns() } >= entry.expires
+    {
+        return 0;
+    }
+    match read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) {
+        Ok(inode) if inode == entry.inode => entry.allowed,
+        _ => 0,
+    }
+}
+
+/// What a decision can leave in the cache: the allows [`crate::decide::check`] left in `s`, and
+/// the file's inode. Read before the caller checks that the decision is intact (no reload, no
+/// interleaved decision on this CPU), so that nothing read after that check can be another's.
+#[derive(Clone, Copy)]
+pub(crate) struct Fill {
+    inode: u64,
+    allowed: u64,
+}
+
+/// The [`Fill`] of the decision in `s`, if it may be cached: a positive dentry, a path that does
+/// not depend on the task, at least one op allowed.
+#[inline(always)]
+pub(crate) fn cacheable(s: *const Scratch) -> Option<Fill> {
+    // SAFETY: this CPU's scratch value, written by `check`.
+    let (inode, per_task) = unsafe {
+        (core::ptr::read_volatile(&(*s).walk.inode), core::ptr::read_volatile(&(*s).walk.per_task))
+    };
+    let mut allowed = 0u64;
+    for op in PolicyOp::ALL {
+        if outcome_of(s, op).verdict == TableVerdict::Allow {
+            allowed |= op.bit() as u64;
+        }
+    }
+    (inode != 0 && per_task == 0 && allowed != 0).then_some(Fill { inode, allowed })
+}
+
+/// Remembers `fill` for (`tables`, `vfsmount`, `dentry`), decided under `seqs` (read before the
+/// walk).
+#[inline(always)]
+pub(crate) fn fill(
+    s: *mut Scratch,
+    fill: Fill,
+    tables: u64,
+    vfsmount: u64,
+    dentry: u64,
+    seqs: u64,
+) {
+    let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
+    // SAFETY: a helper call without arguments.
+    let expires = unsafe { bpf_ktime_get_boot_ns() } + TTL_NS;
+    let Fill { inode, allowed } = fill;
+    let mut entry = Cached { dentry, vfsmount, tables, inode, seqs, expires, allowed, check: 0 };
+    entry.check = entry.check_word();
+    let _ = VERDICTS.insert(&dentry, &entry, 0);
+}
+
+/// A dentry is about to get an inode (a new file, a lookup, a reused dentry's memory): whatever
+/// was cached under its address belongs to another file.
+#[inline(always)]
+pub(crate) fn forget(dentry: u64) {
+    let _ = VERDICTS.remove(&dentry);
+}

@@ -1,0 +1,137 @@
+//! The verdict cache (fp-ebpf/src/cache.rs) against everything that can change a cached file's
+//! path without touching the file: a session process keeps a cached, allowed file within reach
+//! (its working directory, an open descriptor reopened through /proc/self/fd) while a process
+//! outside every session moves its directory, renames it, moves the mount it lives on, and
+//! meanwhile creates and removes files and drops the dentry cache, so that freed dentries come
+//! back as files under the denied directory. Every open after a move completed must be denied.
+//! (Reloads swap the tables id that entries are keyed by: tests/kernel/reload.rs reads a file
+//! before and after a reload denies it.)
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use fp_agent::{
+    kernel,
+    policy::{EffectivePolicy, LoadOptions},
+    session::{Cgroup2, Manager, Sink},
+};
+use fp_tests::{TempTree, exclusive, in_cgroup, manager_session};
+
+const ROUNDS: usize = 20;
+
+fn sh(script: &str) {
+    let status = Command::new("sh").args(["-c", script]).status().unwrap();
+    assert!(status.success(), "{script}");
+}
+
+/// What the session process does each round: fill the cache with an allowed file, ask the
+/// outsider to move it under `secret` (and wait until it has), then open it again.
+fn session_script(base: &Path) -> String {
+    format!(
+        r#"
+B={base}
+leak() {{ echo "LEAK $1"; }}
+ask() {{ : > $B/req.$1; while [ ! -e $B/done.$1 ]; do sleep 0.01; done; }}
+for i in $(seq 1 {ROUNDS}); do
+  (cd $B/allowed/d$i && cat f >/dev/null && cat f >/dev/null && ask dir$i && cat f 2>/dev/null && leak dir$i)
+  exec 4< $B/allowed/f$i
+  cat /proc/self/fd/4 >/dev/null && cat /proc/self/fd/4 >/dev/null && ask file$i
+  cat /proc/self/fd/4 2>/dev/null && leak file$i
+  exec 4<&-
+  (cd $B/allowed/m$i && cat f >/dev/null && cat f >/dev/null && ask mount$i && cat f 2>/dev/null && leak mount$i)
+  for f in $B/allowed/j*; do cat $f >/dev/null 2>&1; done
+  for f in $B/secret/c*; do cat $f 2>/dev/null && leak churn; done
+done
+echo DONE
+"#,
+        base = base.display()
+    )
+}
+
+#[test]
+fn cached_allows_never_outlive_a_move_a_mount_move_or_an_evicted_dentry() {
+    let _g = exclusive();
+    let t = TempTree::new("cache");
+    let base = t.join("base");
+    std::fs::create_dir_all(&base).unwrap();
+    let b = base.display().to_string();
+    // A private tree of its own, so that its mounts can be moved (not under a shared mount).
+    sh(&format!("mount -t tmpfs fp-cache {b} && mount --make-rprivate {b}"));
+    sh(&format!("mkdir {b}/allowed {b}/secret"));
+    for i in 1..=ROUNDS {
+        sh(&format!(
+            "mkdir {b}/allowed/d{i} {b}/allowed/m{i} && echo x > {b}/allowed/d{i}/f && \
+             echo x > {b}/allowed/f{i} && mount -t tmpfs fp-cache-m{i} {b}/allowed/m{i} && \
+             echo x > {b}/allowed/m{i}/f && mkdir {b}/secret/m{i}"
+        ));
+    }
+    let policy =
+        EffectivePolicy::from_deny_paths(&[base.join("secret")], &LoadOptions::default()).unwrap();
+    let parent = Cgroup2::find().unwrap().mount.join("fp");
+    let manager =
+        Manager::start(parent, kernel::pin_root().join("cache-test"), Sink::Stderr, None).unwrap();
+    let (cgroup, id) = manager_session(&manager, "cache-test", policy);
+    let mut cmd = in_cgroup(&cgroup, &session_script(&base));
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut session = cmd.spawn().unwrap();
+
+    // The outsider: answers each request once its move is done, and churns the dentry cache.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut step = 0usize;
+    let mut answered = 0usize;
+    while answered < 3 * ROUNDS
+        && Instant::now() < deadline
+        && session.try_wait().unwrap().is_none()
+    {
+        for i in 1..=ROUNDS {
+            for (kind, mv) in [
+                ("dir", format!("mv {b}/allowed/d{i} {b}/secret/d{i}")),
+                ("file", format!("mv {b}/allowed/f{i} {b}/secret/f{i}")),
+                ("mount", format!("mount --move {b}/allowed/m{i} {b}/secret/m{i}")),
+            ] {
+                let (req, done) =
+                    (base.join(format!("req.{kind}{i}")), base.join(format!("done.{kind}{i}")));
+                if req.exists() && !done.exists() {
+                    sh(&mv);
+                    std::fs::write(&done, "").unwrap();
+                    answered += 1;
+                }
+            }
+        }
+        step += 1;
+        sh(&format!(
+            "for k in 1 2 3 4 5; do echo c > {b}/secret/c{step}_$k; echo j > {b}/allowed/j{step}_$k; done; \
+             rm -f {b}/secret/c{old}_* {b}/allowed/j{old}_*",
+            old = step.saturating_sub(4)
+        ));
+        if step.is_multiple_of(8) {
+            std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = session.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    manager.end(id, None, "test over").unwrap();
+    manager.shutdown("test over").unwrap();
+    for i in 1..=ROUNDS {
+        sh(&format!("umount {b}/secret/m{i}"));
+    }
+    sh(&format!("umount {b}"));
+    assert_eq!(answered, 3 * ROUNDS, "the session stopped asking: {stdout}");
+    assert!(stdout.contains("DONE"), "the session script did not finish: {stdout}");
+    let leaks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("LEAK")).collect();
+    assert!(leaks.is_empty(), "cached allows outlived what changed the path: {leaks:?}");
+    fp_tests::assert_nothing_left_behind();
+}
+
+/// The test kernels show the counters the cache needs (as `fp kernel offsets` reports), so the
+/// test above exercises the cache rather than the walk alone.
+#[test]
+fn the_verdict_cache_is_on_in_the_test_kernels() {
+    let out = fp_tests::fp().args(["kernel", "offsets", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", fp_tests::stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["verdict_cache"], true, "{report}");
+}
