@@ -173,7 +173,14 @@ pub(crate) fn fill(
 
 /// A dentry is about to get an inode (a new file, a lookup, a reused dentry's memory): whatever
 /// was cached under its address belongs to another file.
+///
+/// A lookup first: it takes no lock, and nearly every dentry has nothing cached (the delete locks
+/// its bucket). A fill under this address cannot race the lookup: it is of the dentry that had
+/// the address before, which its decision held until it was done, or of this dentry once it
+/// points to its inode (which is then what the entry says).
 #[inline(always)]
 pub(crate) fn forget(dentry: u64) {
-    let _ = VERDICTS.remove(&dentry);
+    if VERDICTS.get_ptr(&dentry).is_some() {
+        let _ = VERDICTS.remove(&dentry);
+    }
 }
