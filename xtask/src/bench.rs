@@ -30,6 +30,10 @@ pub struct KernelBenchArgs {
     /// Fewer iterations and rounds: a smoke check, not a measurement.
     #[arg(long)]
     quick: bool,
+    /// Interleaved rounds (default 5, or 2 with --quick): more rounds narrow the spread of the
+    /// ratios, at about 2.5 minutes per round and kernel on a quiet 2-core host.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: Option<u32>,
 }
 
 /// The phases of every round, in the order they run. `inside` runs under the base policy plus 1
@@ -263,19 +267,21 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     println!("xtask: building fp and fp-bench-load (release, real BPF object)");
     let fp = release_executable(&["-p", "fp-agent", "--bin", "fp"], "fp")?;
     let load = release_executable(&["-p", "fp-tests", "--bin", "fp-bench-load"], "fp-bench-load")?;
+    let rounds = args.rounds.unwrap_or(if args.quick { 2 } else { 5 });
     for pin in pins {
         let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
         println!(
-            "xtask: kernel {}: measuring (about 22 minutes on a quiet 2-core host)",
-            kernel.name
+            "xtask: kernel {}: measuring {rounds} rounds (about {} minutes on a quiet 2-core host)",
+            kernel.name,
+            4 + rounds * 5 / 2
         );
         let run = VmRun {
-            // 6.12 took 1306 s on a quiet 2-core host at 43584e4; leave room for a busier one.
-            timeout: Duration::from_secs(3600),
+            // 6.1 took 1091 s for 5 rounds on a quiet 2-core host; leave room for a busier one.
+            timeout: Duration::from_secs(1200 + 600 * u64::from(rounds)),
             rw: Vec::new(),
             env: vm::guest_env(),
             cwd: "/".into(),
-            command: vec!["sh".into(), "-c".into(), script(&fp, &load, args.quick)],
+            command: vec!["sh".into(), "-c".into(), script(&fp, &load, args.quick, rounds)],
         };
         let finished = vm::boot(&kernel, &run)?;
         if finished.exit_code != 0 {
@@ -314,8 +320,8 @@ fn release_executable(package: &[&str], name: &str) -> Result<PathBuf> {
         .ok_or_else(|| anyhow!("cargo built no `{name}` executable"))
 }
 
-fn script(fp: &std::path::Path, load: &std::path::Path, quick: bool) -> String {
-    let (iterations, rounds) = if quick { (10_000, 2) } else { (100_000, 5) };
+fn script(fp: &std::path::Path, load: &std::path::Path, quick: bool, rounds: u32) -> String {
+    let iterations = if quick { 10_000 } else { 100_000 };
     SCRIPT
         .replace("@FP@", &crate::cmd::shell_quote(&fp.display().to_string()))
         .replace("@LOAD@", &crate::cmd::shell_quote(&load.display().to_string()))
