@@ -19,14 +19,20 @@
 //!   a check word over all its fields, and one that does not match is a miss.
 //!
 //! Only allows are cached: a refusal is reported with its path, so it always takes the walk.
+//! An entry also says which ops the inode hooks (no mount: `inode_setattr`, xattrs) allow on the
+//! dentry, when the walk that filled it crossed the file's filesystem root as its first mount
+//! root: up to there it offered exactly the dentries an inode hook's walk offers. Inode hooks
+//! only read entries (the same checks apply; the mount does not matter to them), so an
+//! `open` followed by `fchown`, `fchmod` and `utimensat` walks once.
 //! Grants, pending prompts and the broker are applied after the cache, as after a walk.
 use aya_ebpf::helpers::bpf_ktime_get_boot_ns;
 use fp_common::policy::{Op as PolicyOp, TableVerdict};
 
 use crate::{
-    decide::outcome_of,
+    decide::{by_identity, outcome_of},
     kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, off, read},
     maps::{Scratch, VERDICTS},
+    walk::{LOCAL_KNOWN, NO_MOUNT},
 };
 
 /// How long an entry may be used: far below the time 2^31 renames or mounts take.
@@ -45,6 +51,8 @@ pub(crate) struct Cached {
     expires: u64,
     /// [`PolicyOp::bit`]s of the ops the tables allow.
     allowed: u64,
+    /// The same for the inode hooks (0 when the walk could not tell).
+    local: u64,
     check: u64,
 }
 
@@ -58,6 +66,7 @@ impl Cached {
             self.seqs,
             self.expires,
             self.allowed,
+            self.local,
         ];
         let mut h = 0x243f_6a88_85a3_08d3u64;
         for f in fields {
@@ -101,7 +110,8 @@ fn number(s: *mut Scratch, pointer: u64) -> u64 {
     }
 }
 
-/// The ops (bits) the cache allows for (`tables`, `vfsmount`, `dentry`) now; 0 on a miss.
+/// The ops (bits) the cache allows for (`tables`, `vfsmount`, `dentry`) now, or for an inode
+/// hook's `dentry` if `vfsmount` is [`NO_MOUNT`]; 0 on a miss.
 #[inline(always)]
 pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> u64 {
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
@@ -109,9 +119,14 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) 
     let Some(entry) = (unsafe { VERDICTS.get(&dentry) }).copied() else {
         return 0;
     };
-    if entry.check != entry.check_word()
+    let ops = match vfsmount {
+        NO_MOUNT => entry.local,
+        _ if entry.vfsmount == vfsmount => entry.allowed,
+        _ => 0,
+    };
+    if ops == 0
+        || entry.check != entry.check_word()
         || entry.dentry != dentry
-        || entry.vfsmount != vfsmount
         || entry.tables != tables
         || sequences() != Some(entry.seqs)
         // SAFETY: a helper call without arguments.
@@ -120,7 +135,7 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) 
         return 0;
     }
     match read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) {
-        Ok(inode) if inode == entry.inode => entry.allowed,
+        Ok(inode) if inode == entry.inode => ops,
         _ => 0,
     }
 }
@@ -132,6 +147,7 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) 
 pub(crate) struct Fill {
     inode: u64,
     allowed: u64,
+    local: u64,
 }
 
 /// The [`Fill`] of the decision in `s`, if it may be cached: a positive dentry, a path that does
@@ -139,16 +155,29 @@ pub(crate) struct Fill {
 #[inline(always)]
 pub(crate) fn cacheable(s: *const Scratch) -> Option<Fill> {
     // SAFETY: this CPU's scratch value, written by `check`.
-    let (inode, per_task) = unsafe {
-        (core::ptr::read_volatile(&(*s).walk.inode), core::ptr::read_volatile(&(*s).walk.per_task))
+    let (inode, per_task, local_state) = unsafe {
+        (
+            core::ptr::read_volatile(&(*s).walk.inode),
+            core::ptr::read_volatile(&(*s).walk.per_task),
+            core::ptr::read_volatile(&(*s).walk.local_state),
+        )
     };
-    let mut allowed = 0u64;
+    let (mut allowed, mut local) = (0u64, 0u64);
     for op in PolicyOp::ALL {
         if outcome_of(s, op).verdict == TableVerdict::Allow {
             allowed |= op.bit() as u64;
         }
+        // SAFETY: as above.
+        let hit = unsafe { core::ptr::read_volatile(op.at(&(*s).walk.local)) };
+        if local_state == LOCAL_KNOWN && by_identity(&hit).verdict == TableVerdict::Allow {
+            local |= op.bit() as u64;
+        }
     }
-    (inode != 0 && per_task == 0 && allowed != 0).then_some(Fill { inode, allowed })
+    (inode != 0 && per_task == 0 && (allowed | local) != 0).then_some(Fill {
+        inode,
+        allowed,
+        local,
+    })
 }
 
 /// Remembers `fill` for (`tables`, `vfsmount`, `dentry`), decided under `seqs` (read before the
@@ -165,8 +194,9 @@ pub(crate) fn fill(
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
     // SAFETY: a helper call without arguments.
     let expires = unsafe { bpf_ktime_get_boot_ns() } + TTL_NS;
-    let Fill { inode, allowed } = fill;
-    let mut entry = Cached { dentry, vfsmount, tables, inode, seqs, expires, allowed, check: 0 };
+    let Fill { inode, allowed, local } = fill;
+    let mut entry =
+        Cached { dentry, vfsmount, tables, inode, seqs, expires, allowed, local, check: 0 };
     entry.check = entry.check_word();
     let _ = VERDICTS.insert(&dentry, &entry, 0);
 }

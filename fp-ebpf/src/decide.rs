@@ -18,7 +18,7 @@ use crate::{
     report::{Report, report},
     session::{Session, count, session_info, unreadable},
     tables::evaluate,
-    walk::{NO_MOUNT, RESOLVED, WALKING, walk_step},
+    walk::{LOCAL_PENDING, NO_MOUNT, RESOLVED, WALKING, walk_step},
 };
 
 /// The outcome of one decision, for the event.
@@ -70,6 +70,8 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
         (*w).state = WALKING;
         (*w).inode = 0;
         (*w).per_task = 0;
+        (*w).local = [OpEntry::default(); 3];
+        (*w).local_state = LOCAL_PENDING;
         (*s).path[PATH_MAX] = 0;
         // The callback finds its state in the scratch map itself.
         bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
@@ -87,19 +89,7 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
         let hit = &raw const (*s).walk.hit;
         if vfsmount == NO_MOUNT {
             for op in PolicyOp::ALL {
-                let hit = op.of(&*hit);
-                *op.of_mut(&mut *out) = match hit.rank {
-                    0 => Outcome {
-                        verdict: TableVerdict::Allow,
-                        reason: Reason::Default,
-                        rule_id: NO_RULE,
-                    },
-                    _ => Outcome {
-                        verdict: TableVerdict::from_u8(hit.verdict),
-                        reason: Reason::InodeRule,
-                        rule_id: hit.rule_id,
-                    },
-                };
+                *op.of_mut(&mut *out) = by_identity(&op.of(&*hit));
             }
             return;
         }
@@ -117,6 +107,20 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
             *op.of_mut(&mut *out) =
                 Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id };
         }
+    }
+}
+
+/// The outcome of an inode hook ([`NO_MOUNT`]) for one op, from the best inode-table hit of the
+/// file's filesystem: the rule's verdict, or allowed without one.
+#[inline(always)]
+pub(crate) fn by_identity(hit: &OpEntry) -> Outcome {
+    match hit.rank {
+        0 => Outcome { verdict: TableVerdict::Allow, reason: Reason::Default, rule_id: NO_RULE },
+        _ => Outcome {
+            verdict: TableVerdict::from_u8(hit.verdict),
+            reason: Reason::InodeRule,
+            rule_id: hit.rule_id,
+        },
     }
 }
 
@@ -199,13 +203,13 @@ pub(crate) fn decide(
     let (first, second) = (op.policy_op(), PolicyOp::Write);
     // A full-audit session reports allows too, with their path: its decisions take the walk.
     let needs = first.bit() as u64 | if and_write { second.bit() as u64 } else { 0 };
-    if vfsmount != NO_MOUNT
-        && session.info.flags & SESSION_FULL_AUDIT == 0
+    if session.info.flags & SESSION_FULL_AUDIT == 0
         && cache::allowed(s, session.info.tables, vfsmount, dentry) & needs == needs
     {
         return 0;
     }
     let generation = begin(s);
+    // Inode hooks only read the cache: their entries come from the walks of opens (see cache).
     let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
     check(s, session.info.tables, vfsmount, dentry);
     let mut outcome = outcome_of(s, first);

@@ -48,11 +48,22 @@ pub(crate) struct Walk {
     pub(crate) inode: u64,
     /// Nonzero when the path depends on the task (see [`crate::cache`]).
     pub(crate) per_task: u64,
+    /// The inode-table hits of the file's own filesystem alone, which are what an inode hook
+    /// ([`NO_MOUNT`]) decides by: `hit` as it stood at the file's mount root, if that root is its
+    /// filesystem's root ([`LOCAL_KNOWN`]).
+    pub(crate) local: [OpEntry; 3],
+    pub(crate) local_state: u64,
 }
 
 pub(crate) const WALKING: u64 = 0;
 pub(crate) const RESOLVED: u64 = 1;
 pub(crate) const UNRESOLVED: u64 = 2;
+
+/// [`Walk::local_state`]: not at the first mount root yet; `local` holds the inode hook's hits;
+/// the first mount root was not its filesystem's root (a bind mount of a directory).
+pub(crate) const LOCAL_PENDING: u64 = 0;
+pub(crate) const LOCAL_KNOWN: u64 = 1;
+pub(crate) const LOCAL_NONE: u64 = 2;
 
 /// One step of the walk towards the root of the mount tree: either cross from a mount's root to
 /// its mountpoint, or check the current dentry's inode and prepend its name. bpf_loop callback:
@@ -136,6 +147,11 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
             return Ok(false);
         }
         if w.dentry == mnt_root {
+            if w.local_state == LOCAL_PENDING {
+                // Every dentry an inode hook's walk of this file would offer has been offered.
+                w.local_state = if parent == w.dentry { LOCAL_KNOWN } else { LOCAL_NONE };
+                w.local = w.hit;
+            }
             let parent_mount: u64 = read(w.mount, off(&OFF_MOUNT_MNT_PARENT))?;
             if parent_mount == w.mount {
                 // The top of the file's mount tree, where its path starts: the root of a mount
