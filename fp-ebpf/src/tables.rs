@@ -8,8 +8,8 @@ use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
     policy::{
-        MAX_NAME, MAX_PREFIX, MAX_STEPS, NameKind, NameValue, OpEntry, PathBytes, PrefixKeyData,
-        PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader,
+        Lookup, MAX_NAME, MAX_PREFIX, MAX_STEPS, NameKind, NameValue, OpEntry, PathBytes,
+        PrefixKeyData, PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader, Unreadable,
     },
 };
 
@@ -96,8 +96,9 @@ impl RuleTables for MapTables {
     }
 
     #[inline(always)]
-    fn longest_prefix(&self, path: &ScratchPath) -> Option<&PrefixValue> {
-        prefix_key(self.s, self.id, path).and_then(|key| PREFIXES.get(key))
+    fn longest_prefix(&self, path: &ScratchPath) -> Lookup<'_, PrefixValue> {
+        let key = prefix_key(self.s, self.id, path).ok_or(Unreadable)?;
+        Ok(PREFIXES.get(key))
     }
 
     #[inline(always)]
@@ -107,22 +108,40 @@ impl RuleTables for MapTables {
         path: &ScratchPath,
         start: usize,
         len: usize,
-    ) -> Option<&NameValue> {
+    ) -> Lookup<'_, NameValue> {
         // SAFETY: this CPU's scratch value.
         let key = unsafe { &mut (*self.s).name_key };
         key.session_id = self.id;
         key.kind = kind as u8;
         key.len = len as u8;
         key._pad = [0; 6];
-        for i in 0..MAX_NAME {
-            // 0xff while i < len, then 0: arithmetic, not a branch per byte, which would give the
-            // verifier a state per possible `len` to follow through the rest of the step.
-            let keep = (((i as u64).wrapping_sub(len as u64) >> 63) as u8).wrapping_neg();
-            // SAFETY: i < MAX_NAME.
-            unsafe { *key.name.get_unchecked_mut(i) = path.at(start + i) & keep };
+        // The name's bytes in one copy, then what lies past `len` cleared a word at a time: a
+        // byte loop costs 64 masked steps per lookup, and a decision makes one lookup per
+        // directory component and per final-component shape.
+        let at = (path.start + start) & (2 * PATH_MAX - 1);
+        // SAFETY: the helper checks the source range; the destination is the key's name.
+        let copied = unsafe {
+            bpf_probe_read_kernel(
+                key.name.as_mut_ptr() as *mut c_void,
+                MAX_NAME as u32,
+                path.buf.add(at) as *const c_void,
+            )
+        };
+        if copied != 0 {
+            return Err(Unreadable);
+        }
+        let words = key.name.as_mut_ptr() as *mut u64;
+        for w in 0..MAX_NAME / 8 {
+            // Bytes of this word inside the name (0..=8), kept by a mask of as many low bytes
+            // (two shifts: one by 64 would be undefined). Arithmetic, not a branch per word,
+            // which would give the verifier a state per possible `len`.
+            let inside = (len as u64).saturating_sub(8 * w as u64).min(8);
+            let keep = ((1u64 << (4 * inside)) << (4 * inside)).wrapping_sub(1);
+            // SAFETY: w < MAX_NAME / 8, and the name is 8-byte aligned in the key.
+            unsafe { *words.add(w) &= keep };
         }
         // SAFETY: a read of the map value.
-        unsafe { NAMES.get(&*key) }
+        Ok(unsafe { NAMES.get(&*key) })
     }
 
     #[inline(always)]

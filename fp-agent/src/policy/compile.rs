@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use fp_common::policy::{
-    HEADER_BASENAMES, HEADER_DIRNAMES, MAX_NAME, MAX_PREFIX, NameKey, NameKind, NameSlot,
+    HEADER_BASENAMES, HEADER_DIRNAMES, Lookup, MAX_NAME, MAX_PREFIX, NameKey, NameKind, NameSlot,
     NameValue, OpEntry, PrefixValue, ROOT_SCOPE, RuleTables, ScopeValue, TableHeader, TableVerdict,
 };
 
@@ -295,21 +295,23 @@ impl RuleTables for KernelTables {
         Some(&self.header)
     }
 
-    fn longest_prefix(&self, path: &[u8]) -> Option<&PrefixValue> {
+    fn longest_prefix(&self, path: &[u8]) -> Lookup<'_, PrefixValue> {
         if path.len() < MAX_PREFIX {
             let mut exact = Vec::with_capacity(path.len() + 1);
             exact.extend_from_slice(path);
             exact.push(0);
             if let Some(v) = self.prefixes.get(&exact) {
-                return Some(v);
+                return Ok(Some(v));
             }
         }
         let reach = path.len().min(MAX_PREFIX);
-        (0..reach).rev().filter(|i| path[*i] == b'/').find_map(|i| self.prefixes.get(&path[..=i]))
+        let mut dirs = (0..reach).rev().filter(|i| path[*i] == b'/');
+        Ok(dirs.find_map(|i| self.prefixes.get(&path[..=i])))
     }
 
-    fn name(&self, kind: NameKind, path: &[u8], start: usize, len: usize) -> Option<&NameValue> {
-        self.names.get(&NameKey::new(0, kind, path.get(start..start + len)?)?)
+    fn name(&self, kind: NameKind, path: &[u8], start: usize, len: usize) -> Lookup<'_, NameValue> {
+        let key = path.get(start..start + len).and_then(|name| NameKey::new(0, kind, name));
+        Ok(key.and_then(|key| self.names.get(&key)))
     }
 
     fn scope(&self, scope_id: u16) -> Option<&ScopeValue> {

@@ -111,7 +111,9 @@ impl Evaluation {
         if path.is_empty() || len > MAX_PATH || path.at(0) != b'/' {
             return;
         }
-        let prefix = tables.longest_prefix(path);
+        let Ok(prefix) = tables.longest_prefix(path) else {
+            return; // denied, as forced above
+        };
         if let Some(value) = prefix {
             self.prefix_id = value.id;
         }
@@ -255,7 +257,9 @@ impl Evaluation {
         };
         let (start, len) = (self.name_start as usize, self.name_len as usize);
         let slot = self.slot as usize;
-        let value = tables.name(kind, path, start, len);
+        let Ok(value) = tables.name(kind, path, start, len) else {
+            return self.force(TableVerdict::Deny);
+        };
         let count = value.map_or(0, |v| v.count as usize);
         if let Some(slot) = value.and_then(|v| v.slots.get(slot)).filter(|_| slot < count) {
             // The ops this slot could still decide.
@@ -401,21 +405,26 @@ fn in_scope<T: RuleTables>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{NameSlot, NameValue, PrefixValue, ScopeValue};
+    use crate::policy::{Lookup, NameSlot, NameValue, PrefixValue, ScopeValue, Unreadable};
 
     /// Tables with one header and at most one name entry and scope, for the fail-closed cases.
     struct Tiny {
         header: Option<TableHeader>,
         name: Option<NameValue>,
+        /// Lookups that fail as a BPF program's key copy can: [`PREFIX`] and/or [`NAMES`].
+        unreadable: u8,
     }
+
+    const PREFIX: u8 = 1;
+    const NAMES: u8 = 2;
 
     impl RuleTables for Tiny {
         type Path = [u8];
         fn header(&self) -> Option<&TableHeader> {
             self.header.as_ref()
         }
-        fn longest_prefix(&self, _: &[u8]) -> Option<&PrefixValue> {
-            None
+        fn longest_prefix(&self, _: &[u8]) -> Lookup<'_, PrefixValue> {
+            if self.unreadable & PREFIX != 0 { Err(Unreadable) } else { Ok(None) }
         }
         fn name(
             &self,
@@ -423,9 +432,12 @@ mod tests {
             path: &[u8],
             start: usize,
             len: usize,
-        ) -> Option<&NameValue> {
-            let name = path.get(start..start + len)?;
-            (kind == NameKind::Basename && name == b".env").then_some(self.name.as_ref()?)
+        ) -> Lookup<'_, NameValue> {
+            if self.unreadable & NAMES != 0 {
+                return Err(Unreadable);
+            }
+            let found = path.get(start..start + len) == Some(b".env".as_slice());
+            Ok(self.name.as_ref().filter(|_| found && kind == NameKind::Basename))
         }
         fn scope(&self, _: u16) -> Option<&ScopeValue> {
             None
@@ -444,13 +456,25 @@ mod tests {
 
     #[test]
     fn unknown_session_denies() {
-        let t = Tiny { header: None, name: None };
+        let t = Tiny { header: None, name: None, unreadable: 0 };
         assert_eq!(evaluate(&t, b"/x", Op::Read).verdict, TableVerdict::Deny);
     }
 
     #[test]
+    fn unreadable_lookups_deny_instead_of_finding_nothing() {
+        for (flags, unreadable) in
+            [(0, PREFIX), (HEADER_BASENAMES, NAMES), (HEADER_DIRNAMES, NAMES)]
+        {
+            let t = Tiny { header: Some(header(flags)), name: None, unreadable };
+            assert_eq!(evaluate(&t, b"/a/b", Op::Read).verdict, TableVerdict::Deny);
+            let readable = Tiny { unreadable: 0, ..t };
+            assert_eq!(evaluate(&readable, b"/a/b", Op::Read).verdict, TableVerdict::Allow);
+        }
+    }
+
+    #[test]
     fn relative_or_overlong_paths_deny() {
-        let t = Tiny { header: Some(header(0)), name: None };
+        let t = Tiny { header: Some(header(0)), name: None, unreadable: 0 };
         assert_eq!(evaluate(&t, b"x", Op::Read).verdict, TableVerdict::Deny);
         assert_eq!(evaluate(&t, &[b'/'; MAX_PATH + 1], Op::Read).verdict, TableVerdict::Deny);
         assert_eq!(evaluate(&t, b"/x", Op::Read).verdict, TableVerdict::Allow);
@@ -466,14 +490,14 @@ mod tests {
             ops: Op::Read.bit(),
             verdict: TableVerdict::Deny as u8,
         };
-        let t = Tiny { header: Some(header(HEADER_BASENAMES)), name: Some(value) };
+        let t = Tiny { header: Some(header(HEADER_BASENAMES)), name: Some(value), unreadable: 0 };
         assert_eq!(evaluate(&t, b"/a/.env", Op::Read).verdict, TableVerdict::Defer);
         assert_eq!(evaluate(&t, b"/a/.env", Op::Write).verdict, TableVerdict::Allow);
     }
 
     #[test]
     fn deep_paths_evaluate_and_overlong_components_defer_when_names_are_in_play() {
-        let t = Tiny { header: Some(header(HEADER_DIRNAMES)), name: None };
+        let t = Tiny { header: Some(header(HEADER_DIRNAMES)), name: None, unreadable: 0 };
         let deep = b"/d".repeat(MAX_PATH / 2);
         assert_eq!(evaluate(&t, &deep, Op::Read).verdict, TableVerdict::Allow);
         let mut long = b"/".to_vec();

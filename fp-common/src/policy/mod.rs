@@ -20,8 +20,8 @@ mod verdict;
 pub use evaluation::{Evaluation, MAX_STEPS, evaluate, evaluate_all, evaluate_seeded};
 pub use names::{NameKey, NameKind, NameSlot, NameValue};
 pub use tables::{
-    HEADER_BASENAMES, HEADER_DIRNAMES, InodeKey, InodeValue, PathBytes, PrefixKeyData, PrefixValue,
-    RuleTables, ScopeKey, ScopeValue, TableHeader,
+    HEADER_BASENAMES, HEADER_DIRNAMES, InodeKey, InodeValue, Lookup, PathBytes, PrefixKeyData,
+    PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader, Unreadable,
 };
 pub use verdict::{Decisions, OpEntry, TableDecision, TableVerdict};
 

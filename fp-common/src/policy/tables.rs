@@ -146,6 +146,14 @@ impl PathBytes for [u8] {
     }
 }
 
+/// A lookup whose key could not be built (the BPF programs copy the path's bytes with a helper,
+/// which can fail): the evaluation denies rather than take it for "no entry".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unreadable;
+
+/// The entry a key finds, if any, or [`Unreadable`].
+pub type Lookup<'a, V> = Result<Option<&'a V>, Unreadable>;
+
 /// Lookups into one session's tables. Userspace implements it over the compiled tables, the BPF
 /// programs over their maps (the tables id is part of every map key and hidden here).
 pub trait RuleTables {
@@ -154,7 +162,7 @@ pub trait RuleTables {
     fn header(&self) -> Option<&TableHeader>;
     /// The longest LPM entry that is a byte prefix of `path` followed by NUL, looked up with at
     /// most [`MAX_PREFIX`] bytes of that key.
-    fn longest_prefix(&self, path: &Self::Path) -> Option<&PrefixValue>;
+    fn longest_prefix(&self, path: &Self::Path) -> Lookup<'_, PrefixValue>;
     /// The name-table entry of `kind` for `path[start..start + len]` (`len <= MAX_NAME`).
     fn name(
         &self,
@@ -162,7 +170,7 @@ pub trait RuleTables {
         path: &Self::Path,
         start: usize,
         len: usize,
-    ) -> Option<&NameValue>;
+    ) -> Lookup<'_, NameValue>;
     /// The scope with this id.
     fn scope(&self, scope_id: u16) -> Option<&ScopeValue>;
 }
