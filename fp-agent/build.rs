@@ -74,8 +74,13 @@ fn build_ebpf(out_dir: &Path) -> anyhow::Result<()> {
         .arg(&target_dir)
         .env(
             "CARGO_ENCODED_RUSTFLAGS",
-            [&format!("--cfg=bpf_target_arch=\"{arch}\""), "-Cdebuginfo=2", "-Clink-arg=--btf"]
-                .join("\x1f"),
+            [
+                &format!("--cfg=bpf_target_arch=\"{arch}\""),
+                "-Cdebuginfo=2",
+                "-Clink-arg=--btf",
+                "-Clink-arg=--export=fp_check,fp_move_side,fp_move_below",
+            ]
+            .join("\x1f"),
         )
         // The outer build's compiler is the stable one: the inner build must pick nightly's.
         .env_remove("RUSTC")

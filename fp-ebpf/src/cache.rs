@@ -115,9 +115,14 @@ fn number(s: *mut Scratch, pointer: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> u64 {
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
-    // SAFETY: a copy out of the map value; checked below before any use.
-    let Some(entry) = (unsafe { VERDICTS.get(&dentry) }).copied() else {
-        return 0;
+    // SAFETY: a copy out of the map value into the scratch value (a 72-byte copy on the stack
+    // would count against the 512 bytes every call chain shares); checked below before any use.
+    let entry = unsafe {
+        let Some(found) = VERDICTS.get(&dentry) else {
+            return 0;
+        };
+        (*s).entry = *found;
+        &(*s).entry
     };
     let ops = match vfsmount {
         NO_MOUNT => entry.local,
@@ -195,10 +200,12 @@ pub(crate) fn fill(
     // SAFETY: a helper call without arguments.
     let expires = unsafe { bpf_ktime_get_boot_ns() } + TTL_NS;
     let Fill { inode, allowed, local } = fill;
-    let mut entry =
-        Cached { dentry, vfsmount, tables, inode, seqs, expires, allowed, local, check: 0 };
+    // Built in the scratch value, not on the stack (see `allowed`).
+    // SAFETY: this CPU's scratch value.
+    let entry = unsafe { &mut (*s).entry };
+    *entry = Cached { dentry, vfsmount, tables, inode, seqs, expires, allowed, local, check: 0 };
     entry.check = entry.check_word();
-    let _ = VERDICTS.insert(&dentry, &entry, 0);
+    let _ = VERDICTS.insert(&dentry, entry, 0);
 }
 
 /// A dentry is about to get an inode (a new file, a lookup, a reused dentry's memory): whatever

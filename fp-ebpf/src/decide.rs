@@ -47,19 +47,45 @@ impl Outcome {
 /// identity decides: a path relative to a filesystem root must never be matched against rules
 /// written from the system root.
 ///
-/// `s` is a raw pointer, not `&mut`: bpf_loop's callback writes the scratch value behind the
-/// compiler's back, so a `&mut` (noalias) would let it reuse values from before the loop.
+/// The outcomes are in `s.outcomes` (read them with [`outcome_of`]).
+///
+/// A call of [`fp_check`], which the verifier checks once per program as a global function
+/// (whatever the callers' states), rather than once per state reaching each call site.
 #[inline(always)]
 pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
-    // SAFETY: `s` is this CPU's scratch value; every access goes through the raw pointer.
+    // The arguments go through the scratch value: a global function takes scalars only, and a
+    // hook's dentry argument is a typed pointer to the verifier.
+    // SAFETY: this CPU's scratch value.
+    unsafe {
+        let w = &raw mut (*s).walk;
+        (*w).tables = tables;
+        (*w).vfsmount = vfsmount;
+        (*w).dentry = dentry;
+        if fp_check() != 0 {
+            (*s).outcomes = [Outcome::UNRESOLVED; 3];
+        }
+    }
+}
+
+/// [`check`] as a global BPF function, on the arguments in the scratch value's walk: verified
+/// on its own, so it costs the verifier the same in every program, once (kept global by
+/// `--export` at link time, see fp-agent's build.rs). Nonzero without a scratch value.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn fp_check() -> i32 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    // `s` stays a raw pointer, not `&mut`: bpf_loop's callback writes the scratch value behind
+    // the compiler's back, so a `&mut` (noalias) would let it reuse values from before the loop.
+    // SAFETY: this CPU's scratch value; every access goes through the raw pointer.
     unsafe {
         // Field by field: a struct literal is built on the stack first, and the BPF stack is
         // small (512 bytes for a program and the subprograms it calls).
         let w = &raw mut (*s).walk;
-        (*w).tables = tables;
-        (*w).vfsmount = vfsmount;
+        let tables = core::ptr::read_volatile(&(*w).tables);
+        let vfsmount = core::ptr::read_volatile(&(*w).vfsmount);
         (*w).mount = vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64); // unused for NO_MOUNT
-        (*w).dentry = dentry;
         (*w).depth = 0;
         (*w).pos = PATH_MAX as u64;
         (*w).end = PATH_MAX as u64;
@@ -79,7 +105,7 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
         let state = core::ptr::read_volatile(&(*s).walk.state);
         if state != RESOLVED {
             *out = [Outcome::UNRESOLVED; 3];
-            return;
+            return 0;
         }
         let pos = core::ptr::read_volatile(&(*s).walk.pos) as usize;
         if pos == PATH_MAX {
@@ -91,7 +117,7 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
             for op in PolicyOp::ALL {
                 *op.of_mut(&mut *out) = by_identity(&op.of(&*hit));
             }
-            return;
+            return 0;
         }
         evaluate(s, tables, &*hit);
         let eval = &(*s).eval;
@@ -108,6 +134,7 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
                 Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id };
         }
     }
+    0
 }
 
 /// The outcome of an inode hook ([`NO_MOUNT`]) for one op, from the best inode-table hit of the

@@ -90,7 +90,7 @@ pub(crate) struct Scratch {
     pub(crate) other_len: u64,
     /// What [`check`] decided per op.
     pub(crate) outcomes: [Outcome; 3],
-    /// The names of a move, for [`move_side_step`].
+    /// The names of a move (crate::moves).
     pub(crate) mv: MoveNames,
     /// A move's source and target as the REFER rule reads them, and their outcomes per op.
     pub(crate) sides: [MoveSide; 2],
@@ -99,6 +99,8 @@ pub(crate) struct Scratch {
     pub(crate) anchored: u64,
     pub(crate) prefix_key: Key<PrefixKeyData>,
     pub(crate) name_key: NameKey,
+    /// A verdict cache entry being checked or filled (crate::cache).
+    pub(crate) entry: Cached,
     /// Where [`crate::cache`] turns kernel pointers into plain numbers (see `cache::number`).
     pub(crate) number: u64,
 }

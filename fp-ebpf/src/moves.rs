@@ -1,6 +1,6 @@
-//! Renames and links: both names walked by one bpf_loop callback, and the REFER rule of
+//! Renames and links: both names walked and evaluated by global BPF functions, and the REFER rule of
 //! fp_common::refer on them.
-use aya_ebpf::helpers::generated::{bpf_loop, bpf_probe_read_kernel};
+use aya_ebpf::helpers::generated::bpf_probe_read_kernel;
 use core::ffi::c_void;
 use fp_common::{
     kernel::{
@@ -22,83 +22,78 @@ use crate::{
 };
 
 /// Both names of a move (index 0 the source, 1 the target), filled in by [`decide_move`] and
-/// walked by [`move_side_step`]. Plain integers only (see [`Walk`]).
+/// read by [`fp_move_side`]. Plain integers only (see [`Walk`]).
 #[repr(C)]
 pub(crate) struct MoveNames {
     tables: u64,
     /// A directory moves: both names need the context below them.
     dirs: u64,
-    mnt: [u64; 2],
-    dentry: [u64; 2],
     exists: [u64; 2],
     dir: [u64; 2],
-    /// Set by the walk: the name was resolved.
-    resolved: [u64; 2],
     /// The source's identity, for the event (the walk's is the target's by then).
     ino: u64,
     dev: u64,
 }
 
-/// bpf_loop callback over the two names of a move: the code that walks and evaluates one name is
-/// then verified once, not once per name (it is most of the load time of path_rename and
-/// path_link).
-extern "C" fn move_side_step(index: u64, _ctx: *mut c_void) -> i64 {
+/// What follows the walk of one name of a move (`side` 0 the source, 1 the target), whose
+/// outcomes [`check`] left in the scratch value: into `s.sides[side]` and
+/// `s.side_outcomes[side]`; the source's path and identity are saved for the event. A global BPF
+/// function like `fp_check` (see fp-agent's build.rs): verified once, not once per name. Returns
+/// 1 if the name was resolved.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn fp_move_side(side: u64) -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
-        return 1;
+        return 0;
     };
-    let side = (index & 1) as usize;
+    let side = (side & 1) as usize;
     // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
     unsafe {
         let names = &raw mut (*s).mv;
-        let at = ((*names).tables, (*names).mnt[side], (*names).dentry[side]);
-        let how = ((*names).exists[side] != 0, (*names).dir[side] != 0, (*names).dirs != 0);
-        (*names).resolved[side] = move_side(s, side, at, how) as u64;
         if side == 0 {
             save_source(s);
             (*names).ino = core::ptr::read_volatile(&(*s).walk.ino);
             (*names).dev = core::ptr::read_volatile(&(*s).walk.dev);
         }
-    }
-    0
-}
-
-/// One name of a move (`side` 0 the source, 1 the target), walked and evaluated once for all
-/// ops (plus the context below it when a directory moves), into `s.sides[side]` and
-/// `s.side_outcomes[side]`; leaves its path in the scratch buffer. False: it cannot be resolved.
-#[inline(always)]
-fn move_side(
-    s: *mut Scratch,
-    side: usize,
-    (tables, vfsmount, dentry): (u64, u64, u64),
-    (exists, dir, dirs): (bool, bool, bool),
-) -> bool {
-    check(s, tables, vfsmount, dentry);
-    let outcomes = [
-        outcome_of(s, PolicyOp::Read),
-        outcome_of(s, PolicyOp::Write),
-        outcome_of(s, PolicyOp::Delete),
-    ];
-    if outcomes[0].reason == Reason::Unresolved || side > 1 {
-        return false;
-    }
-    let node = [outcomes[0].verdict, outcomes[1].verdict, outcomes[2].verdict];
-    // SAFETY: this CPU's scratch value; side < 2.
-    unsafe {
+        let outcomes = [
+            outcome_of(s, PolicyOp::Read),
+            outcome_of(s, PolicyOp::Write),
+            outcome_of(s, PolicyOp::Delete),
+        ];
+        if outcomes[0].reason == Reason::Unresolved {
+            return 0;
+        }
+        let node = [outcomes[0].verdict, outcomes[1].verdict, outcomes[2].verdict];
+        let (exists, dir) = ((*names).exists[side] != 0, (*names).dir[side] != 0);
         (*s).side_outcomes[side] = outcomes;
         (*s).sides[side] = MoveSide { node, exists, dir, below: Below::UNKNOWN };
-        if dirs {
-            below(s, tables);
-            let eval = &(*s).eval;
-            let mut context = [(0u32, TableVerdict::Deny); 3];
-            for op in PolicyOp::ALL {
-                let best = op.of(&eval.best);
-                *op.of_mut(&mut context) = (best.rank, TableVerdict::from_u8(best.verdict));
-            }
-            let anchored = (*s).anchored != 0 || !eval.done();
-            (*s).sides[side].below = Below { context, prefix_id: eval.prefix_id, anchored };
-        }
     }
-    true
+    1
+}
+
+/// The context below one resolved name of a move whose path [`check`] left in the scratch
+/// value, when a directory moves: into `s.sides[side].below`. Global, as [`fp_move_side`]
+/// (apart from it: together their stack frames would exceed the BPF call chain's 512 bytes).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn fp_move_below(side: u64) -> i32 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    let side = (side & 1) as usize;
+    // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
+    unsafe {
+        below(s, core::ptr::read_volatile(&(*s).mv.tables));
+        let eval = &(*s).eval;
+        let mut context = [(0u32, TableVerdict::Deny); 3];
+        for op in PolicyOp::ALL {
+            let best = op.of(&eval.best);
+            *op.of_mut(&mut context) = (best.rank, TableVerdict::from_u8(best.verdict));
+        }
+        let anchored = (*s).anchored != 0 || !eval.done();
+        (*s).sides[side].below = Below { context, prefix_id: eval.prefix_id, anchored };
+    }
+    0
 }
 
 /// Evaluates what decides everything below the directory whose path `check` left in the buffer
@@ -166,13 +161,16 @@ pub(crate) fn decide_move(
         let names = &raw mut (*s).mv;
         (*names).tables = tables;
         (*names).dirs = dirs as u64;
-        (*names).mnt = [src.0, dst.0];
-        (*names).dentry = [src.1, dst.1];
         (*names).exists = [1, exists as u64];
         (*names).dir = [src_dir as u64, dst_dir as u64];
-        (*names).resolved = [0, 0];
-        bpf_loop(2, move_side_step as *mut c_void, core::ptr::null_mut(), 0);
-        let resolved = core::ptr::read_volatile(&(*names).resolved);
+        let mut resolved = [0; 2];
+        for (side, (mnt, dentry)) in [src, dst].into_iter().enumerate() {
+            check(s, tables, mnt, dentry);
+            resolved[side] = fp_move_side(side as u64);
+            if resolved[side] != 0 && dirs {
+                fp_move_below(side as u64);
+            }
+        }
         let identity =
             (core::ptr::read_volatile(&(*names).ino), core::ptr::read_volatile(&(*names).dev));
         (resolved[0] != 0, resolved[1] != 0, identity.0, identity.1)
