@@ -84,8 +84,9 @@ const WORKLOADS: [(&str, &str, f64); 9] = [
 /// The workloads every phase must report (`git-status` and `build` need git and cc).
 const ALWAYS_MEASURED: [&str; 5] = ["open-d2", "open+close", "open-d8", "stat", "churn"];
 
-/// Runs in the guest. Each measurement prints `BENCH <phase> <workload> <round> <ns>` and each
-/// loaded program `HOOK <phase> <name> <run_time_ns> <run_cnt>`; the `@X@` are filled in by
+/// Runs in the guest. Each measurement prints `BENCH <phase> <workload> <round> <ns>`, each
+/// loaded program `HOOK <phase> <name> <run_time_ns> <run_cnt> <verified_insns>` and each
+/// session start `START <round> <ns>`; the `@X@` are filled in by
 /// `script`. One VM boot, interleaved rounds: every round runs every phase once, in `PHASES`
 /// order, so drift over the run spreads over all phases alike.
 const SCRIPT: &str = r#"
@@ -162,14 +163,29 @@ read go < $W/go
 sh $W/measure.sh ${3:-inside} $1 $2
 if [ "$1" = stats ]; then touch $W/measured; read go < $W/go; fi
 END
-# stats.sh PHASE: each loaded fp or pass-through program's run time and count (bpf() is refused
-# inside sessions, so this always runs outside them).
+# stats.sh PHASE: each loaded fp or pass-through program's run time, count and the instructions
+# the verifier processed to load it (bpf_prog_info.verified_insns, which Debian's bpftool 7.1 does
+# not print: read with bpf(2) itself). bpf() is refused inside sessions, so this always runs
+# outside them.
 cat > $W/stats.sh <<'END'
 $BPFTOOL prog show --json | python3 -c '
-import json, sys
+import ctypes, json, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def bpf(cmd, attr):
+    buf = ctypes.create_string_buffer(attr, 128)
+    r = libc.syscall(321, cmd, buf, 128)  # x86_64 bpf(2)
+    if r < 0:
+        raise OSError(ctypes.get_errno(), "bpf")
+    return r
+def verified_insns(prog_id):
+    fd = bpf(13, struct.pack("III", prog_id, 0, 0))  # BPF_PROG_GET_FD_BY_ID
+    info = ctypes.create_string_buffer(512)
+    bpf(15, struct.pack("IIQ", fd, 512, ctypes.addressof(info)))  # BPF_OBJ_GET_INFO_BY_FD
+    return struct.unpack_from("I", info.raw, 216)[0]  # bpf_prog_info.verified_insns
 for p in json.load(sys.stdin):
     if p.get("name", "").startswith(("fp_", "noop_")):
-        print("HOOK", sys.argv[1], p["name"], p.get("run_time_ns", 0), p.get("run_cnt", 0))' "$1"
+        print("HOOK", sys.argv[1], p["name"], p.get("run_time_ns", 0), p.get("run_cnt", 0),
+              verified_insns(p["id"]))' "$1"
 END
 
 # Waits (at most 60 s) until `cond` holds.
@@ -223,6 +239,13 @@ round() {
 
   $LOAD landlock $W -- sh $W/measure.sh landlock $1 $2
 
+  # fp run's start: from its exec to the command's first instruction (load, verify, attach).
+  if [ "$1" != stats ]; then
+    s=$(date +%s%N); e=$($FP run --policy $W/policy-1.toml --workspace $W -- date +%s%N)
+    echo "START $1 $((e - s))"
+    wait_until "$unloaded"
+  fi
+
   # A session with a prompt rule lives (its broker runs): measured outside, then inside it.
   if [ "$1" != stats ]; then
     rm -f $W/ready $W/go && mkfifo $W/go
@@ -251,6 +274,10 @@ struct Results {
     samples: BTreeMap<(String, String), BTreeMap<u32, u64>>,
     /// (phase, program) -> (run_time_ns, run_cnt)
     hooks: BTreeMap<(String, String), (u64, u64)>,
+    /// program -> the instructions the verifier processed to load it
+    verified: BTreeMap<String, u64>,
+    /// `fp run`'s start per round, ns
+    starts: BTreeMap<u32, u64>,
 }
 
 pub fn main(args: BenchArgs) -> Result<ExitCode> {
@@ -345,11 +372,15 @@ fn parse(output: &str) -> Result<Results> {
                     .or_default()
                     .insert(round, number(ns)?);
             }
-            ["HOOK", phase, program, run_time_ns, run_cnt] => {
+            ["HOOK", phase, program, run_time_ns, run_cnt, verified] => {
                 results.hooks.insert(
                     (phase.to_string(), program.to_string()),
                     (number(run_time_ns)?, number(run_cnt)?),
                 );
+                results.verified.insert(program.to_string(), number(verified)?);
+            }
+            ["START", round, ns] => {
+                results.starts.insert(u32::try_from(number(round)?)?, number(ns)?);
             }
             _ => {}
         }
@@ -472,6 +503,27 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
         writeln!(out)?;
     }
 
+    // What a session's start pays for: the verifier's work per program, and the start itself.
+    let mut verified: Vec<(&String, &u64)> =
+        results.verified.iter().filter(|(program, _)| program.starts_with("fp_")).collect();
+    verified.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    writeln!(out, "instructions the verifier processed per fp program (its budget: 1,000,000):")?;
+    for line in verified.chunks(4) {
+        let cells: Vec<String> = line.iter().map(|(p, n)| format!("{p:<24} {n:>7}")).collect();
+        writeln!(out, "  {}", cells.join("  "))?;
+    }
+    let starts: Vec<f64> = results.starts.values().map(|&ns| ns as f64 / 1e9).collect();
+    if let Some(m) = median(&starts) {
+        let lo = starts.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = starts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        writeln!(
+            out,
+            "fp run start (exec to the command's first instruction): {m:.2} s [{lo:.2}-{hi:.2}] \
+             over {} rounds",
+            starts.len()
+        )?;
+    }
+
     let goal = |name: &str, value: Option<(f64, f64, f64)>, limit: f64| -> String {
         match value {
             Some((v, ..)) if v <= limit => format!("goal {name} <= {limit:.2}x: met ({v:.3}x)\n"),
@@ -504,8 +556,9 @@ mod tests {
     #[test]
     fn report_shows_per_round_ratios_and_the_inside_stats() {
         let mut output = String::from(
-            "console noise\nHOOK noop noop_file_open 100 10\nHOOK outside fp_file_open 300 10\n\
-             HOOK outside+inside fp_file_open 3300 20\n",
+            "console noise\nHOOK noop noop_file_open 100 10 5\nHOOK outside fp_file_open 300 10 \
+             240314\nHOOK outside+inside fp_file_open 3300 20 240314\nSTART 1 6000000000\n\
+             START 2 5000000000\nSTART 3 5500000000\n",
         );
         for (round, base) in [(1, 100), (2, 200), (3, 100)] {
             for (phase, factor) in
@@ -533,6 +586,10 @@ mod tests {
             table.contains("goal flat inside-10000/inside open+close <= 1.05x: NOT met (1.100x")
         );
         assert!(table.contains("goal outside-prompt/outside open+close <= 1.02x: met"), "{table}");
+        assert!(table.contains(&format!("{:<24} {:>7}", "fp_file_open", 240314)), "{table}");
+        let verified = table.split("instructions the verifier").nth(1).unwrap();
+        assert!(!verified.contains("noop_file_open"), "{table}");
+        assert!(table.contains("5.50 s [5.00-6.00] over 3 rounds"), "{table}");
     }
 
     #[test]
