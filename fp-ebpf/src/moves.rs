@@ -1,5 +1,5 @@
-//! Renames and links: both names walked and evaluated by global BPF functions, and the REFER rule of
-//! fp_common::refer on them.
+//! Renames and links: both names walked and evaluated by global BPF functions, and the REFER
+//! rule of fp_common::refer on them.
 use aya_ebpf::helpers::generated::bpf_probe_read_kernel;
 use core::ffi::c_void;
 use fp_common::{
