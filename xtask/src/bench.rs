@@ -429,9 +429,14 @@ fn ratio(results: &Results, workload: &str, phase: &str, to: &str) -> Option<(f6
         .iter()
         .filter_map(|(round, &x)| b.get(round).filter(|&&y| y > 0).map(|&y| x as f64 / y as f64))
         .collect();
-    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    Some((median(&ratios)?, min, max))
+    spread(&ratios)
+}
+
+/// (median, min, max) of `samples`; None if there are none.
+fn spread(samples: &[f64]) -> Option<(f64, f64, f64)> {
+    let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((median(samples)?, min, max))
 }
 
 /// The table of medians and ratios for one kernel, and how the issue's goals fare.
@@ -513,9 +518,7 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
         writeln!(out, "  {}", cells.join("  "))?;
     }
     let starts: Vec<f64> = results.starts.values().map(|&ns| ns as f64 / 1e9).collect();
-    if let Some(m) = median(&starts) {
-        let lo = starts.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = starts.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if let Some((m, lo, hi)) = spread(&starts) {
         writeln!(
             out,
             "fp run start (exec to the command's first instruction): {m:.2} s [{lo:.2}-{hi:.2}] \
