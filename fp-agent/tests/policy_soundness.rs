@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use fp_agent::policy::{
     EffectivePolicy, FileKind, LoadOptions, Op, TableVerdict, layer, parse_str,
 };
-use fp_common::policy::evaluate;
+use fp_common::policy::{Evaluation, MAX_STEPS, OpEntry, evaluate, evaluate_seeded};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -339,4 +339,79 @@ fn moves_the_tables_allow_gain_nothing_under_the_exact_evaluator() {
         allowed * 200 > checked,
         "only {allowed} of {checked} moves were allowed: the property proves little"
     );
+}
+
+const SIBLING_CASES: u32 = 1_000;
+const SIBLINGS_PER_CASE: usize = 40;
+
+/// An inode-identity hit per op, as the kernel's walk offers them (rank 0: none).
+fn seed() -> impl Strategy<Value = [OpEntry; 3]> {
+    // Ranks across the rules' (layer, tier, class and literal bits: policy/build.rs), so that a
+    // hit may outrank any rule.
+    let entry = (prop_oneof![2 => Just(0u32), 1 => 1u32..u32::MAX >> 1], 0u32..8, 0u8..4).prop_map(
+        |(rank, rule_id, verdict)| OpEntry {
+            rank,
+            rule_id: if rank == 0 { fp_common::policy::NO_RULE } else { rule_id },
+            verdict: if rank == 0 { 0 } else { verdict },
+            _pad: [0; 3],
+        },
+    );
+    [entry.clone(), entry.clone(), entry]
+}
+
+/// The kernel's directory cache (fp-ebpf/src/dirs.rs) decides a name from what a sibling's
+/// evaluation learned above it (`Evaluation::context`, `resume_below`): for random rule sets,
+/// paths, sibling names and inode-identity hits, that gives every op the verdict and the deciding
+/// rule of the whole evaluation.
+#[test]
+fn sibling_evaluations_resume_exactly() {
+    let mut runner = TestRunner::new(Config {
+        cases: SIBLING_CASES,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let siblings = prop::collection::vec((path(), component(), seed(), seed()), SIBLINGS_PER_CASE);
+    let options = LoadOptions { workspace: Some("/tmp/ws".into()), ..LoadOptions::default() };
+    let resumed_count = AtomicUsize::new(0);
+    runner
+        .run(&(policy_text(), siblings), |(text, siblings)| {
+            let file = Path::new("p.toml");
+            let fields = parse_str(file, &text, FileKind::Policy).expect("generated TOML parses");
+            let Ok(policy) = EffectivePolicy::from_fields(&fields, &options) else {
+                return Ok(());
+            };
+            let tables = policy.tables();
+            for (p, name, own, other) in &siblings {
+                let Some(slash) = p.iter().rposition(|b| *b == b'/').filter(|s| *s > 0) else {
+                    continue;
+                };
+                let mut sibling = p[..=slash].to_vec();
+                sibling.extend_from_slice(name.as_bytes());
+                let Some(context) = evaluate_seeded(tables, &sibling[..], other).context() else {
+                    continue;
+                };
+                let whole = evaluate_seeded(tables, &p[..], own);
+                let mut resumed = Evaluation::start(tables, &p[..], own);
+                resumed.resume_below(&context);
+                for _ in 0..MAX_STEPS {
+                    if resumed.step(tables, &p[..]) {
+                        break;
+                    }
+                }
+                resumed_count.fetch_add(1, Ordering::Relaxed);
+                prop_assert_eq!(
+                    resumed.decisions(),
+                    whole.decisions(),
+                    "path {:?} resumed from sibling {:?}\npolicy:\n{}",
+                    String::from_utf8_lossy(p),
+                    String::from_utf8_lossy(&sibling),
+                    text
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
+    let resumed = resumed_count.into_inner();
+    eprintln!("{resumed} paths resumed from a sibling's context");
+    assert!(resumed > (SIBLING_CASES as usize) * SIBLINGS_PER_CASE / 4, "only {resumed} resumed");
 }

@@ -53,6 +53,24 @@ pub struct Evaluation {
     slot: u64,
     /// Phase after the name entry: SCAN (of the next component) or FINAL.
     resume: u64,
+    /// The best directory-name hit per op, whatever else was offered: with `cursor` and `depth`
+    /// at the final component, what every name in the same directory shares ([`DirContext`]).
+    dirs: [OpEntry; 3],
+    /// 1 once the scan reached the final component.
+    at_final: u64,
+}
+
+/// What the evaluation of a path learned above its final component, the same for every name in
+/// that directory: the best directory-name hits of the directories on the way, where the final
+/// component starts and how many components precede it. [`Evaluation::resume_below`] continues
+/// the evaluation of a sibling's path from here, skipping the directories' scan.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirContext {
+    pub dirs: [OpEntry; 3],
+    /// Start of the final component: the directory's path is `path[..cursor - 1]`.
+    pub cursor: u64,
+    pub depth: u64,
 }
 
 impl Evaluation {
@@ -78,6 +96,8 @@ impl Evaluation {
             name_len: 0,
             slot: 0,
             resume: 0,
+            dirs: [OpEntry::default(); 3],
+            at_final: 0,
         };
         e.restart(tables, path, seed);
         e
@@ -104,6 +124,8 @@ impl Evaluation {
         self.name_len = 0;
         self.slot = 0;
         self.resume = 0;
+        self.dirs = [OpEntry::default(); 3];
+        self.at_final = 0;
         let Some(header) = tables.header() else {
             return;
         };
@@ -157,6 +179,35 @@ impl Evaluation {
     /// Whether the evaluation has finished.
     pub fn done(&self) -> bool {
         self.phase == PHASE_DONE
+    }
+
+    /// What this finished evaluation shares with every path in the same directory; None when it
+    /// did not reach the final component's lookups normally (a forced verdict, a path ending in
+    /// '/').
+    pub fn context(&self) -> Option<DirContext> {
+        let forced = Op::ALL.iter().any(|op| op.of(&self.best).rank == FORCED);
+        (self.phase == PHASE_DONE && self.at_final == 1 && !forced).then_some(DirContext {
+            dirs: self.dirs,
+            cursor: self.cursor,
+            depth: self.depth.wrapping_sub(1),
+        })
+    }
+
+    /// Continues an evaluation just [`Self::restart`]ed on a path whose directory is the one of
+    /// `context` (the same bytes up to `context.cursor`) as if its directories had been scanned:
+    /// their hits are offered and the scan goes on at the final component. The verdicts and
+    /// deciding rules are those of the whole evaluation (the property test
+    /// `sibling_evaluations_resume_exactly` in fp-agent's tests/policy_soundness.rs).
+    pub fn resume_below(&mut self, context: &DirContext) {
+        if self.phase != PHASE_SCAN {
+            return; // a forced verdict, or tables without names: nothing to skip
+        }
+        self.cursor = context.cursor;
+        self.depth = context.depth;
+        self.dirs = context.dirs;
+        for op in Op::ALL {
+            self.offer(op, op.at(&context.dirs));
+        }
     }
 
     /// The verdicts of all three ops.
@@ -224,6 +275,7 @@ impl Evaluation {
         self.end = end as u64;
         if end >= len {
             self.lookup = 0;
+            self.at_final = 1;
             self.phase = PHASE_FINAL;
         } else if header.flags & HEADER_DIRNAMES != 0 {
             self.examine_name(NameKind::Dirname, start, end - start, PHASE_SCAN);
@@ -262,16 +314,20 @@ impl Evaluation {
         };
         let count = value.map_or(0, |v| v.count as usize);
         if let Some(slot) = value.and_then(|v| v.slots.get(slot)).filter(|_| slot < count) {
-            // The ops this slot could still decide.
-            let mut wanted = 0u8;
+            // Whether the slot could still decide an op: in the whole evaluation, or (a
+            // directory name) among the directories' hits, which siblings with other hits reuse.
+            // One flag, not a set of ops: the verifier would follow each set apart (offers
+            // below compare ranks again).
+            let dirname = kind == NameKind::Dirname;
+            let mut wanted = false;
             for op in Op::ALL {
-                if slot.ops & op.bit() != 0 && slot.rank >= op.of(&self.best).rank {
-                    wanted |= op.bit();
-                }
+                let open = slot.rank >= op.of(&self.best).rank
+                    || (dirname && slot.rank >= op.of(&self.dirs).rank);
+                wanted |= slot.ops & op.bit() != 0 && open;
             }
             let scope = match wanted {
-                0 => Some(false),
-                _ => in_scope(tables, slot.scope_id, path, self.cursor as usize),
+                false => Some(false),
+                true => in_scope(tables, slot.scope_id, path, self.cursor as usize),
             };
             let verdict = match scope {
                 Some(true) => Some(slot.verdict),
@@ -283,8 +339,13 @@ impl Evaluation {
                 let candidate =
                     OpEntry { rank: slot.rank, rule_id: slot.rule_id, verdict, _pad: [0; 3] };
                 for op in Op::ALL {
-                    if wanted & op.bit() != 0 {
-                        self.offer(op, &candidate);
+                    if slot.ops & op.bit() == 0 {
+                        continue;
+                    }
+                    self.offer(op, &candidate);
+                    let dirs = op.of_mut(&mut self.dirs);
+                    if dirname && candidate.outranks(dirs) {
+                        *dirs = candidate;
                     }
                 }
             }

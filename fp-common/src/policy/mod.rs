@@ -17,7 +17,7 @@ mod names;
 mod tables;
 mod verdict;
 
-pub use evaluation::{Evaluation, MAX_STEPS, evaluate, evaluate_all, evaluate_seeded};
+pub use evaluation::{DirContext, Evaluation, MAX_STEPS, evaluate, evaluate_all, evaluate_seeded};
 pub use names::{NameKey, NameKind, NameSlot, NameValue};
 pub use tables::{
     HEADER_BASENAMES, HEADER_DIRNAMES, InodeKey, InodeValue, Lookup, PathBytes, PrefixKeyData,
