@@ -141,6 +141,8 @@ pub mod maps {
     /// The programs' verdict cache (docs/performance.md, The verdict cache): never read by
     /// userspace, nor pinned (a new load starts with an empty one).
     pub const VERDICTS: &str = "VERDICTS";
+    /// The programs' directory cache (docs/performance.md, The directory cache): likewise.
+    pub const DIRS: &str = "DIRS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`SCRATCH`].
     pub const PINNED: [&str; 13] = [
@@ -149,9 +151,9 @@ pub mod maps {
     ];
 
     /// Every map of the BPF object.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 16] = [
         SESSIONS, COUNTERS, HEADERS, PREFIXES, INTERIOR, NAMES, SCOPES, INODES, EVENTS, BROKER,
-        PENDING, PROTECTED, GRANTS, SCRATCH, VERDICTS,
+        PENDING, PROTECTED, GRANTS, SCRATCH, VERDICTS, DIRS,
     ];
 }
 

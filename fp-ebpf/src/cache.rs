@@ -31,12 +31,12 @@ use fp_common::policy::{Op as PolicyOp, TableVerdict};
 use crate::{
     decide::{by_identity, outcome_of},
     kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, off, read},
-    maps::{Scratch, VERDICTS},
+    maps::{DIRS, Scratch, VERDICTS},
     walk::{LOCAL_KNOWN, NO_MOUNT},
 };
 
 /// How long an entry may be used: far below the time 2^31 renames or mounts take.
-const TTL_NS: u64 = 10_000_000_000;
+pub(crate) const TTL_NS: u64 = 10_000_000_000;
 
 /// One cached decision; plain integers, as every map value.
 #[repr(C)]
@@ -68,13 +68,15 @@ impl Cached {
             self.allowed,
             self.local,
         ];
-        let mut h = 0x243f_6a88_85a3_08d3u64;
-        for f in fields {
-            h = (h ^ f).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            h ^= h >> 29;
-        }
-        h
+        fields.into_iter().fold(0x243f_6a88_85a3_08d3u64, mix)
     }
+}
+
+/// One step of an entry's check word.
+#[inline(always)]
+pub(crate) fn mix(h: u64, word: u64) -> u64 {
+    let h = (h ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
 }
 
 /// Both sequences, read before a walk; None while either is odd (a writer is inside) or when
@@ -100,9 +102,10 @@ fn global(g: &u64) -> u64 {
 }
 
 /// `pointer` as a plain number: the verifier refuses arithmetic (the check word) on typed kernel
-/// pointers such as a hook's dentry argument, but what comes back from map memory is a number.
+/// pointers such as a hook's dentry argument, but what comes back from map memory is a number
+/// (about which the compiler knows nothing either: see `dirs::resolve`).
 #[inline(always)]
-fn number(s: *mut Scratch, pointer: u64) -> u64 {
+pub(crate) fn number(s: *mut Scratch, pointer: u64) -> u64 {
     // SAFETY: this CPU's scratch value; volatile so that the round trip through memory stays.
     unsafe {
         core::ptr::write_volatile(&raw mut (*s).number, pointer);
@@ -209,7 +212,8 @@ pub(crate) fn fill(
 }
 
 /// A dentry is about to get an inode (a new file, a lookup, a reused dentry's memory): whatever
-/// was cached under its address belongs to another file.
+/// was cached under its address, here or in the directory cache ([`crate::dirs`]), belongs to
+/// another file.
 ///
 /// A lookup first: it takes no lock, and nearly every dentry has nothing cached (the delete locks
 /// its bucket). A fill under this address cannot race the lookup: it is of the dentry that had
@@ -219,5 +223,8 @@ pub(crate) fn fill(
 pub(crate) fn forget(dentry: u64) {
     if VERDICTS.get_ptr(&dentry).is_some() {
         let _ = VERDICTS.remove(&dentry);
+    }
+    if DIRS.get_ptr(&dentry).is_some() {
+        let _ = DIRS.remove(&dentry);
     }
 }

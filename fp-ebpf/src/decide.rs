@@ -11,14 +11,14 @@ use fp_common::{
 };
 
 use crate::{
-    cache,
+    cache, dirs,
     kernel::{EACCES, OFF_FILE_F_PATH, OFF_MOUNT_MNT, OFF_PATH_DENTRY, OFF_PATH_MNT, off, read},
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
     report::{Report, report},
     session::{Session, count, session_info, unreadable},
     tables::evaluate,
-    walk::{LOCAL_PENDING, NO_MOUNT, RESOLVED, WALKING, walk_step},
+    walk::{LOCAL_PENDING, NO_MOUNT, RESOLVED, WALKING, Walk, walk_step},
 };
 
 /// The outcome of one decision, for the event.
@@ -51,8 +51,11 @@ impl Outcome {
 ///
 /// A call of [`fp_check`], which the verifier checks once per program as a global function
 /// (whatever the callers' states), rather than once per state reaching each call site.
+///
+/// `in_dir`: the directory's entry in the directory cache ([`crate::dirs`]) may stand for the
+/// walk (not for renames and links, whose walks serve more than the decision).
 #[inline(always)]
-pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
+pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64, in_dir: bool) {
     // The arguments go through the scratch value: a global function takes scalars only, and a
     // hook's dentry argument is a typed pointer to the verifier.
     // SAFETY: this CPU's scratch value.
@@ -61,6 +64,8 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) {
         (*w).tables = tables;
         (*w).vfsmount = vfsmount;
         (*w).dentry = dentry;
+        let in_dir = in_dir && vfsmount != NO_MOUNT && dirs::fp_dir_resolve() == 0;
+        (*w).in_dir = in_dir as u64;
         if fp_check() != 0 {
             (*s).outcomes = [Outcome::UNRESOLVED; 3];
         }
@@ -85,22 +90,13 @@ pub extern "C" fn fp_check() -> i32 {
         let w = &raw mut (*s).walk;
         let tables = core::ptr::read_volatile(&(*w).tables);
         let vfsmount = core::ptr::read_volatile(&(*w).vfsmount);
-        (*w).mount = vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64); // unused for NO_MOUNT
-        (*w).depth = 0;
-        (*w).pos = PATH_MAX as u64;
-        (*w).end = PATH_MAX as u64;
-        (*w).ino = 0;
-        (*w).dev = 0;
-        (*w).hit = [OpEntry::default(); 3];
-        (*w).below = [OpEntry::default(); 3];
-        (*w).state = WALKING;
-        (*w).inode = 0;
-        (*w).per_task = 0;
-        (*w).local = [OpEntry::default(); 3];
-        (*w).local_state = LOCAL_PENDING;
-        (*s).path[PATH_MAX] = 0;
-        // The callback finds its state in the scratch map itself.
-        bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
+        let in_dir = core::ptr::read_volatile(&(*w).in_dir) != 0;
+        if !in_dir {
+            start_walk(w);
+            (*s).path[PATH_MAX] = 0;
+            // The callback finds its state in the scratch map itself.
+            bpf_loop(MAX_WALK as u32, walk_step as *mut c_void, core::ptr::null_mut(), 0);
+        }
         let out = &raw mut (*s).outcomes;
         let state = core::ptr::read_volatile(&(*s).walk.state);
         if state != RESOLVED {
@@ -119,7 +115,7 @@ pub extern "C" fn fp_check() -> i32 {
             }
             return 0;
         }
-        evaluate(s, tables, &*hit);
+        evaluate(s, tables, &*hit, in_dir);
         let eval = &(*s).eval;
         for op in PolicyOp::ALL {
             let (decision, hit) = (eval.decision(op), op.of(&*hit));
@@ -135,6 +131,33 @@ pub extern "C" fn fp_check() -> i32 {
         }
     }
     0
+}
+
+/// The walk's state before its first step (also what [`dirs::fp_dir_resolve`] starts from).
+#[inline(always)]
+pub(crate) unsafe fn start_walk(w: *mut Walk) {
+    // SAFETY: the caller's scratch value. Field by field, as in `fp_check`.
+    unsafe {
+        let vfsmount = core::ptr::read_volatile(&(*w).vfsmount);
+        (*w).mount = vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64); // unused for NO_MOUNT
+        (*w).depth = 0;
+        (*w).pos = PATH_MAX as u64;
+        (*w).end = PATH_MAX as u64;
+        (*w).ino = 0;
+        (*w).dev = 0;
+        (*w).hit = [OpEntry::default(); 3];
+        (*w).below = [OpEntry::default(); 3];
+        (*w).state = WALKING;
+        (*w).inode = 0;
+        (*w).per_task = 0;
+        (*w).local = [OpEntry::default(); 3];
+        (*w).local_state = LOCAL_PENDING;
+        (*w).up = [OpEntry::default(); 3];
+        (*w).local_up = [OpEntry::default(); 3];
+        (*w).dir = 0;
+        (*w).dir_mount = 0;
+        (*w).dir_inode = 0;
+    }
 }
 
 /// The outcome of an inode hook ([`NO_MOUNT`]) for one op, from the best inode-table hit of the
@@ -238,7 +261,7 @@ pub(crate) fn decide(
     let generation = begin(s);
     // Inode hooks only read the cache: their entries come from the walks of opens (see cache).
     let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
-    check(s, session.info.tables, vfsmount, dentry);
+    check(s, session.info.tables, vfsmount, dentry, true);
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
     let cacheable = cache::cacheable(s);
@@ -260,8 +283,11 @@ pub(crate) fn decide(
         (outcome, reported) = (other, Op::Write);
     }
     let interfered = interference(session, s, generation);
-    if let (None, Some(seqs), Some(fill)) = (interfered, seqs, cacheable) {
-        cache::fill(s, fill, session.info.tables, vfsmount, dentry, seqs);
+    if let (None, Some(seqs)) = (interfered, seqs) {
+        if let Some(fill) = cacheable {
+            cache::fill(s, fill, session.info.tables, vfsmount, dentry, seqs);
+        }
+        dirs::fill(s, seqs);
     }
     let outcome = interfered.unwrap_or(outcome);
     // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:

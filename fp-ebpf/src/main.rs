@@ -7,8 +7,9 @@
 //!
 //! One module per concept (docs/architecture.md, "fp-ebpf modules"): `kernel` (offsets, reads,
 //! constants), `maps`, `session`, `walk` (the path walk), `tables` (the session's tables and the
-//! evaluation), `decide`, `cache` (the verdict cache), `moves` (renames and links), `prompt`, `protect`, `report` (the event)
-//! and `hooks` (the `#[lsm]` programs by object family).
+//! evaluation), `decide`, `cache` (the verdict cache), `dirs` (the directory cache), `moves`
+//! (renames and links), `prompt`, `protect`, `report` (the event) and `hooks` (the `#[lsm]`
+//! programs by object family).
 #![no_std]
 #![no_main]
 // The BPF target has no `AtomicU64::fetch_add`; the intrinsic lowers to BPF_ATOMIC_ADD.
@@ -17,6 +18,7 @@
 
 mod cache;
 mod decide;
+mod dirs;
 mod hooks;
 mod kernel;
 mod maps;

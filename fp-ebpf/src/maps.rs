@@ -13,7 +13,7 @@ use fp_common::{
     refer::MoveSide,
 };
 
-use crate::{cache::Cached, decide::Outcome, moves::MoveNames, walk::Walk};
+use crate::{cache::Cached, decide::Outcome, dirs::DirCached, moves::MoveNames, walk::Walk};
 
 #[map]
 pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
@@ -71,6 +71,10 @@ pub(crate) static PROTECTED: HashMap<u32, u8> = HashMap::with_max_entries(256, 0
 #[map]
 pub(crate) static VERDICTS: LruHashMap<u64, Cached> = LruHashMap::with_max_entries(32768, 0);
 
+/// The directory cache (crate::dirs), by directory dentry address.
+#[map]
+pub(crate) static DIRS: LruHashMap<u64, DirCached> = LruHashMap::with_max_entries(8192, 0);
+
 /// Per-CPU scratch space: too large for the 512-byte BPF stack.
 ///
 /// BPF programs run with migration disabled but may be preempted, so on a fully preemptible
@@ -103,6 +107,10 @@ pub(crate) struct Scratch {
     pub(crate) entry: Cached,
     /// Where [`crate::cache`] turns kernel pointers into plain numbers (see `cache::number`).
     pub(crate) number: u64,
+    /// A directory cache entry being used or filled (crate::dirs), and the sequences a fill
+    /// was decided under.
+    pub(crate) dir: DirCached,
+    pub(crate) dir_seqs: u64,
 }
 
 #[map]

@@ -168,12 +168,17 @@ extern "C" fn eval_step(_index: u64, _ctx: *mut c_void) -> i64 {
 
 /// Runs the decision core on the path in the scratch buffer, seeded with inode-table hits; the
 /// result is `s.eval` (read in place: an Evaluation is too large to copy onto the BPF stack).
+/// `in_dir`: the path was resolved from its directory's entry (crate::dirs), whose context
+/// stands for the scan of the directories.
 #[inline(always)]
-pub(crate) fn evaluate(s: *mut Scratch, tables: u64, seed: &[OpEntry; 3]) {
+pub(crate) fn evaluate(s: *mut Scratch, tables: u64, seed: &[OpEntry; 3], in_dir: bool) {
     // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
     unsafe {
         let map_tables = MapTables { id: tables, s };
         (*s).eval.restart(&map_tables, &ScratchPath::of(s), seed);
+        if in_dir {
+            (*s).eval.resume_below(&(*s).dir.context);
+        }
         bpf_loop(MAX_STEPS as u32, eval_step as *mut c_void, core::ptr::null_mut(), 0);
     }
 }

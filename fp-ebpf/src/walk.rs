@@ -53,6 +53,18 @@ pub(crate) struct Walk {
     /// filesystem's root ([`LOCAL_KNOWN`]).
     pub(crate) local: [OpEntry; 3],
     pub(crate) local_state: u64,
+    /// The hits of the dentries above the file (`hit` without the file's own entries), and the
+    /// same as they stood with `local`: what its siblings share ([`crate::dirs`]).
+    pub(crate) up: [OpEntry; 3],
+    pub(crate) local_up: [OpEntry; 3],
+    /// The file's directory, the mount it was reached in and its inode, when the walk went from
+    /// the file to its parent within one mount, the file and the directory being no mount's
+    /// root (0: the walk was of no use to [`crate::dirs`]).
+    pub(crate) dir: u64,
+    pub(crate) dir_mount: u64,
+    pub(crate) dir_inode: u64,
+    /// Nonzero: the file was resolved from its directory's entry (crate::dirs), not walked.
+    pub(crate) in_dir: u64,
 }
 
 pub(crate) const WALKING: u64 = 0;
@@ -103,6 +115,15 @@ fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
             *op.of_mut(&mut w.below) = below;
         }
     }
+    if w.depth == 0 {
+        return;
+    }
+    for op in PolicyOp::ALL {
+        let below = op.of(&value.below);
+        if below.outranks(&op.of(&w.up)) {
+            *op.of_mut(&mut w.up) = below;
+        }
+    }
 }
 
 #[inline(always)]
@@ -120,6 +141,9 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
         }
         if w.depth == 0 {
             w.inode = inode;
+        }
+        if w.depth == 1 {
+            w.dir_inode = inode;
         }
         offer_inode(w, ino, dev);
     }
@@ -147,10 +171,14 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
             return Ok(false);
         }
         if w.dentry == mnt_root {
+            if w.depth == 1 {
+                w.dir = 0;
+            }
             if w.local_state == LOCAL_PENDING {
                 // Every dentry an inode hook's walk of this file would offer has been offered.
                 w.local_state = if parent == w.dentry { LOCAL_KNOWN } else { LOCAL_NONE };
                 w.local = w.hit;
+                w.local_up = w.up;
             }
             let parent_mount: u64 = read(w.mount, off(&OFF_MOUNT_MNT_PARENT))?;
             if parent_mount == w.mount {
@@ -216,6 +244,11 @@ fn step(w: &mut Walk, path: &mut [u8; 2 * PATH_MAX]) -> Result<bool, ()> {
         *path.get_unchecked_mut(end & (2 * PATH_MAX - 1)) = restored;
         w.pos -= 1;
         *path.get_unchecked_mut((w.pos as usize) & (PATH_MAX - 1)) = b'/';
+    }
+    // The file's directory, unless the file is a mount root (its siblings' first mount root
+    // would be another).
+    if w.depth == 0 && w.local_state == LOCAL_PENDING {
+        (w.dir, w.dir_mount) = (parent, w.vfsmount);
     }
     w.dentry = parent;
     w.depth += 1;

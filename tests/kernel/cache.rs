@@ -1,5 +1,5 @@
-//! The verdict cache (fp-ebpf/src/cache.rs) against everything that can change a cached file's
-//! path without touching the file: a session process keeps a cached, allowed file within reach
+//! The verdict cache (fp-ebpf/src/cache.rs) and the directory cache (fp-ebpf/src/dirs.rs)
+//! against everything that can change a cached file's path without touching the file: a session process keeps a cached, allowed file within reach
 //! (its working directory, an open descriptor reopened through /proc/self/fd) while a process
 //! outside every session moves its directory, renames it, moves the mount it lives on, and
 //! meanwhile creates and removes files and drops the dentry cache, so that freed dentries come
@@ -31,7 +31,9 @@ fn sh(script: &str) {
 /// outsider to move it under `secret` (and wait until it has), then open it again, and set its
 /// times (`touch -c`: `inode_setattr`, an inode hook, which reads the entries opens leave). A
 /// file on a moved mount keeps its times settable: inode hooks decide within the file's own
-/// filesystem (docs/hooks.md).
+/// filesystem (docs/hooks.md). The directory cache (fp-ebpf/src/dirs.rs) likewise: a file
+/// created beside `f` before the move (`g`, never opened, so only its directory's entry can
+/// decide it) and a file created after it must be refused once the directory or mount moved.
 fn session_script(base: &Path) -> String {
     format!(
         r#"
@@ -39,13 +41,15 @@ B={base}
 leak() {{ echo "LEAK $1"; }}
 ask() {{ : > $B/req.$1; while [ ! -e $B/done.$1 ]; do sleep 0.01; done; }}
 for i in $(seq 1 {ROUNDS}); do
-  (cd $B/allowed/d$i && cat f >/dev/null && cat f >/dev/null && touch -c f && ask dir$i &&
-   {{ cat f 2>/dev/null && leak dir$i; touch -c f 2>/dev/null && leak touch-dir$i; }})
+  (cd $B/allowed/d$i && cat f >/dev/null && cat f >/dev/null && touch -c f && : > g && ask dir$i &&
+   {{ cat f 2>/dev/null && leak dir$i; touch -c f 2>/dev/null && leak touch-dir$i;
+     cat g 2>/dev/null && leak sibling-dir$i; : > h 2>/dev/null && leak create-dir$i; }})
   exec 4< $B/allowed/f$i
   cat /proc/self/fd/4 >/dev/null && cat /proc/self/fd/4 >/dev/null && touch -c /proc/self/fd/4 && ask file$i
   cat /proc/self/fd/4 2>/dev/null && leak file$i; touch -c /proc/self/fd/4 2>/dev/null && leak touch-file$i
   exec 4<&-
-  (cd $B/allowed/m$i && cat f >/dev/null && cat f >/dev/null && ask mount$i && cat f 2>/dev/null && leak mount$i)
+  (cd $B/allowed/m$i && cat f >/dev/null && cat f >/dev/null && ask mount$i && cat f 2>/dev/null && leak mount$i;
+   : > h 2>/dev/null && leak create-mount$i)
   for f in $B/allowed/j*; do cat $f >/dev/null 2>&1; done
   for f in $B/secret/c*; do cat $f 2>/dev/null && leak churn; done
 done
