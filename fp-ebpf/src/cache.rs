@@ -36,12 +36,13 @@ use crate::{
 };
 
 /// How long an entry may be used: far below the time 2^31 renames or mounts take.
-pub(crate) const TTL_NS: u64 = 10_000_000_000;
+const TTL_NS: u64 = 10_000_000_000;
 
-/// One cached decision; plain integers, as every map value.
+/// What an entry of either cache (this one and [`crate::dirs`]) stands for and is checked
+/// against before use (the hazards above); plain integers, as every map value.
 #[repr(C)]
 #[derive(Clone, Copy)]
-pub(crate) struct Cached {
+pub(crate) struct Stamp {
     dentry: u64,
     vfsmount: u64,
     tables: u64,
@@ -49,6 +50,55 @@ pub(crate) struct Cached {
     /// `rename_lock`'s sequence in the high half, `mount_lock`'s in the low half.
     seqs: u64,
     expires: u64,
+}
+
+impl Stamp {
+    /// For (`tables`, `vfsmount`, `dentry`) pointing to `inode`, decided under `seqs` (read
+    /// before the walk).
+    #[inline(always)]
+    pub(crate) fn new(tables: u64, vfsmount: u64, dentry: u64, inode: u64, seqs: u64) -> Stamp {
+        // SAFETY: a helper call without arguments.
+        let expires = unsafe { bpf_ktime_get_boot_ns() } + TTL_NS;
+        Stamp { dentry, vfsmount, tables, inode, seqs, expires }
+    }
+
+    /// Whether the entry still stands for (`tables`, `vfsmount`, `dentry`) (plain numbers) now
+    /// that the sequences read `seqs`.
+    #[inline(always)]
+    pub(crate) fn holds(&self, tables: u64, vfsmount: u64, dentry: u64, seqs: u64) -> bool {
+        self.dentry == dentry
+            && self.vfsmount == vfsmount
+            && self.tables == tables
+            && self.seqs == seqs
+            // SAFETY: a helper call without arguments.
+            && unsafe { bpf_ktime_get_boot_ns() } < self.expires
+            && read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) == Ok(self.inode)
+    }
+
+    /// The directory or file the entry stands for points to this inode.
+    #[inline(always)]
+    pub(crate) fn inode(&self) -> u64 {
+        self.inode
+    }
+
+    /// Whether the entry is for `tables` and `vfsmount` under `seqs` (not its dentry's inode,
+    /// nor its age): a fill can skip it.
+    #[inline(always)]
+    pub(crate) fn same(&self, tables: u64, vfsmount: u64, seqs: u64) -> bool {
+        self.tables == tables && self.vfsmount == vfsmount && self.seqs == seqs
+    }
+
+    #[inline(always)]
+    fn words(&self) -> [u64; 6] {
+        [self.dentry, self.vfsmount, self.tables, self.inode, self.seqs, self.expires]
+    }
+}
+
+/// One cached decision.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Cached {
+    stamp: Stamp,
     /// [`PolicyOp::bit`]s of the ops the tables allow.
     allowed: u64,
     /// The same for the inode hooks (0 when the walk could not tell).
@@ -58,17 +108,8 @@ pub(crate) struct Cached {
 
 impl Cached {
     fn check_word(&self) -> u64 {
-        let fields = [
-            self.dentry,
-            self.vfsmount,
-            self.tables,
-            self.inode,
-            self.seqs,
-            self.expires,
-            self.allowed,
-            self.local,
-        ];
-        fields.into_iter().fold(0x243f_6a88_85a3_08d3u64, mix)
+        let [a, b, c, d, e, f] = self.stamp.words();
+        [a, b, c, d, e, f, self.allowed, self.local].into_iter().fold(0x243f_6a88_85a3_08d3u64, mix)
     }
 }
 
@@ -127,24 +168,20 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) 
         (*s).entry = *found;
         &(*s).entry
     };
-    let ops = match vfsmount {
-        NO_MOUNT => entry.local,
-        _ if entry.vfsmount == vfsmount => entry.allowed,
-        _ => 0,
+    // Inode hooks take the entry of whatever mount the open was through.
+    let (ops, vfsmount) = match vfsmount {
+        NO_MOUNT => (entry.local, entry.stamp.vfsmount),
+        _ => (entry.allowed, vfsmount),
     };
-    if ops == 0
-        || entry.check != entry.check_word()
-        || entry.dentry != dentry
-        || entry.tables != tables
-        || sequences() != Some(entry.seqs)
-        // SAFETY: a helper call without arguments.
-        || unsafe { bpf_ktime_get_boot_ns() } >= entry.expires
-    {
+    let Some(seqs) = sequences() else {
         return 0;
-    }
-    match read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) {
-        Ok(inode) if inode == entry.inode => ops,
-        _ => 0,
+    };
+    match ops != 0
+        && entry.check == entry.check_word()
+        && entry.stamp.holds(tables, vfsmount, dentry, seqs)
+    {
+        true => ops,
+        false => 0,
     }
 }
 
@@ -200,13 +237,12 @@ pub(crate) fn fill(
     seqs: u64,
 ) {
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
-    // SAFETY: a helper call without arguments.
-    let expires = unsafe { bpf_ktime_get_boot_ns() } + TTL_NS;
     let Fill { inode, allowed, local } = fill;
+    let stamp = Stamp::new(tables, vfsmount, dentry, inode, seqs);
     // Built in the scratch value, not on the stack (see `allowed`).
     // SAFETY: this CPU's scratch value.
     let entry = unsafe { &mut (*s).entry };
-    *entry = Cached { dentry, vfsmount, tables, inode, seqs, expires, allowed, local, check: 0 };
+    *entry = Cached { stamp, allowed, local, check: 0 };
     entry.check = entry.check_word();
     let _ = VERDICTS.insert(&dentry, entry, 0);
 }

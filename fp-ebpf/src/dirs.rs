@@ -14,10 +14,7 @@
 //! checked and the sequences again after it, so a name moved meanwhile takes the walk. Not used
 //! for a name that is a mount root or whose directory is one (procfs names the task's own
 //! directory after the task there), nor by renames and links.
-use aya_ebpf::helpers::{
-    bpf_ktime_get_boot_ns,
-    generated::{bpf_probe_read_kernel, bpf_probe_read_kernel_str},
-};
+use aya_ebpf::helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_kernel_str};
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
@@ -25,7 +22,7 @@ use fp_common::{
 };
 
 use crate::{
-    cache::{TTL_NS, mix, number, sequences},
+    cache::{Stamp, mix, number, sequences},
     decide::start_walk,
     kernel::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_INODE_I_INO,
@@ -41,12 +38,7 @@ use crate::{
 #[derive(Clone, Copy)]
 pub(crate) struct DirCached {
     check: u64,
-    dentry: u64,
-    vfsmount: u64,
-    tables: u64,
-    inode: u64,
-    seqs: u64,
-    expires: u64,
+    stamp: Stamp,
     local_state: u64,
     /// The walk's `up` and `local_up` for a name in the directory.
     up: [OpEntry; 3],
@@ -117,23 +109,14 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<(
         }
         &*dst
     };
-    // SAFETY: a helper call without arguments.
-    let now = unsafe { bpf_ktime_get_boot_ns() };
-    if e.check != e.check_word()
-        || e.dentry != parent
-        || e.vfsmount != vfsmount
-        || e.tables != tables
-        || e.seqs != seqs
-        || now >= e.expires
-        || read::<u64>(parent, off(&OFF_DENTRY_D_INODE)).ok()? != e.inode
-    {
+    if e.check != e.check_word() || !e.stamp.holds(tables, vfsmount, parent, seqs) {
         return None;
     }
     // The name's own identity and inode-table entries (as the walk offers them at depth 0).
     // The identity events report is the first positive dentry's, as the walk's: the directory's
     // for a name not created yet.
     let inode: u64 = read(dentry, off(&OFF_DENTRY_D_INODE)).ok()?;
-    let identified = if inode != 0 { inode } else { e.inode };
+    let identified = if inode != 0 { inode } else { e.stamp.inode() };
     let ino: u64 = read(identified, off(&OFF_INODE_I_INO)).ok()?;
     let sb: u64 = read(identified, off(&OFF_INODE_I_SB)).ok()?;
     let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV)).ok()?;
@@ -250,9 +233,7 @@ pub extern "C" fn fp_dir_fill() -> i32 {
         }
         let (seqs, tables) = ((*s).dir_seqs, (*w).tables);
         if let Some(old) = DIRS.get(&dir)
-            && old.seqs == seqs
-            && old.tables == tables
-            && old.vfsmount == vfsmount
+            && old.stamp.same(tables, vfsmount, seqs)
         {
             return 0; // remembered (a torn read here only costs a rewrite or a later walk)
         }
@@ -266,12 +247,7 @@ pub extern "C" fn fp_dir_fill() -> i32 {
         {
             return 0;
         }
-        (*e).dentry = dir;
-        (*e).vfsmount = vfsmount;
-        (*e).tables = tables;
-        (*e).inode = (*w).dir_inode;
-        (*e).seqs = seqs;
-        (*e).expires = bpf_ktime_get_boot_ns() + TTL_NS;
+        (*e).stamp = Stamp::new(tables, vfsmount, dir, (*w).dir_inode, seqs);
         (*e).local_state = (*w).local_state;
         (*e).up = (*w).up;
         (*e).local_up = (*w).local_up;
