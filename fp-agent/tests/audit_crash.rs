@@ -9,7 +9,7 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,12 +50,24 @@ fn child_writer_forever() {
     config.checkpoint_every_records = 300;
     config.rotate_bytes = 256 << 10;
     let (handle, _writer) = start(config).unwrap();
+    // The parent kills us mid-stream, so it waits for this line: the log is open and durable.
+    println!("{STARTED}");
     for i in 0.. {
         handle.record(decision(i));
         if i % 64 == 0 {
             std::thread::yield_now();
         }
     }
+}
+
+const STARTED: &str = "fp-audit-test: writer started";
+
+/// Reads a child's stdout until a line ends with `line` (the harness writes around it).
+fn wait_for_line(stdout: std::process::ChildStdout, line: &str) {
+    use std::io::BufRead as _;
+    let found =
+        std::io::BufReader::new(stdout).lines().map_while(Result::ok).any(|l| l.ends_with(line));
+    assert!(found, "the child exited before printing {line:?}");
 }
 
 #[test]
@@ -65,7 +77,9 @@ fn kill_9_mid_stream_always_recovers() {
     let log = dir.path().join("audit.log");
     let mut torn_seen = 0;
     for round in 0..30u64 {
-        let mut writer = child("child_writer_forever", &log, &key).spawn().unwrap();
+        let mut writer =
+            child("child_writer_forever", &log, &key).stdout(Stdio::piped()).spawn().unwrap();
+        wait_for_line(writer.stdout.take().unwrap(), STARTED);
         std::thread::sleep(Duration::from_millis(30 + (round * 37) % 120));
         writer.kill().unwrap();
         writer.wait().unwrap();
