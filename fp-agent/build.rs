@@ -79,7 +79,7 @@ fn build_ebpf(out_dir: &Path) -> anyhow::Result<()> {
                 "-Cdebuginfo=2",
                 "-Clink-arg=--btf",
                 // Global BPF functions: verified once per program (docs/architecture.md).
-                "-Clink-arg=--export=fp_check,fp_move_side,fp_move_below,fp_dir_resolve,fp_dir_fill",
+                "-Clink-arg=--export=fp_check,fp_move_side,fp_move_below,fp_dir_resolve,fp_dir_fill,fp_created_remember",
                 // With the in-order expansion of memcpy, LLVM lowers every memset to a call of
                 // aya-ebpf's byte loop (4.5% of an uncached decision, docs/performance.md).
                 "-Clink-arg=--disable-expand-memcpy-in-order",

@@ -143,6 +143,8 @@ pub mod maps {
     pub const VERDICTS: &str = "VERDICTS";
     /// The programs' directory cache (docs/performance.md, The directory cache): likewise.
     pub const DIRS: &str = "DIRS";
+    /// The programs' creation slot (docs/performance.md, The creation slot): likewise.
+    pub const CREATED: &str = "CREATED";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`SCRATCH`].
     pub const PINNED: [&str; 13] = [
@@ -151,9 +153,9 @@ pub mod maps {
     ];
 
     /// Every map of the BPF object.
-    pub const ALL: [&str; 16] = [
+    pub const ALL: [&str; 17] = [
         SESSIONS, COUNTERS, HEADERS, PREFIXES, INTERIOR, NAMES, SCOPES, INODES, EVENTS, BROKER,
-        PENDING, PROTECTED, GRANTS, SCRATCH, VERDICTS, DIRS,
+        PENDING, PROTECTED, GRANTS, SCRATCH, VERDICTS, DIRS, CREATED,
     ];
 }
 

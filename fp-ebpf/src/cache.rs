@@ -190,9 +190,9 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) 
 /// interleaved decision on this CPU), so that nothing read after that check can be another's.
 #[derive(Clone, Copy)]
 pub(crate) struct Fill {
-    inode: u64,
-    allowed: u64,
-    local: u64,
+    pub(crate) inode: u64,
+    pub(crate) allowed: u64,
+    pub(crate) local: u64,
 }
 
 /// The [`Fill`] of the decision in `s`, if it may be cached: a positive dentry, a path that does
@@ -200,9 +200,18 @@ pub(crate) struct Fill {
 #[inline(always)]
 pub(crate) fn cacheable(s: *const Scratch) -> Option<Fill> {
     // SAFETY: this CPU's scratch value, written by `check`.
-    let (inode, per_task, local_state) = unsafe {
+    let inode = unsafe { core::ptr::read_volatile(&(*s).walk.inode) };
+    let (allowed, local) = allowed_ops(s);
+    (inode != 0 && (allowed | local) != 0).then_some(Fill { inode, allowed, local })
+}
+
+/// The ops ([`PolicyOp::bit`]s) the decision in `s` allows, and those it allows the inode hooks
+/// (see the module's notes); none for a path that depends on the task.
+#[inline(always)]
+pub(crate) fn allowed_ops(s: *const Scratch) -> (u64, u64) {
+    // SAFETY: this CPU's scratch value, written by `check`.
+    let (per_task, local_state) = unsafe {
         (
-            core::ptr::read_volatile(&(*s).walk.inode),
             core::ptr::read_volatile(&(*s).walk.per_task),
             core::ptr::read_volatile(&(*s).walk.local_state),
         )
@@ -218,11 +227,10 @@ pub(crate) fn cacheable(s: *const Scratch) -> Option<Fill> {
             local |= op.bit() as u64;
         }
     }
-    (inode != 0 && per_task == 0 && (allowed | local) != 0).then_some(Fill {
-        inode,
-        allowed,
-        local,
-    })
+    match per_task {
+        0 => (allowed, local),
+        _ => (0, 0),
+    }
 }
 
 /// Remembers `fill` for (`tables`, `vfsmount`, `dentry`), decided under `seqs` (read before the

@@ -11,7 +11,7 @@ use fp_common::{
 };
 
 use crate::{
-    cache, dirs,
+    cache, created, dirs,
     kernel::{EACCES, OFF_FILE_F_PATH, OFF_MOUNT_MNT, OFF_PATH_DENTRY, OFF_PATH_MNT, off, read},
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
@@ -287,7 +287,12 @@ pub(crate) fn decide(
         if let Some(fill) = cacheable {
             cache::fill(s, fill, session.info.tables, vfsmount, dentry, seqs);
         }
-        dirs::fill(s, seqs);
+        dirs::fill(generation, seqs);
+    }
+    // A name being created is a negative dentry, which the cache never keeps: the open that
+    // creates it takes this decision from the creation slot instead.
+    if hook == Hook::PathMknod {
+        created::remember(generation, seqs.filter(|_| interfered.is_none()));
     }
     let outcome = interfered.unwrap_or(outcome);
     // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:

@@ -197,20 +197,19 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<(
     Some(())
 }
 
-/// Remembers the directory of the name the walk in `s` went through, decided under `seqs`
-/// (read before the walk), unless it is remembered already.
+/// Remembers the directory of the name the walk of decision `generation`
+/// (crate::decide::begin) went through, decided under `seqs` (read before the walk), unless it
+/// is remembered already.
 #[inline(always)]
-pub(crate) fn fill(s: *mut Scratch, seqs: u64) {
-    // SAFETY: this CPU's scratch value.
-    unsafe { (*s).dir_seqs = seqs };
-    fp_dir_fill();
+pub(crate) fn fill(generation: u64, seqs: u64) {
+    fp_dir_fill(generation, seqs);
 }
 
 /// [`fill`] as a global BPF function (see `fp_check`), on the walk and evaluation in the scratch
 /// value.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn fp_dir_fill() -> i32 {
+pub extern "C" fn fp_dir_fill(generation: u64, seqs: u64) -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return 1;
     };
@@ -231,7 +230,7 @@ pub extern "C" fn fp_dir_fill() -> i32 {
         {
             return 0;
         }
-        let (seqs, tables) = ((*s).dir_seqs, (*w).tables);
+        let tables = (*w).tables;
         if let Some(old) = DIRS.get(&dir)
             && old.stamp.same(tables, vfsmount, seqs)
         {
@@ -253,6 +252,10 @@ pub extern "C" fn fp_dir_fill() -> i32 {
         (*e).local_up = (*w).local_up;
         (*e).context = context;
         (*e).check = (*e).check_word();
+        // All of it was this decision's unless another one began on this CPU since.
+        if core::ptr::read_volatile(&(*s).generation) != generation {
+            return 0;
+        }
         let _ = DIRS.insert(&dir, &*e, 0);
     }
     0

@@ -10,6 +10,10 @@ pub(crate) const FMODE_READ: u32 = 0x1;
 pub(crate) const FMODE_WRITE: u32 = 0x2;
 pub(crate) const FMODE_EXEC: u32 = 0x20;
 pub(crate) const F_FLAGS_EXEC: u32 = 0x20;
+/// `file.f_mode`: this open created the file.
+pub(crate) const FMODE_CREATED: u32 = 0x10_0000;
+/// `__O_TMPFILE`, as it stays in `file.f_flags`.
+pub(crate) const F_FLAGS_TMPFILE: u32 = 0o2000_0000;
 /// `path_rename` flag: both names stay and swap places.
 pub(crate) const RENAME_EXCHANGE: u32 = 1 << 1;
 

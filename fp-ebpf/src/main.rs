@@ -7,7 +7,8 @@
 //!
 //! One module per concept (docs/architecture.md, "fp-ebpf modules"): `kernel` (offsets, reads,
 //! constants), `maps`, `session`, `walk` (the path walk), `tables` (the session's tables and the
-//! evaluation), `decide`, `cache` (the verdict cache), `dirs` (the directory cache), `moves`
+//! evaluation), `decide`, `cache` (the verdict cache), `created`
+//! (the creation slot), `dirs` (the directory cache), `moves`
 //! (renames and links), `prompt`, `protect`, `report` (the event) and `hooks` (the `#[lsm]`
 //! programs by object family).
 #![no_std]
@@ -17,6 +18,7 @@
 #![feature(core_intrinsics)]
 
 mod cache;
+mod created;
 mod decide;
 mod dirs;
 mod hooks;

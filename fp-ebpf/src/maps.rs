@@ -13,7 +13,9 @@ use fp_common::{
     refer::MoveSide,
 };
 
-use crate::{cache::Cached, decide::Outcome, dirs::DirCached, moves::MoveNames, walk::Walk};
+use crate::{
+    cache::Cached, created::Created, decide::Outcome, dirs::DirCached, moves::MoveNames, walk::Walk,
+};
 
 #[map]
 pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
@@ -75,6 +77,10 @@ pub(crate) static VERDICTS: LruHashMap<u64, Cached> = LruHashMap::with_max_entri
 #[map]
 pub(crate) static DIRS: LruHashMap<u64, DirCached> = LruHashMap::with_max_entries(8192, 0);
 
+/// The creation slot (crate::created), per CPU.
+#[map]
+pub(crate) static CREATED: PerCpuArray<Created> = PerCpuArray::with_max_entries(1, 0);
+
 /// Per-CPU scratch space: too large for the 512-byte BPF stack.
 ///
 /// BPF programs run with migration disabled but may be preempted, so on a fully preemptible
@@ -107,10 +113,8 @@ pub(crate) struct Scratch {
     pub(crate) entry: Cached,
     /// Where [`crate::cache`] turns kernel pointers into plain numbers (see `cache::number`).
     pub(crate) number: u64,
-    /// A directory cache entry being used or filled (crate::dirs), and the sequences a fill
-    /// was decided under.
+    /// A directory cache entry being used or filled (crate::dirs).
     pub(crate) dir: DirCached,
-    pub(crate) dir_seqs: u64,
 }
 
 #[map]

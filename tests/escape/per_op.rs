@@ -67,6 +67,11 @@ escape_suite! {
     // Copies are decided step by step: the read is denied.
     install_secret: denied("file_open", "read", "sec/install.secret") => "install $B/sec/install.secret $B/work/inst.txt";
     sed_in_place_secret: denied("file_open", "read", "sec/sed_i.secret") => "sed -i s/TOP/top/ $B/sec/sed_i.secret";
+    // A new file's open takes its creation's decision (fp-ebpf/src/created.rs): a name the
+    // session may write but not read is created and opened for writing only.
+    create_rdwr_secret: denied("file_open", "read", "work/rdwr_new.secret") => "(exec 3<>$B/work/rdwr_new.secret)";
+    create_then_read_secret: denied("file_open", "read", "work/created.secret") => "echo TOPSECRET c > $B/work/created.secret && cat $B/work/created.secret";
+    create_in_frozen: denied("path_mknod", "write", "frozen/new.txt") => "echo x > $B/frozen/new.txt";
     // Delete- and write-denied content.
     mv_over_keep: denied("path_rename", "delete", "keep/k.txt") => "mv $B/work/other.txt $B/keep/k.txt";
     rename_frozen_out: denied("path_rename", "write", "frozen/f.txt") => perl!("rename($ARGV[0], $ARGV[1])", "frozen/f.txt", "work/f.txt");
@@ -78,6 +83,7 @@ escape_suite! {
     dir_out_of_frozen: denied("path_rename", "write", "frozen/sub") => perl!("rename($ARGV[0], $ARGV[1])", "frozen/sub", "work/fsub");
     // Positive controls: ordinary work in the workspace.
     plain_rename: Allowed => "cd $B/work && echo a > a.txt && mv a.txt b.txt && cat b.txt";
+    create_and_reopen: Allowed => "cd $B/work && (exec 3<>n1.txt) && echo a > n2.txt && cat n1.txt n2.txt && touch n2.txt && chmod 600 n2.txt";
     save_by_rename: Allowed => "cd $B/work && echo new > .f.swp && mv .f.swp f.txt && /usr/bin/python3 -c \"import os; open('t.tmp', 'w').write('x'); os.replace('t.tmp', 't.txt')\"";
     secret_to_secret: Allowed => "cd $B/work && mv s1.secret s2.secret";
     directory_renames: Allowed => "cd $B/work && mv d1 d2 && mkdir -p inc/s-1-working && mv inc/s-1-working inc/s-1-done && mv d2/sub d2/sub2";

@@ -4,10 +4,11 @@ use fp_common::kernel::{Hook, Op};
 
 use super::in_session;
 use crate::{
+    created,
     decide::decide_file,
     kernel::{
-        F_FLAGS_EXEC, FMODE_EXEC, FMODE_READ, FMODE_WRITE, OFF_FILE_F_FLAGS, OFF_FILE_F_MODE,
-        OFF_LINUX_BINPRM_FILE, off, read,
+        F_FLAGS_EXEC, F_FLAGS_TMPFILE, FMODE_CREATED, FMODE_EXEC, FMODE_READ, FMODE_WRITE,
+        OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, off, read,
     },
     prompt::check_pending,
     session::unreadable,
@@ -16,7 +17,8 @@ use crate::{
 /// Every open, including the open of an executable and of a file created by O_CREAT. An open
 /// decides every access it grants: read and write both for O_RDWR (the stricter verdict wins),
 /// write for O_WRONLY, exec for execve/uselib, read otherwise. O_TRUNC is checked as a write by
-/// path_truncate (6.1) or file_truncate (6.2+).
+/// path_truncate (6.1) or file_truncate (6.2+). The open of a file it just created takes
+/// path_mknod's decision on its name (crate::created).
 #[lsm(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
@@ -27,6 +29,9 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         else {
             return unreadable(session);
         };
+        if mode & FMODE_CREATED != 0 && flags & F_FLAGS_TMPFILE == 0 {
+            created::claim(session.info.tables, file);
+        }
         let writes = mode & FMODE_WRITE != 0;
         let (op, and_write) = if writes && mode & FMODE_READ != 0 {
             (Op::Read, true)

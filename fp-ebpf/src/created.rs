@@ -1,0 +1,155 @@
+//! The creation slot: `open(O_CREAT)` of a new file decides twice, `path_mknod` on the name
+//! (a negative dentry, which the verdict cache never keeps) and then `file_open` on the file it
+//! became. Both decide the same path: the slot carries the first decision to the second, which
+//! puts it in the verdict cache ([`crate::cache`]) under the file's new inode and so finds it
+//! there instead of walking or resolving the name again.
+//!
+//! Per CPU and per thread: `path_mknod` of a session task leaves what its tables allow on the
+//! name, `file_open` takes it when the file says the open created it (`FMODE_CREATED`, set only
+//! by an open that called `path_mknod` on that name just before, in the same call). It is used only
+//! under the verdict cache's checks (tables id, both sequences unchanged since before the
+//! `path_mknod` walk, the same mount and dentry, a check word over the slot) and three of its own:
+//! the same thread, within [`TTL_NS`], and no inode-table entry for the new inode (the
+//! `path_mknod` decision saw none: a negative dentry has no identity). Anything else, a thread
+//! that changed CPUs, another creation on this CPU, an `O_TMPFILE` (which sets `FMODE_CREATED`
+//! without `path_mknod`), is a miss and takes the usual decision.
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_boot_ns};
+use fp_common::policy::InodeKey;
+
+use crate::{
+    cache::{self, Fill, mix, number},
+    kernel::{
+        OFF_DENTRY_D_INODE, OFF_FILE_F_PATH, OFF_INODE_I_INO, OFF_INODE_I_SB, OFF_PATH_DENTRY,
+        OFF_PATH_MNT, OFF_SUPER_BLOCK_S_DEV, off, read,
+    },
+    maps::{CREATED, INODES, SCRATCH},
+};
+
+/// Far above the time from `path_mknod` to `file_open` in one open (a miss only costs a decision).
+const TTL_NS: u64 = 100_000_000;
+
+/// One thread's last creation decision on this CPU; plain integers, as every map value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Created {
+    check: u64,
+    /// `bpf_get_current_pid_tgid`; 0: empty.
+    thread: u64,
+    expires: u64,
+    tables: u64,
+    vfsmount: u64,
+    dentry: u64,
+    seqs: u64,
+    allowed: u64,
+    local: u64,
+}
+
+impl Created {
+    fn check_word(&self) -> u64 {
+        let Created { check: _, thread, expires, tables, vfsmount, dentry, seqs, allowed, local } =
+            *self;
+        [thread, expires, tables, vfsmount, dentry, seqs, allowed, local]
+            .into_iter()
+            .fold(0x1319_8a2e_0370_7344u64, mix)
+    }
+}
+
+/// After the `path_mknod` decision of decision `generation` (crate::decide::begin), whose walk
+/// and outcomes are in the scratch value: what it allowed, if it was intact and decided under the
+/// sequences `intact`; otherwise the slot is emptied.
+#[inline(always)]
+pub(crate) fn remember(generation: u64, intact: Option<u64>) {
+    match intact {
+        Some(seqs) => fp_created_remember(generation, 1, seqs),
+        None => fp_created_remember(generation, 0, 0),
+    };
+}
+
+/// [`remember`] as a global BPF function (see `fp_check`): verified once, whatever the states
+/// of the decision before it.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn fp_created_remember(generation: u64, intact: u64, seqs: u64) -> i32 {
+    let (Some(slot), Some(s)) = (CREATED.get_ptr_mut(0), SCRATCH.get_ptr_mut(0)) else {
+        return 1;
+    };
+    // SAFETY: this CPU's slot and scratch value. A program preempted mid-write by another's
+    // leaves a slot whose check word does not match.
+    unsafe {
+        (*slot).thread = 0;
+        if intact == 0 {
+            return 0;
+        }
+        let w = &raw const (*s).walk;
+        let (allowed, local) = cache::allowed_ops(s);
+        if allowed | local == 0 {
+            return 0;
+        }
+        (*slot).expires = bpf_ktime_get_boot_ns() + TTL_NS;
+        (*slot).tables = core::ptr::read_volatile(&(*w).tables);
+        (*slot).vfsmount = core::ptr::read_volatile(&(*w).vfsmount);
+        (*slot).dentry = core::ptr::read_volatile(&(*w).dentry);
+        (*slot).seqs = seqs;
+        (*slot).allowed = allowed;
+        (*slot).local = local;
+        // Everything above was the decision's own unless another one began on this CPU since.
+        if core::ptr::read_volatile(&(*s).generation) != generation {
+            return 0;
+        }
+        (*slot).thread = bpf_get_current_pid_tgid();
+        (*slot).check = (*slot).check_word();
+    }
+    0
+}
+
+/// At the `file_open` of `file`, which the open created (`FMODE_CREATED`, not `O_TMPFILE`), in
+/// a session with `tables`: moves the slot's decision into the verdict cache if it is this file's.
+#[inline(always)]
+pub(crate) fn claim(tables: u64, file: u64) {
+    let (Some(slot), Some(s)) = (CREATED.get_ptr_mut(0), SCRATCH.get_ptr_mut(0)) else {
+        return;
+    };
+    let path = file + off(&OFF_FILE_F_PATH) as u64;
+    let (Ok(vfsmount), Ok(dentry)) =
+        (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY)))
+    else {
+        return;
+    };
+    let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
+    // SAFETY: this CPU's slot; copied out, then emptied (one claim per creation).
+    let c = unsafe {
+        let c = *slot;
+        (*slot).thread = 0;
+        c
+    };
+    // SAFETY: helper calls without arguments.
+    let (thread, now) = unsafe { (bpf_get_current_pid_tgid(), bpf_ktime_get_boot_ns()) };
+    if c.thread != thread
+        || c.check != c.check_word()
+        || now >= c.expires
+        || c.tables != tables
+        || c.vfsmount != vfsmount
+        || c.dentry != dentry
+        || cache::sequences() != Some(c.seqs)
+    {
+        return;
+    }
+    let Ok(inode) = read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) else {
+        return;
+    };
+    let (Ok(ino), Ok(sb)) =
+        (read::<u64>(inode, off(&OFF_INODE_I_INO)), read::<u64>(inode, off(&OFF_INODE_I_SB)))
+    else {
+        return;
+    };
+    let Ok(dev) = read::<u32>(sb, off(&OFF_SUPER_BLOCK_S_DEV)) else {
+        return;
+    };
+    let key = InodeKey { session_id: tables, ino, dev, _pad: 0 };
+    // SAFETY: a lookup; only its presence matters.
+    if inode == 0 || unsafe { INODES.get(&key) }.is_some() {
+        return;
+    }
+    let fill = Fill { inode, allowed: c.allowed, local: c.local };
+    cache::fill(s, fill, tables, vfsmount, dentry, c.seqs);
+}
