@@ -82,7 +82,7 @@ pub extern "C" fn fp_created_remember(generation: u64, intact: u64, seqs: u64) -
         }
         let w = &raw const (*s).walk;
         let (allowed, local) = cache::allowed_ops(s);
-        if allowed | local == 0 {
+        if (allowed | local) == 0 {
             return 0;
         }
         (*slot).expires = bpf_ktime_get_boot_ns() + TTL_NS;
