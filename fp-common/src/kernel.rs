@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -260,6 +260,9 @@ pub struct SessionCounters {
     pub unresolved: u64,
     /// Decisions that raced with a reload of the session's tables (denied).
     pub raced_reload: u64,
+    /// Opens held for the prompt broker (files marked pending). While it is 0 no file of the
+    /// session is pending, and reads and writes skip the `PENDING` lookup.
+    pub held: u64,
 }
 
 /// A decision reported through the `EVENTS` ring buffer: every denial, and allowed writes,
@@ -494,7 +497,7 @@ mod tests {
     #[test]
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<SessionInfo>(), 16);
-        assert_eq!(size_of::<SessionCounters>(), 32);
+        assert_eq!(size_of::<SessionCounters>(), 40);
         assert_eq!(size_of::<GrantValue>(), 16);
         assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 2 * PATH_MAX);
     }

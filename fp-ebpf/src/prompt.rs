@@ -10,9 +10,9 @@ use crate::{
     kernel::{
         EACCES, OFF_FILE_F_INODE, OFF_INODE_I_INO, OFF_INODE_I_SB, OFF_SUPER_BLOCK_S_DEV, off, read,
     },
-    maps::{BROKER, GRANTS, PENDING, Scratch},
+    maps::{BROKER, COUNTERS, GRANTS, PENDING, Scratch},
     protect::refuse_without_path,
-    session::Session,
+    session::{Session, count},
     tables::{ScratchPath, prefix_key},
 };
 
@@ -38,6 +38,8 @@ pub(crate) fn mark_pending(session: u64, s: *const Scratch) -> bool {
     // SAFETY: this CPU's scratch value, filled by `check`.
     let (ino, dev) = unsafe { ((*s).walk.ino, (*s).walk.dev) };
     let key = InodeKey { session_id: session, ino, dev: dev as u32, _pad: 0 };
+    // Counted before the entry exists: `check_pending` skips the lookup only while it is 0.
+    count(session, |c| unsafe { &raw mut (*c).held });
     ino != 0 && PENDING.insert(&key, &1, 0).is_ok()
 }
 
@@ -45,6 +47,13 @@ pub(crate) fn mark_pending(session: u64, s: *const Scratch) -> bool {
 /// still pending.
 #[inline(always)]
 pub(crate) fn check_pending(session: &Session, hook: Hook, file: u64) -> i32 {
+    // A session that never had an open held has no pending file (without its counters: look).
+    if let Some(c) = COUNTERS.get_ptr(&session.id)
+        // SAFETY: a read of the map value; the programs only ever add to it.
+        && unsafe { core::ptr::read_volatile(&raw const (*c).held) } == 0
+    {
+        return 0;
+    }
     let identity = read::<u64>(file, off(&OFF_FILE_F_INODE)).and_then(|inode| {
         let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
         let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
