@@ -19,8 +19,8 @@ use fp_common::policy::InodeKey;
 use crate::{
     cache::{self, Fill, mix, number},
     kernel::{
-        OFF_DENTRY_D_INODE, OFF_FILE_F_PATH, OFF_INODE_I_INO, OFF_INODE_I_SB, OFF_PATH_DENTRY,
-        OFF_PATH_MNT, OFF_SUPER_BLOCK_S_DEV, off, read,
+        OFF_DENTRY_D_INODE, OFF_FILE_F_PATH, OFF_PATH_DENTRY, OFF_PATH_MNT, inode_identity, off,
+        read,
     },
     maps::{CREATED, INODES, SCRATCH},
 };
@@ -59,17 +59,15 @@ impl Created {
 /// sequences `intact`; otherwise the slot is emptied.
 #[inline(always)]
 pub(crate) fn remember(generation: u64, intact: Option<u64>) {
-    match intact {
-        Some(seqs) => fp_created_remember(generation, 1, seqs),
-        None => fp_created_remember(generation, 0, 0),
-    };
+    // Sequences are never 0 once the host has mounted anything; 0 would only make this a miss.
+    fp_created_remember(generation, intact.unwrap_or(0));
 }
 
 /// [`remember`] as a global BPF function (see `fp_check`): verified once, whatever the states
-/// of the decision before it.
+/// of the decision before it. `seqs` 0: nothing to remember.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn fp_created_remember(generation: u64, intact: u64, seqs: u64) -> i32 {
+pub extern "C" fn fp_created_remember(generation: u64, seqs: u64) -> i32 {
     let (Some(slot), Some(s)) = (CREATED.get_ptr_mut(0), SCRATCH.get_ptr_mut(0)) else {
         return 1;
     };
@@ -77,7 +75,7 @@ pub extern "C" fn fp_created_remember(generation: u64, intact: u64, seqs: u64) -
     // leaves a slot whose check word does not match.
     unsafe {
         (*slot).thread = 0;
-        if intact == 0 {
+        if seqs == 0 {
             return 0;
         }
         let w = &raw const (*s).walk;
@@ -137,12 +135,7 @@ pub(crate) fn claim(tables: u64, file: u64) {
     let Ok(inode) = read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) else {
         return;
     };
-    let (Ok(ino), Ok(sb)) =
-        (read::<u64>(inode, off(&OFF_INODE_I_INO)), read::<u64>(inode, off(&OFF_INODE_I_SB)))
-    else {
-        return;
-    };
-    let Ok(dev) = read::<u32>(sb, off(&OFF_SUPER_BLOCK_S_DEV)) else {
+    let Ok((ino, dev)) = inode_identity(inode) else {
         return;
     };
     let key = InodeKey { session_id: tables, ino, dev, _pad: 0 };

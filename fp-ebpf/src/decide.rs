@@ -283,7 +283,9 @@ pub(crate) fn decide(
         (outcome, reported) = (other, Op::Write);
     }
     let interfered = interference(session, s, generation);
-    if let (None, Some(seqs)) = (interfered, seqs) {
+    // What an intact decision leaves for later ones: the sequences its walk ran under.
+    let intact = seqs.filter(|_| interfered.is_none());
+    if let Some(seqs) = intact {
         if let Some(fill) = cacheable {
             cache::fill(s, fill, session.info.tables, vfsmount, dentry, seqs);
         }
@@ -292,7 +294,7 @@ pub(crate) fn decide(
     // A name being created is a negative dentry, which the cache never keeps: the open that
     // creates it takes this decision from the creation slot instead.
     if hook == Hook::PathMknod {
-        created::remember(generation, seqs.filter(|_| interfered.is_none()));
+        created::remember(generation, intact);
     }
     let outcome = interfered.unwrap_or(outcome);
     // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:

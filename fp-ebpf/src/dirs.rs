@@ -25,9 +25,8 @@ use crate::{
     cache::{Stamp, mix, number, sequences},
     decide::start_walk,
     kernel::{
-        OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_INODE_I_INO,
-        OFF_INODE_I_SB, OFF_QSTR_LEN, OFF_QSTR_NAME, OFF_SUPER_BLOCK_S_DEV, OFF_VFSMOUNT_MNT_ROOT,
-        off, read,
+        OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
+        OFF_VFSMOUNT_MNT_ROOT, inode_identity, off, read,
     },
     maps::{DIRS, INODES, SCRATCH, Scratch},
     walk::{NO_MOUNT, RESOLVED},
@@ -117,9 +116,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<(
     // for a name not created yet.
     let inode: u64 = read(dentry, off(&OFF_DENTRY_D_INODE)).ok()?;
     let identified = if inode != 0 { inode } else { e.stamp.inode() };
-    let ino: u64 = read(identified, off(&OFF_INODE_I_INO)).ok()?;
-    let sb: u64 = read(identified, off(&OFF_INODE_I_SB)).ok()?;
-    let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV)).ok()?;
+    let (ino, dev) = inode_identity(identified).ok()?;
     let len: u32 = read(dentry, off(&OFF_DENTRY_D_NAME) + off(&OFF_QSTR_LEN)).ok()?;
     let name: u64 = read(dentry, off(&OFF_DENTRY_D_NAME) + off(&OFF_QSTR_NAME)).ok()?;
     let (len, cursor) = (len as usize, e.context.cursor as usize);

@@ -97,14 +97,19 @@ pub(crate) fn dentry_kind(dentry: u64) -> Result<(u64, bool), ()> {
 const S_IFMT: u16 = 0o170000;
 const S_IFDIR: u16 = 0o040000;
 
-/// (inode number, device) of a dentry.
+/// (inode number, device) of a `struct inode *`, the identity inode-table rules and events use.
 #[inline(always)]
-pub(crate) fn dentry_identity(dentry: u64) -> Result<(u64, u32), ()> {
-    let inode: u64 = read(dentry, off(&OFF_DENTRY_D_INODE))?;
+pub(crate) fn inode_identity(inode: u64) -> Result<(u64, u32), ()> {
     let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
     let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
     let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?;
     Ok((ino, dev))
+}
+
+/// (inode number, device) of a dentry.
+#[inline(always)]
+pub(crate) fn dentry_identity(dentry: u64) -> Result<(u64, u32), ()> {
+    inode_identity(read(dentry, off(&OFF_DENTRY_D_INODE))?)
 }
 
 /// (inode number, device) of a `struct path *`.

@@ -7,9 +7,7 @@ use fp_common::{
 };
 
 use crate::{
-    kernel::{
-        EACCES, OFF_FILE_F_INODE, OFF_INODE_I_INO, OFF_INODE_I_SB, OFF_SUPER_BLOCK_S_DEV, off, read,
-    },
+    kernel::{EACCES, OFF_FILE_F_INODE, inode_identity, off, read},
     maps::{BROKER, COUNTERS, GRANTS, PENDING, Scratch},
     protect::refuse_without_path,
     session::{Session, count},
@@ -54,13 +52,7 @@ pub(crate) fn check_pending(session: &Session, hook: Hook, file: u64) -> i32 {
     {
         return 0;
     }
-    let identity = read::<u64>(file, off(&OFF_FILE_F_INODE)).and_then(|inode| {
-        let ino: u64 = read(inode, off(&OFF_INODE_I_INO))?;
-        let sb: u64 = read(inode, off(&OFF_INODE_I_SB))?;
-        let dev: u32 = read(sb, off(&OFF_SUPER_BLOCK_S_DEV))?;
-        Ok((ino, dev))
-    });
-    let Ok((ino, dev)) = identity else {
+    let Ok((ino, dev)) = read::<u64>(file, off(&OFF_FILE_F_INODE)).and_then(inode_identity) else {
         return -EACCES;
     };
     let key = InodeKey { session_id: session.id, ino, dev, _pad: 0 };
