@@ -1,5 +1,6 @@
 //! Soundness of the compiler: for random rule sets of both schemas (layered global + overlay)
-//! and random nasty paths, the kernel tables' verdict equals the exact evaluator's or is Defer.
+//! and random nasty paths, the kernel tables' verdict equals the exact evaluator's or is Defer,
+//! and the same with every name-table lookup made (the header's name filter changes nothing).
 //!
 //! A case is one path checked for every op against one generated rule set; CI runs 100_000
 //! (`CASES` rule sets x `PATHS_PER_CASE` paths, about 12 s: the test profile optimizes the
@@ -9,9 +10,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use fp_agent::policy::{
-    EffectivePolicy, FileKind, LoadOptions, Op, TableVerdict, layer, parse_str,
+    EffectivePolicy, FileKind, KernelTables, LoadOptions, Op, TableVerdict, layer, parse_str,
 };
-use fp_common::policy::{Evaluation, MAX_STEPS, OpEntry, evaluate, evaluate_seeded};
+use fp_common::policy::{
+    Evaluation, Lookup, MAX_STEPS, NAME_FILTER_WORDS, NameKind, NameValue, OpEntry, PrefixValue,
+    RuleTables, ScopeValue, TableHeader, evaluate, evaluate_seeded,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -195,6 +199,9 @@ fn tables_agree_with_exact_evaluator_or_defer() {
                 for op in Op::ALL {
                     let exact = policy.decide(p, op).verdict.table();
                     let table = evaluate(policy.tables(), p, op);
+                    // The header's name filter only skips lookups that find nothing.
+                    let unfiltered = evaluate(&Unfiltered::of(policy.tables()), p, op);
+                    prop_assert_eq!(table, unfiltered, "name filter, path {:?}", p);
                     checks.fetch_add(1, Ordering::Relaxed);
                     if table.verdict != TableVerdict::Defer {
                         decided.fetch_add(1, Ordering::Relaxed);
@@ -219,6 +226,39 @@ fn tables_agree_with_exact_evaluator_or_defer() {
     // or the property proves little.
     assert!(built * 2 > cases as usize, "only {built} of {cases} generated policies were valid");
     assert!(decided * 4 > checks, "only {decided} of {checks} checks were decided in the kernel");
+}
+
+/// A session's tables with a name filter that admits every name: every lookup is made.
+struct Unfiltered<'a> {
+    tables: &'a KernelTables,
+    header: TableHeader,
+}
+
+impl<'a> Unfiltered<'a> {
+    fn of(tables: &'a KernelTables) -> Self {
+        let header = TableHeader { name_filter: [u64::MAX; NAME_FILTER_WORDS], ..*tables.header() };
+        Unfiltered { tables, header }
+    }
+}
+
+impl RuleTables for Unfiltered<'_> {
+    type Path = [u8];
+
+    fn header(&self) -> Option<&TableHeader> {
+        Some(&self.header)
+    }
+
+    fn longest_prefix(&self, path: &[u8]) -> Lookup<'_, PrefixValue> {
+        self.tables.longest_prefix(path)
+    }
+
+    fn name(&self, kind: NameKind, path: &[u8], start: usize, len: usize) -> Lookup<'_, NameValue> {
+        self.tables.name(kind, path, start, len)
+    }
+
+    fn scope(&self, scope_id: u16) -> Option<&ScopeValue> {
+        self.tables.scope(scope_id)
+    }
 }
 
 /// Strictness of an exact verdict for the no-gain comparison: allow < prompt < deny.

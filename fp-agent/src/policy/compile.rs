@@ -9,8 +9,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use fp_common::policy::{
-    HEADER_BASENAMES, HEADER_DIRNAMES, Lookup, MAX_NAME, MAX_PREFIX, NameKey, NameKind, NameSlot,
-    NameValue, OpEntry, PrefixValue, ROOT_SCOPE, RuleTables, ScopeValue, TableHeader, TableVerdict,
+    HEADER_BASENAMES, HEADER_DIRNAMES, Lookup, MAX_NAME, MAX_PREFIX, NAME_FILTER_WORDS, NameKey,
+    NameKind, NameSlot, NameValue, OpEntry, PrefixValue, ROOT_SCOPE, RuleTables, ScopeValue,
+    TableHeader, TableVerdict,
 };
 
 use super::error::{ErrorKind, PolicyError};
@@ -178,6 +179,7 @@ impl Compiler {
             _pad: [0; 4],
             suffix_lengths: 0,
             prefix_lengths: 0,
+            name_filter: [0; NAME_FILTER_WORDS],
         };
         let mut names = HashMap::new();
         let pending = std::mem::take(&mut self.names);
@@ -202,6 +204,7 @@ impl Compiler {
                 NameKind::Suffix => header.suffix_lengths |= bit,
                 NameKind::Prefix => header.prefix_lengths |= bit,
             }
+            header.admit_name(kind, &name);
             names.insert(key, value);
         }
         let mut scopes = vec![empty_scope(); self.scope_ids.len() + 1];

@@ -160,7 +160,7 @@ impl Evaluation {
     pub fn step<T: RuleTables>(&mut self, tables: &T, path: &T::Path) -> bool {
         match self.phase {
             PHASE_SCAN => self.scan(tables, path),
-            PHASE_FINAL => self.final_lookup(tables),
+            PHASE_FINAL => self.final_lookup(tables, path),
             PHASE_SLOT => self.examine_slot(tables, path),
             _ => self.phase = PHASE_DONE,
         }
@@ -231,14 +231,20 @@ impl Evaluation {
     }
 
     /// Examines the name entry of `kind` for `path[start..start + len]`, slot by slot, then
-    /// resumes with `resume`.
-    fn examine_name(&mut self, kind: NameKind, start: usize, len: usize, resume: u32) {
+    /// resumes with `resume`; at once if the header's filter proves there is none.
+    fn examine_name<P: PathBytes + ?Sized>(
+        &mut self,
+        header: &TableHeader,
+        path: &P,
+        (kind, start, len): (NameKind, usize, usize),
+        resume: u32,
+    ) {
         self.name_kind = kind as u64;
         self.name_start = start as u64;
         self.name_len = len as u64;
         self.slot = 0;
         self.resume = resume as u64;
-        if len > MAX_NAME {
+        if len > MAX_NAME || !header.may_have_name(kind, path, start, len) {
             self.resume_after_name();
         } else {
             self.phase = PHASE_SLOT;
@@ -278,14 +284,14 @@ impl Evaluation {
             self.at_final = 1;
             self.phase = PHASE_FINAL;
         } else if header.flags & HEADER_DIRNAMES != 0 {
-            self.examine_name(NameKind::Dirname, start, end - start, PHASE_SCAN);
+            self.examine_name(header, path, (NameKind::Dirname, start, end - start), PHASE_SCAN);
         } else {
             self.cursor = end as u64 + 1;
         }
     }
 
     /// Picks the next name lookup the header calls for on the final component.
-    fn final_lookup<T: RuleTables>(&mut self, tables: &T) {
+    fn final_lookup<T: RuleTables>(&mut self, tables: &T, path: &T::Path) {
         let Some(header) = tables.header() else {
             return self.force(TableVerdict::Deny);
         };
@@ -294,7 +300,7 @@ impl Evaluation {
         match next_lookup(header, self.lookup, len) {
             Some((kind, at, n, next)) => {
                 self.lookup = next;
-                self.examine_name(kind, start + at, n, PHASE_FINAL);
+                self.examine_name(header, path, (kind, start + at, n), PHASE_FINAL);
             }
             None => self.phase = PHASE_DONE,
         }
@@ -466,7 +472,9 @@ fn in_scope<T: RuleTables>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Lookup, NameSlot, NameValue, PrefixValue, ScopeValue, Unreadable};
+    use crate::policy::{
+        Lookup, NAME_FILTER_WORDS, NameSlot, NameValue, PrefixValue, ScopeValue, Unreadable,
+    };
 
     /// Tables with one header and at most one name entry and scope, for the fail-closed cases.
     struct Tiny {
@@ -512,6 +520,8 @@ mod tests {
             _pad: [0; 4],
             suffix_lengths: 0,
             prefix_lengths: 0,
+            // Admits every name: these tests look at the lookups themselves.
+            name_filter: [u64::MAX; NAME_FILTER_WORDS],
         }
     }
 
@@ -531,6 +541,23 @@ mod tests {
             let readable = Tiny { unreadable: 0, ..t };
             assert_eq!(evaluate(&readable, b"/a/b", Op::Read).verdict, TableVerdict::Allow);
         }
+    }
+
+    #[test]
+    fn the_name_filter_skips_only_lookups_that_find_nothing() {
+        // Every key admitted is looked up, wherever its bytes are in the path.
+        let mut h = header(HEADER_BASENAMES | HEADER_DIRNAMES);
+        h.name_filter = [0; NAME_FILTER_WORDS];
+        let names: [&[u8]; 5] = [b".env", b"a", b"id_ed25519", b".keystore", &[b'x'; MAX_NAME]];
+        for (kind, name) in NameKind::ALL.iter().flat_map(|k| names.map(|n| (*k, n))) {
+            h.admit_name(kind, name);
+            let path = [b"/some/dir/".as_slice(), name, b"/tail"].concat();
+            assert!(h.may_have_name(kind, path.as_slice(), 10, name.len()));
+        }
+        // A filter without the name: the (unreadable) lookup is never made.
+        h.name_filter = [0; NAME_FILTER_WORDS];
+        let t = Tiny { header: Some(h), name: None, unreadable: NAMES };
+        assert_eq!(evaluate(&t, b"/a/b", Op::Read).verdict, TableVerdict::Allow);
     }
 
     #[test]

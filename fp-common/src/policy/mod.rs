@@ -20,8 +20,9 @@ mod verdict;
 pub use evaluation::{DirContext, Evaluation, MAX_STEPS, evaluate, evaluate_all, evaluate_seeded};
 pub use names::{NameKey, NameKind, NameSlot, NameValue};
 pub use tables::{
-    HEADER_BASENAMES, HEADER_DIRNAMES, InodeKey, InodeValue, Lookup, PathBytes, PrefixKeyData,
-    PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader, Unreadable,
+    HEADER_BASENAMES, HEADER_DIRNAMES, InodeKey, InodeValue, Lookup, NAME_FILTER_WORDS, PathBytes,
+    PrefixKeyData, PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader, Unreadable,
+    filter_bit,
 };
 pub use verdict::{Decisions, OpEntry, TableDecision, TableVerdict};
 
@@ -66,7 +67,7 @@ mod pod {
 // No implicit padding: each size is the sum of its fields.
 const _: () = {
     use core::mem::size_of;
-    assert!(size_of::<TableHeader>() == 3 + 1 + 4 + 8 + 8);
+    assert!(size_of::<TableHeader>() == 3 + 1 + 4 + 8 + 8 + 8 * NAME_FILTER_WORDS);
     assert!(size_of::<OpEntry>() == 4 + 4 + 1 + 3);
     assert!(size_of::<PrefixKeyData>() == 8 + MAX_PREFIX);
     assert!(size_of::<PrefixKeyData>() == 256);

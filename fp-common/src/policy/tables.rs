@@ -15,6 +15,47 @@ pub struct TableHeader {
     pub suffix_lengths: u64,
     /// Bit `n - 1` set: some basename-prefix entry is `n` bytes long.
     pub prefix_lengths: u64,
+    /// The name filter: bit [`filter_bit`] of every name-table key is set, so a clear bit proves
+    /// a lookup would find nothing (and it is skipped; a lookup costs far more than the bit).
+    pub name_filter: [u64; NAME_FILTER_WORDS],
+}
+
+/// Words of [`TableHeader::name_filter`]: 4096 bits.
+pub const NAME_FILTER_WORDS: usize = 64;
+
+/// The filter bit of a name of `kind`: a hash of its kind, length and first, second and last
+/// bytes (what an evaluation reads of a component with three masked loads).
+pub fn filter_bit(kind: NameKind, len: usize, first: u8, second: u8, last: u8) -> usize {
+    let word = (kind as u64)
+        | ((len as u64 & 0xff) << 8)
+        | ((first as u64) << 16)
+        | ((second as u64) << 24)
+        | ((last as u64) << 32);
+    (word.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - 12)) as usize
+}
+
+impl TableHeader {
+    /// Sets the filter bit of the name-table key (`kind`, `name`).
+    pub fn admit_name(&mut self, kind: NameKind, name: &[u8]) {
+        let at = |i: usize| if i < name.len() { name[i] } else { 0 };
+        let bit = filter_bit(kind, name.len(), at(0), at(1), at(name.len().wrapping_sub(1)));
+        if let Some(word) = self.name_filter.get_mut(bit / 64) {
+            *word |= 1 << (bit % 64);
+        }
+    }
+
+    /// False only if the name table has no entry of `kind` for `path[start..start + len]`.
+    pub fn may_have_name<P: PathBytes + ?Sized>(
+        &self,
+        kind: NameKind,
+        path: &P,
+        start: usize,
+        len: usize,
+    ) -> bool {
+        let at = |i: usize| if i < len { path.at(start + i) } else { 0 };
+        let bit = filter_bit(kind, len, at(0), at(1), at(len.wrapping_sub(1)));
+        self.name_filter.get(bit / 64).is_none_or(|word| word >> (bit % 64) & 1 != 0)
+    }
 }
 
 /// The session has basename (exact) entries.
