@@ -1,5 +1,8 @@
 //! `cargo xtask bench kernel`: what fp's BPF LSM programs cost, measured in the test VM against
-//! the same workloads with no fp program loaded. See docs/performance.md.
+//! the same workloads with no fp program loaded; `bench compare`: two builds in one VM boot. See
+//! docs/performance.md.
+mod compare;
+
 use crate::kernels::{self, KERNELS};
 use crate::setup::{self, Report};
 use crate::test_kernel::cargo_executables;
@@ -14,6 +17,8 @@ use std::time::Duration;
 pub enum BenchArgs {
     /// Syscall and workload overhead of fp's programs, outside and inside sessions (one VM per kernel).
     Kernel(KernelBenchArgs),
+    /// Two builds of fp in one VM boot, rounds alternating: a change against its parent.
+    Compare(compare::CompareArgs),
     /// What the prompt broker (fanotify) adds per open, natively as root (docs/prompt.md).
     Prompt {
         /// Fewer iterations: a smoke check, not a measurement.
@@ -283,6 +288,7 @@ struct Results {
 pub fn main(args: BenchArgs) -> Result<ExitCode> {
     let args = match args {
         BenchArgs::Kernel(args) => args,
+        BenchArgs::Compare(args) => return compare::main(args),
         BenchArgs::Prompt { quick } => return prompt(quick),
     };
     let pins: Vec<_> = if args.kernel == "all" {
