@@ -22,7 +22,6 @@ pub use names::{NameKey, NameKind, NameSlot, NameValue};
 pub use tables::{
     HEADER_BASENAMES, HEADER_DIRNAMES, InodeKey, InodeValue, Lookup, NAME_FILTER_WORDS, PathBytes,
     PrefixKeyData, PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader, Unreadable,
-    filter_bit,
 };
 pub use verdict::{Decisions, OpEntry, TableDecision, TableVerdict};
 

@@ -15,7 +15,7 @@ pub struct TableHeader {
     pub suffix_lengths: u64,
     /// Bit `n - 1` set: some basename-prefix entry is `n` bytes long.
     pub prefix_lengths: u64,
-    /// The name filter: bit [`filter_bit`] of every name-table key is set, so a clear bit proves
+    /// The name filter: the bit (`filter_bit`) of every name-table key is set, so a clear bit proves
     /// a lookup would find nothing (and it is skipped; a lookup costs far more than the bit).
     pub name_filter: [u64; NAME_FILTER_WORDS],
 }
@@ -25,7 +25,7 @@ pub const NAME_FILTER_WORDS: usize = 64;
 
 /// The filter bit of a name of `kind`: a hash of its kind, length and first, second and last
 /// bytes (what an evaluation reads of a component with three masked loads).
-pub fn filter_bit(kind: NameKind, len: usize, first: u8, second: u8, last: u8) -> usize {
+fn filter_bit(kind: NameKind, len: usize, first: u8, second: u8, last: u8) -> usize {
     let word = (kind as u64)
         | ((len as u64 & 0xff) << 8)
         | ((first as u64) << 16)

@@ -1,10 +1,9 @@
 //! `cargo xtask bench compare --before FP`: two builds of fp measured in ONE VM boot, their rounds
 //! alternating, so that the figures of a change are compared with its parent's on the same boot
 //! and load (per-call figures of two VM runs hours apart differ by ±20% on unchanged code).
-use super::{median, release_executable, spread};
+use super::{guest_lines, guest_number, median, release_executable, run_in_vm, spread};
 use crate::kernels;
 use crate::setup::{self, Report};
-use crate::vm::{self, VmRun};
 use anyhow::{Context as _, Result, bail};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -105,24 +104,9 @@ pub fn main(args: CompareArgs) -> Result<ExitCode> {
         .replace("@BEFORE@", &quote(&before))
         .replace("@AFTER@", &quote(&after))
         .replace("@ROUNDS@", &args.rounds.to_string());
-    let run = VmRun {
-        timeout: Duration::from_secs(600 + 120 * u64::from(args.rounds)),
-        rw: Vec::new(),
-        env: vm::guest_env(),
-        cwd: "/".into(),
-        command: vec!["sh".into(), "-c".into(), script],
-    };
-    let finished = vm::boot(&kernel, &run)?;
-    if finished.exit_code != 0 {
-        let tail: Vec<&str> = finished.output.lines().rev().take(20).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        bail!(
-            "the comparison failed in the VM (exit {}):\n{}",
-            finished.exit_code,
-            tail.join("\n")
-        );
-    }
-    let results = parse(&finished.output)?;
+    let output =
+        run_in_vm(&kernel, script, Duration::from_secs(600 + 120 * u64::from(args.rounds)))?;
+    let results = parse(&output)?;
     println!("\n== kernel {}: before = {}, after = this tree ==", kernel.name, before.display());
     print!("{}", report(&results));
     Ok(ExitCode::SUCCESS)
@@ -137,11 +121,8 @@ struct Results {
 
 fn parse(output: &str) -> Result<Results> {
     let mut results = Results::default();
-    for line in output.lines().map(str::trim) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let number = |s: &str| -> Result<u64> {
-            s.parse().with_context(|| format!("not a number in the guest's line {line:?}"))
-        };
+    for (line, fields) in guest_lines(output) {
+        let number = |s: &str| guest_number(line, s);
         match fields.as_slice() {
             ["CMP", build, round, workload, ns] => {
                 let round = u32::try_from(number(round)?)?;

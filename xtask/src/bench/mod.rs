@@ -3,7 +3,7 @@
 //! docs/performance.md.
 mod compare;
 
-use crate::kernels::{self, KERNELS};
+use crate::kernels::{self, KERNELS, PreparedKernel};
 use crate::setup::{self, Report};
 use crate::test_kernel::cargo_executables;
 use crate::vm::{self, VmRun};
@@ -308,26 +308,10 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
             kernel.name,
             4 + rounds * 5 / 2
         );
-        let run = VmRun {
-            // 6.1 took 1091 s for 5 rounds on a quiet 2-core host; leave room for a busier one.
-            timeout: Duration::from_secs(1200 + 600 * u64::from(rounds)),
-            rw: Vec::new(),
-            env: vm::guest_env(),
-            cwd: "/".into(),
-            command: vec!["sh".into(), "-c".into(), script(&fp, &load, args.quick, rounds)],
-        };
-        let finished = vm::boot(&kernel, &run)?;
-        if finished.exit_code != 0 {
-            let tail: Vec<&str> = finished.output.lines().rev().take(20).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            bail!(
-                "the benchmark failed in the {} VM (exit {}):\n{}",
-                kernel.name,
-                finished.exit_code,
-                tail.join("\n")
-            );
-        }
-        let results = parse(&finished.output)?;
+        // 6.1 took 1091 s for 5 rounds on a quiet 2-core host; leave room for a busier one.
+        let timeout = Duration::from_secs(1200 + 600 * u64::from(rounds));
+        let output = run_in_vm(&kernel, script(&fp, &load, args.quick, rounds), timeout)?;
+        let results = parse(&output)?;
         print!("{}", report(kernel.name, args.quick, &results)?);
     }
     Ok(ExitCode::SUCCESS)
@@ -362,13 +346,44 @@ fn script(fp: &std::path::Path, load: &std::path::Path, quick: bool, rounds: u32
         .replace("@ROUNDS@", &rounds.to_string())
 }
 
+/// Runs the shell `script` as root in a VM booting `kernel`; what it printed, or its last lines
+/// in the error if it failed.
+fn run_in_vm(kernel: &PreparedKernel, script: String, timeout: Duration) -> Result<String> {
+    let run = VmRun {
+        timeout,
+        rw: Vec::new(),
+        env: vm::guest_env(),
+        cwd: "/".into(),
+        command: vec!["sh".into(), "-c".into(), script],
+    };
+    let finished = vm::boot(kernel, &run)?;
+    if finished.exit_code != 0 {
+        let tail: Vec<&str> = finished.output.lines().rev().take(20).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        bail!(
+            "the benchmark failed in the {} VM (exit {}):\n{}",
+            kernel.name,
+            finished.exit_code,
+            tail.join("\n")
+        );
+    }
+    Ok(finished.output)
+}
+
+/// The guest's output lines, each with its whitespace-separated fields.
+fn guest_lines(output: &str) -> impl Iterator<Item = (&str, Vec<&str>)> {
+    output.lines().map(|line| (line.trim(), line.split_whitespace().collect()))
+}
+
+/// A number in the guest's `line`.
+fn guest_number(line: &str, field: &str) -> Result<u64> {
+    field.parse().with_context(|| format!("not a number in the guest's line {line:?}"))
+}
+
 fn parse(output: &str) -> Result<Results> {
     let mut results = Results::default();
-    for line in output.lines().map(str::trim) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let number = |s: &str| -> Result<u64> {
-            s.parse().with_context(|| format!("not a number in the guest's line {line:?}"))
-        };
+    for (line, fields) in guest_lines(output) {
+        let number = |s: &str| guest_number(line, s);
         match fields.as_slice() {
             ["BENCH", phase, workload, round, ns] => {
                 let round = u32::try_from(number(round)?)?;
