@@ -145,6 +145,9 @@ pub mod maps {
     pub const DIRS: &str = "DIRS";
     /// The programs' creation slot (docs/performance.md, The creation slot): likewise.
     pub const CREATED: &str = "CREATED";
+    /// Which entry of the two caches is live per dentry address (docs/performance.md, The
+    /// verdict cache): likewise.
+    pub const OWNERS: &str = "OWNERS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`SCRATCH`].
     pub const PINNED: [&str; 13] = [
@@ -153,9 +156,9 @@ pub mod maps {
     ];
 
     /// Every map of the BPF object.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         SESSIONS, COUNTERS, HEADERS, PREFIXES, INTERIOR, NAMES, SCOPES, INODES, EVENTS, BROKER,
-        PENDING, PROTECTED, GRANTS, SCRATCH, VERDICTS, DIRS, CREATED,
+        PENDING, PROTECTED, GRANTS, SCRATCH, VERDICTS, DIRS, CREATED, OWNERS,
     ];
 }
 

@@ -9,7 +9,8 @@
 //!   teardown, automounts);
 //! - the dentry itself: it must still point to the inode it had. A freed dentry's memory can come
 //!   back as another file's dentry without any rename; it gets its inode through `d_instantiate`,
-//!   whose program ([`forget`]) drops the entry first. Negative dentries (no inode) are never
+//!   whose program ([`forget`]) retires the address's entries first (see [`Owner`]: one array
+//!   read, no hash lookup, on every dentry of the host). Negative dentries (no inode) are never
 //!   cached, since they can come back as other negative dentries without that hook;
 //! - the tables: the entry names its tables id (random, never reused; a reload installs a new one);
 //! - `/proc/self`: a walk that met a procfs directory that may be some task's own `/proc/<tgid>`
@@ -25,18 +26,72 @@
 //! only read entries (the same checks apply; the mount does not matter to them), so an
 //! `open` followed by `fchown`, `fchmod` and `utimensat` walks once.
 //! Grants, pending prompts and the broker are applied after the cache, as after a walk.
-use aya_ebpf::helpers::bpf_ktime_get_boot_ns;
+use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_boot_ns};
 use fp_common::policy::{Op as PolicyOp, TableVerdict};
 
 use crate::{
     decide::{by_identity, outcome_of},
     kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, off, read},
-    maps::{DIRS, Scratch, VERDICTS},
+    maps::{OWNERS, SCRATCH, Scratch, VERDICTS},
     walk::{LOCAL_KNOWN, NO_MOUNT},
 };
 
 /// How long an entry may be used: far below the time 2^31 renames or mounts take.
 const TTL_NS: u64 = 10_000_000_000;
+
+/// The two caches whose entries a [`Stamp`] stands for; each has its own [`Owner`] slots.
+#[derive(Clone, Copy)]
+pub(crate) enum Cache {
+    Verdicts = 0,
+    Dirs = 1,
+}
+
+/// log2 of the [`Owner`] slots per cache: twice the verdict cache's entries, so that few entries
+/// share a slot (a fill of another dentry in the slot retires the entry: a miss, never a hit).
+pub(crate) const OWNER_BITS: u32 = 16;
+
+/// Which fill of each dentry address is live, per cache: the ticket of the latest fill of a
+/// dentry that hashes to this slot, and that dentry. An entry is used only while the slot of its
+/// dentry still holds its ticket; `d_instantiate` ([`forget`]) clears the slot when it names its
+/// dentry, and any fill of another dentry there writes its own ticket first. So a freed dentry's
+/// entries can never be used once its memory is instantiated again, and `d_instantiate` on the
+/// host's every dentry reads one array slot per cache instead of looking up both hash maps.
+///
+/// Why nothing slips past: an entry of dentry address A is filled by a decision that holds A
+/// (or a child of it, which holds its parent) until the fill is done, so A's memory is freed, and
+/// instantiated again, only after the fill wrote the slot (ticket, then dentry; x86 keeps stores
+/// in order) and the entry. When `forget` then reads the slot, either it names A, and is cleared,
+/// or another dentry's fill wrote it since, ticket first. A ticket is this CPU's count of fills
+/// with the CPU's number, mixed with the dentry ([`ticket`]): a fill that another one on this CPU
+/// preempted mid-count may repeat its count, but that fill holds its own dentry, which is then not
+/// A, so the word differs (but for a 2^-64 chance, as the check words).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Owner {
+    ticket: u64,
+    dentry: u64,
+}
+
+/// The slot of `dentry` (a plain number) in `cache`'s half of [`OWNERS`].
+#[inline(always)]
+fn owner(cache: Cache, dentry: u64) -> Option<*mut Owner> {
+    // Dentries are slab objects of 192 bytes: the low bits say little.
+    let slot = ((dentry >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - OWNER_BITS)) as u32;
+    OWNERS.get_ptr_mut(slot | (cache as u32) << OWNER_BITS)
+}
+
+/// A new fill's ticket for `dentry`: never 0 (a cleared slot), unique per CPU and fill (see
+/// [`Owner`]).
+#[inline(always)]
+fn ticket(s: *mut Scratch, dentry: u64) -> u64 {
+    // SAFETY: this CPU's scratch value; a helper call without arguments.
+    let (count, cpu) = unsafe {
+        let count = core::ptr::read_volatile(&raw const (*s).fills).wrapping_add(1);
+        core::ptr::write_volatile(&raw mut (*s).fills, count);
+        (count, bpf_get_smp_processor_id() as u64)
+    };
+    mix(mix(cpu << 48 ^ count, dentry), 0x1319_8a2e_0370_7344) | 1
+}
 
 /// What an entry of either cache (this one and [`crate::dirs`]) stands for and is checked
 /// against before use (the hazards above); plain integers, as every map value.
@@ -50,29 +105,65 @@ pub(crate) struct Stamp {
     /// `rename_lock`'s sequence in the high half, `mount_lock`'s in the low half.
     seqs: u64,
     expires: u64,
+    /// The entry's ticket in its dentry's [`Owner`] slot.
+    ticket: u64,
 }
 
 impl Stamp {
     /// For (`tables`, `vfsmount`, `dentry`) pointing to `inode`, decided under `seqs` (read
-    /// before the walk).
+    /// before the walk), as the entry `cache` is about to store: takes the dentry's [`Owner`]
+    /// slot, which retires whatever the slot stood for. None: no slot (nothing may be stored).
     #[inline(always)]
-    pub(crate) fn new(tables: u64, vfsmount: u64, dentry: u64, inode: u64, seqs: u64) -> Stamp {
+    pub(crate) fn new(
+        s: *mut Scratch,
+        cache: Cache,
+        tables: u64,
+        vfsmount: u64,
+        dentry: u64,
+        inode: u64,
+        seqs: u64,
+    ) -> Option<Stamp> {
+        let owner = owner(cache, dentry)?;
+        let ticket = ticket(s, dentry);
+        // SAFETY: a map value, which lives as long as the program runs: the ticket first, then
+        // the dentry (see Owner), one store each.
+        unsafe {
+            core::ptr::write_volatile(&raw mut (*owner).ticket, ticket);
+            core::ptr::write_volatile(&raw mut (*owner).dentry, dentry);
+        }
         // SAFETY: a helper call without arguments.
         let expires = unsafe { bpf_ktime_get_boot_ns() } + TTL_NS;
-        Stamp { dentry, vfsmount, tables, inode, seqs, expires }
+        Some(Stamp { dentry, vfsmount, tables, inode, seqs, expires, ticket })
     }
 
     /// Whether the entry still stands for (`tables`, `vfsmount`, `dentry`) (plain numbers) now
     /// that the sequences read `seqs`.
     #[inline(always)]
-    pub(crate) fn holds(&self, tables: u64, vfsmount: u64, dentry: u64, seqs: u64) -> bool {
+    pub(crate) fn holds(
+        &self,
+        cache: Cache,
+        tables: u64,
+        vfsmount: u64,
+        dentry: u64,
+        seqs: u64,
+    ) -> bool {
         self.dentry == dentry
             && self.vfsmount == vfsmount
             && self.tables == tables
             && self.seqs == seqs
+            && self.owns(cache)
             // SAFETY: a helper call without arguments.
             && unsafe { bpf_ktime_get_boot_ns() } < self.expires
             && read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) == Ok(self.inode)
+    }
+
+    /// Whether the entry's dentry slot still holds its ticket.
+    #[inline(always)]
+    fn owns(&self, cache: Cache) -> bool {
+        // SAFETY: a read of a map value.
+        owner(cache, self.dentry).is_some_and(|o| unsafe {
+            core::ptr::read_volatile(&raw const (*o).ticket) == self.ticket
+        })
     }
 
     /// The directory or file the entry stands for points to this inode.
@@ -81,16 +172,16 @@ impl Stamp {
         self.inode
     }
 
-    /// Whether the entry is for `tables` and `vfsmount` under `seqs` (not its dentry's inode,
-    /// nor its age): a fill can skip it.
+    /// Whether the entry is for `tables` and `vfsmount` under `seqs` and still owns its slot (not
+    /// its dentry's inode, nor its age): a fill can skip it.
     #[inline(always)]
-    pub(crate) fn same(&self, tables: u64, vfsmount: u64, seqs: u64) -> bool {
-        self.tables == tables && self.vfsmount == vfsmount && self.seqs == seqs
+    pub(crate) fn same(&self, cache: Cache, tables: u64, vfsmount: u64, seqs: u64) -> bool {
+        self.tables == tables && self.vfsmount == vfsmount && self.seqs == seqs && self.owns(cache)
     }
 
     #[inline(always)]
-    fn words(&self) -> [u64; 6] {
-        [self.dentry, self.vfsmount, self.tables, self.inode, self.seqs, self.expires]
+    fn words(&self) -> [u64; 7] {
+        [self.dentry, self.vfsmount, self.tables, self.inode, self.seqs, self.expires, self.ticket]
     }
 }
 
@@ -108,8 +199,10 @@ pub(crate) struct Cached {
 
 impl Cached {
     fn check_word(&self) -> u64 {
-        let [a, b, c, d, e, f] = self.stamp.words();
-        [a, b, c, d, e, f, self.allowed, self.local].into_iter().fold(0x243f_6a88_85a3_08d3u64, mix)
+        let [a, b, c, d, e, f, g] = self.stamp.words();
+        [a, b, c, d, e, f, g, self.allowed, self.local]
+            .into_iter()
+            .fold(0x243f_6a88_85a3_08d3u64, mix)
     }
 }
 
@@ -178,7 +271,7 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) 
     };
     match ops != 0
         && entry.check == entry.check_word()
-        && entry.stamp.holds(tables, vfsmount, dentry, seqs)
+        && entry.stamp.holds(Cache::Verdicts, tables, vfsmount, dentry, seqs)
     {
         true => ops,
         false => 0,
@@ -246,7 +339,9 @@ pub(crate) fn fill(
 ) {
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
     let Fill { inode, allowed, local } = fill;
-    let stamp = Stamp::new(tables, vfsmount, dentry, inode, seqs);
+    let Some(stamp) = Stamp::new(s, Cache::Verdicts, tables, vfsmount, dentry, inode, seqs) else {
+        return;
+    };
     // Built in the scratch value, not on the stack (see `allowed`).
     // SAFETY: this CPU's scratch value.
     let entry = unsafe { &mut (*s).entry };
@@ -257,18 +352,23 @@ pub(crate) fn fill(
 
 /// A dentry is about to get an inode (a new file, a lookup, a reused dentry's memory): whatever
 /// was cached under its address, here or in the directory cache ([`crate::dirs`]), belongs to
-/// another file.
-///
-/// A lookup first: it takes no lock, and nearly every dentry has nothing cached (the delete locks
-/// its bucket). A fill under this address cannot race the lookup: it is of the dentry that had
-/// the address before, which its decision held until it was done, or of this dentry once it
-/// points to its inode (which is then what the entry says).
+/// another file. Retired through the [`Owner`] slots: an array read per cache, and a store only
+/// when the slot names this address.
 #[inline(always)]
 pub(crate) fn forget(dentry: u64) {
-    if VERDICTS.get_ptr(&dentry).is_some() {
-        let _ = VERDICTS.remove(&dentry);
-    }
-    if DIRS.get_ptr(&dentry).is_some() {
-        let _ = DIRS.remove(&dentry);
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return; // nothing can be cached either: every fill takes its entry in the scratch value
+    };
+    let dentry = number(s, dentry);
+    for cache in [Cache::Verdicts, Cache::Dirs] {
+        if let Some(o) = owner(cache, dentry) {
+            // SAFETY: a map value, which lives as long as the program runs.
+            unsafe {
+                if core::ptr::read_volatile(&raw const (*o).dentry) == dentry {
+                    core::ptr::write_volatile(&raw mut (*o).ticket, 0);
+                    core::ptr::write_volatile(&raw mut (*o).dentry, 0);
+                }
+            }
+        }
     }
 }

@@ -22,7 +22,7 @@ use fp_common::{
 };
 
 use crate::{
-    cache::{Stamp, mix, number, sequences},
+    cache::{Cache, Stamp, mix, number, sequences},
     decide::start_walk,
     kernel::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
@@ -108,7 +108,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<(
         }
         &*dst
     };
-    if e.check != e.check_word() || !e.stamp.holds(tables, vfsmount, parent, seqs) {
+    if e.check != e.check_word() || !e.stamp.holds(Cache::Dirs, tables, vfsmount, parent, seqs) {
         return None;
     }
     // The name's own identity and inode-table entries (as the walk offers them at depth 0).
@@ -229,7 +229,7 @@ pub extern "C" fn fp_dir_fill(generation: u64, seqs: u64) -> i32 {
         }
         let tables = (*w).tables;
         if let Some(old) = DIRS.get(&dir)
-            && old.stamp.same(tables, vfsmount, seqs)
+            && old.stamp.same(Cache::Dirs, tables, vfsmount, seqs)
         {
             return 0; // remembered (a torn read here only costs a rewrite or a later walk)
         }
@@ -243,7 +243,11 @@ pub extern "C" fn fp_dir_fill(generation: u64, seqs: u64) -> i32 {
         {
             return 0;
         }
-        (*e).stamp = Stamp::new(tables, vfsmount, dir, (*w).dir_inode, seqs);
+        let Some(stamp) = Stamp::new(s, Cache::Dirs, tables, vfsmount, dir, (*w).dir_inode, seqs)
+        else {
+            return 0;
+        };
+        (*e).stamp = stamp;
         (*e).local_state = (*w).local_state;
         (*e).up = (*w).up;
         (*e).local_up = (*w).local_up;

@@ -14,7 +14,12 @@ use fp_common::{
 };
 
 use crate::{
-    cache::Cached, created::Created, decide::Outcome, dirs::DirCached, moves::MoveNames, walk::Walk,
+    cache::{Cached, OWNER_BITS, Owner},
+    created::Created,
+    decide::Outcome,
+    dirs::DirCached,
+    moves::MoveNames,
+    walk::Walk,
 };
 
 #[map]
@@ -77,6 +82,11 @@ pub(crate) static VERDICTS: LruHashMap<u64, Cached> = LruHashMap::with_max_entri
 #[map]
 pub(crate) static DIRS: LruHashMap<u64, DirCached> = LruHashMap::with_max_entries(8192, 0);
 
+/// Which entry of both caches is live for each dentry address slot (crate::cache::Owner): the
+/// verdict cache's slots, then the directory cache's.
+#[map]
+pub(crate) static OWNERS: Array<Owner> = Array::with_max_entries(2 << OWNER_BITS, 0);
+
 /// The creation slot (crate::created), per CPU.
 #[map]
 pub(crate) static CREATED: PerCpuArray<Created> = PerCpuArray::with_max_entries(1, 0);
@@ -113,6 +123,8 @@ pub(crate) struct Scratch {
     pub(crate) entry: Cached,
     /// Where [`crate::cache`] turns kernel pointers into plain numbers (see `cache::number`).
     pub(crate) number: u64,
+    /// The caches' fills on this CPU, for their tickets (crate::cache::Owner).
+    pub(crate) fills: u64,
     /// A directory cache entry being used or filled (crate::dirs).
     pub(crate) dir: DirCached,
 }
