@@ -327,7 +327,7 @@ pub(crate) fn allowed_ops(s: *const Scratch) -> (u64, u64) {
 }
 
 /// Remembers `fill` for (`tables`, `vfsmount`, `dentry`), decided under `seqs` (read before the
-/// walk).
+/// walk); false if it could not.
 #[inline(always)]
 pub(crate) fn fill(
     s: *mut Scratch,
@@ -336,18 +336,18 @@ pub(crate) fn fill(
     vfsmount: u64,
     dentry: u64,
     seqs: u64,
-) {
+) -> bool {
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
     let Fill { inode, allowed, local } = fill;
     let Some(stamp) = Stamp::new(s, Cache::Verdicts, tables, vfsmount, dentry, inode, seqs) else {
-        return;
+        return false;
     };
     // Built in the scratch value, not on the stack (see `allowed`).
     // SAFETY: this CPU's scratch value.
     let entry = unsafe { &mut (*s).entry };
     *entry = Cached { stamp, allowed, local, check: 0 };
     entry.check = entry.check_word();
-    let _ = VERDICTS.insert(&dentry, entry, 0);
+    VERDICTS.insert(&dentry, entry, 0).is_ok()
 }
 
 /// A dentry is about to get an inode (a new file, a lookup, a reused dentry's memory): whatever

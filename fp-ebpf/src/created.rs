@@ -1,8 +1,8 @@
 //! The creation slot: `open(O_CREAT)` of a new file decides twice, `path_mknod` on the name
 //! (a negative dentry, which the verdict cache never keeps) and then `file_open` on the file it
 //! became. Both decide the same path: the slot carries the first decision to the second, which
-//! puts it in the verdict cache ([`crate::cache`]) under the file's new inode and so finds it
-//! there instead of walking or resolving the name again.
+//! puts it in the verdict cache ([`crate::cache`]) under the file's new inode for the calls that
+//! follow, and answers with it instead of walking or resolving the name again.
 //!
 //! Per CPU and per thread: `path_mknod` of a session task leaves what its tables allow on the
 //! name, `file_open` takes it when the file says the open created it (`FMODE_CREATED`, set only
@@ -101,17 +101,19 @@ pub extern "C" fn fp_created_remember(generation: u64, seqs: u64) -> i32 {
 }
 
 /// At the `file_open` of `file`, which the open created (`FMODE_CREATED`, not `O_TMPFILE`), in
-/// a session with `tables`: moves the slot's decision into the verdict cache if it is this file's.
+/// a session with `tables`: moves the slot's decision into the verdict cache if it is this file's,
+/// and returns the ops ([`fp_common::policy::Op::bit`]s) it allows there (0: none, or not this
+/// file's): what a lookup of the verdict cache right after would answer.
 #[inline(always)]
-pub(crate) fn claim(tables: u64, file: u64) {
+pub(crate) fn claim(tables: u64, file: u64) -> u64 {
     let (Some(slot), Some(s)) = (CREATED.get_ptr_mut(0), SCRATCH.get_ptr_mut(0)) else {
-        return;
+        return 0;
     };
     let path = file + off(&OFF_FILE_F_PATH) as u64;
     let (Ok(vfsmount), Ok(dentry)) =
         (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY)))
     else {
-        return;
+        return 0;
     };
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
     // SAFETY: this CPU's slot; copied out, then emptied (one claim per creation).
@@ -130,19 +132,22 @@ pub(crate) fn claim(tables: u64, file: u64) {
         || c.dentry != dentry
         || cache::sequences() != Some(c.seqs)
     {
-        return;
+        return 0;
     }
     let Ok(inode) = read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) else {
-        return;
+        return 0;
     };
     let Ok((ino, dev)) = inode_identity(inode) else {
-        return;
+        return 0;
     };
     let key = InodeKey { session_id: tables, ino, dev, _pad: 0 };
     // SAFETY: a lookup; only its presence matters.
     if inode == 0 || unsafe { INODES.get(&key) }.is_some() {
-        return;
+        return 0;
     }
     let fill = Fill { inode, allowed: c.allowed, local: c.local };
-    cache::fill(s, fill, tables, vfsmount, dentry, c.seqs);
+    match cache::fill(s, fill, tables, vfsmount, dentry, c.seqs) {
+        true => c.allowed,
+        false => 0,
+    }
 }

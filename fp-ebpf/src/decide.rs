@@ -233,6 +233,16 @@ fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: PolicyOp, now: u64)
     Outcome { verdict, reason: Reason::Granted, rule_id: outcome.rule_id }
 }
 
+/// Whether ops a cache allows (`allowed`, [`PolicyOp::bit`]s) answer a decision of `op` (and a
+/// write, if `and_write`) without the walk: not in a full-audit session, which reports allows too,
+/// with their path.
+#[inline(always)]
+pub(crate) fn answered(session: &Session, op: Op, and_write: bool, allowed: u64) -> bool {
+    let needs =
+        op.policy_op().bit() as u64 | if and_write { PolicyOp::Write.bit() as u64 } else { 0 };
+    session.info.flags & SESSION_FULL_AUDIT == 0 && allowed & needs == needs
+}
+
 /// The one decision of every hook but renames and links: may the current task, in `session`, do
 /// `op` (and, if `and_write`, also write: an open for reading and writing) to (`vfsmount`,
 /// `dentry`)? Returns 0 or -EACCES. The strictest verdict of the ops decides. Prompt and Defer
@@ -251,11 +261,7 @@ pub(crate) fn decide(
         return -EACCES; // fail closed: no scratch space means no check
     };
     let (first, second) = (op.policy_op(), PolicyOp::Write);
-    // A full-audit session reports allows too, with their path: its decisions take the walk.
-    let needs = first.bit() as u64 | if and_write { second.bit() as u64 } else { 0 };
-    if session.info.flags & SESSION_FULL_AUDIT == 0
-        && cache::allowed(s, session.info.tables, vfsmount, dentry) & needs == needs
-    {
+    if answered(session, op, and_write, cache::allowed(s, session.info.tables, vfsmount, dentry)) {
         return 0;
     }
     let generation = begin(s);
@@ -287,7 +293,7 @@ pub(crate) fn decide(
     let intact = seqs.filter(|_| interfered.is_none());
     if let Some(seqs) = intact {
         if let Some(fill) = cacheable {
-            cache::fill(s, fill, session.info.tables, vfsmount, dentry, seqs);
+            let _ = cache::fill(s, fill, session.info.tables, vfsmount, dentry, seqs);
         }
         dirs::fill(generation, seqs);
     }

@@ -5,7 +5,7 @@ use fp_common::kernel::{Hook, Op};
 use super::in_session;
 use crate::{
     created,
-    decide::decide_file,
+    decide::{answered, decide_file},
     kernel::{
         F_FLAGS_EXEC, F_FLAGS_TMPFILE, FMODE_CREATED, FMODE_EXEC, FMODE_READ, FMODE_WRITE,
         OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, off, read,
@@ -29,9 +29,10 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         else {
             return unreadable(session);
         };
-        if mode & FMODE_CREATED != 0 && flags & F_FLAGS_TMPFILE == 0 {
-            created::claim(session.info.tables, file);
-        }
+        let claimed = match mode & FMODE_CREATED != 0 && flags & F_FLAGS_TMPFILE == 0 {
+            true => created::claim(session.info.tables, file),
+            false => 0,
+        };
         let writes = mode & FMODE_WRITE != 0;
         let (op, and_write) = if writes && mode & FMODE_READ != 0 {
             (Op::Read, true)
@@ -42,6 +43,10 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         } else {
             (Op::Read, false)
         };
+        // What the verdict cache would answer right away, without looking it up.
+        if answered(session, op, and_write, claimed) {
+            return 0;
+        }
         decide_file(session, Hook::FileOpen, op, and_write, file)
     })
 }
