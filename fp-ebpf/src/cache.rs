@@ -31,7 +31,7 @@ use fp_common::policy::{Op as PolicyOp, TableVerdict};
 
 use crate::{
     decide::{by_identity, outcome_of},
-    kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, off, read},
+    kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, load, off, read},
     maps::{OWNERS, SCRATCH, Scratch, VERDICTS},
     walk::{LOCAL_KNOWN, NO_MOUNT},
 };
@@ -137,15 +137,14 @@ impl Stamp {
     }
 
     /// Whether the entry still stands for (`tables`, `vfsmount`, `dentry`) (plain numbers) now
-    /// that the sequences read `seqs`.
+    /// that the sequences read `seqs` and the dentry points to `inode()`'s answer.
     #[inline(always)]
     pub(crate) fn holds(
         &self,
         cache: Cache,
-        tables: u64,
-        vfsmount: u64,
-        dentry: u64,
+        (tables, vfsmount, dentry): (u64, u64, u64),
         seqs: u64,
+        inode: impl FnOnce() -> Result<u64, ()>,
     ) -> bool {
         self.dentry == dentry
             && self.vfsmount == vfsmount
@@ -154,7 +153,7 @@ impl Stamp {
             && self.owns(cache)
             // SAFETY: a helper call without arguments.
             && unsafe { bpf_ktime_get_boot_ns() } < self.expires
-            && read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) == Ok(self.inode)
+            && inode() == Ok(self.inode)
     }
 
     /// Whether the entry's dentry slot still holds its ticket.
@@ -248,10 +247,11 @@ pub(crate) fn number(s: *mut Scratch, pointer: u64) -> u64 {
 }
 
 /// The ops (bits) the cache allows for (`tables`, `vfsmount`, `dentry`) now, or for an inode
-/// hook's `dentry` if `vfsmount` is [`NO_MOUNT`]; 0 on a miss.
+/// hook's `dentry` if `vfsmount` is [`NO_MOUNT`]; 0 on a miss. `typed`: the dentry as the hook
+/// holds it (BTF-typed, see [`load`]).
 #[inline(always)]
-pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> u64 {
-    let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
+pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, typed: u64) -> u64 {
+    let (vfsmount, dentry) = (number(s, vfsmount), number(s, typed));
     // SAFETY: a copy out of the map value into the scratch value (a 72-byte copy on the stack
     // would count against the 512 bytes every call chain shares); checked below before any use.
     let entry = unsafe {
@@ -271,8 +271,9 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) 
     };
     match ops != 0
         && entry.check == entry.check_word()
-        && entry.stamp.holds(Cache::Verdicts, tables, vfsmount, dentry, seqs)
-    {
+        && entry.stamp.holds(Cache::Verdicts, (tables, vfsmount, dentry), seqs, || {
+            Ok(load(typed, off(&OFF_DENTRY_D_INODE)))
+        }) {
         true => ops,
         false => 0,
     }

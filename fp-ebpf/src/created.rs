@@ -19,8 +19,8 @@ use fp_common::policy::InodeKey;
 use crate::{
     cache::{self, Fill, mix, number},
     kernel::{
-        OFF_DENTRY_D_INODE, OFF_FILE_F_PATH, OFF_PATH_DENTRY, OFF_PATH_MNT, inode_identity, off,
-        read,
+        OFF_DENTRY_D_INODE, OFF_FILE_F_PATH, OFF_PATH_DENTRY, OFF_PATH_MNT, inode_identity, load,
+        off,
     },
     maps::{CREATED, INODES, SCRATCH},
 };
@@ -110,12 +110,9 @@ pub(crate) fn claim(tables: u64, file: u64) -> u64 {
         return 0;
     };
     let path = file + off(&OFF_FILE_F_PATH) as u64;
-    let (Ok(vfsmount), Ok(dentry)) =
-        (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY)))
-    else {
-        return 0;
-    };
-    let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
+    let (vfsmount, typed): (u64, u64) =
+        (load(path, off(&OFF_PATH_MNT)), load(path, off(&OFF_PATH_DENTRY)));
+    let (vfsmount, dentry) = (number(s, vfsmount), number(s, typed));
     // SAFETY: this CPU's slot; copied out, then emptied (one claim per creation).
     let c = unsafe {
         let c = *slot;
@@ -134,9 +131,8 @@ pub(crate) fn claim(tables: u64, file: u64) -> u64 {
     {
         return 0;
     }
-    let Ok(inode) = read::<u64>(dentry, off(&OFF_DENTRY_D_INODE)) else {
-        return 0;
-    };
+    // A plain number: it goes into the entry's check word.
+    let inode = number(s, load(typed, off(&OFF_DENTRY_D_INODE)));
     let Ok((ino, dev)) = inode_identity(inode) else {
         return 0;
     };

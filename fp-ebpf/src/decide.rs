@@ -12,7 +12,7 @@ use fp_common::{
 
 use crate::{
     cache, created, dirs,
-    kernel::{EACCES, OFF_FILE_F_PATH, OFF_MOUNT_MNT, OFF_PATH_DENTRY, OFF_PATH_MNT, off, read},
+    kernel::{EACCES, OFF_FILE_F_PATH, OFF_MOUNT_MNT, OFF_PATH_DENTRY, OFF_PATH_MNT, load, off},
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
     report::{Report, report},
@@ -326,7 +326,8 @@ pub(crate) fn decide_inode(session: &Session, hook: Hook, dentry: u64) -> i32 {
     decide(session, hook, Op::Write, false, NO_MOUNT, dentry)
 }
 
-/// `decide` for a `struct path *`; `and_write`: the operation also writes (see [`decide`]).
+/// `decide` for a `struct path *` (BTF-typed: a hook's argument, or within one, see
+/// [`load`]); `and_write`: the operation also writes (see [`decide`]).
 #[inline(always)]
 pub(crate) fn decide_path(
     session: &Session,
@@ -335,23 +336,25 @@ pub(crate) fn decide_path(
     and_write: bool,
     path: u64,
 ) -> i32 {
-    match (read::<u64>(path, off(&OFF_PATH_MNT)), read::<u64>(path, off(&OFF_PATH_DENTRY))) {
-        (Ok(mnt), Ok(dentry)) => decide(session, hook, op, and_write, mnt, dentry),
-        _ => unreadable(session),
+    let (mnt, dentry): (u64, u64) =
+        (load(path, off(&OFF_PATH_MNT)), load(path, off(&OFF_PATH_DENTRY)));
+    if mnt == 0 || dentry == 0 {
+        return unreadable(session);
     }
+    decide(session, hook, op, and_write, mnt, dentry)
 }
 
-/// `decide` for a dentry in the directory `dir` (a `struct path *`): the name being created,
-/// removed or linked.
+/// `decide` for a dentry in the directory `dir` (a BTF-typed `struct path *`): the name being
+/// created, removed or linked.
 #[inline(always)]
 pub(crate) fn decide_in_dir(session: &Session, hook: Hook, op: Op, dir: u64, dentry: u64) -> i32 {
-    match read::<u64>(dir, off(&OFF_PATH_MNT)) {
-        Ok(mnt) => decide(session, hook, op, false, mnt, dentry),
-        Err(()) => unreadable(session),
+    match load::<u64>(dir, off(&OFF_PATH_MNT)) {
+        0 => unreadable(session),
+        mnt => decide(session, hook, op, false, mnt, dentry),
     }
 }
 
-/// `decide` for a `struct file *`.
+/// `decide` for a BTF-typed `struct file *`.
 #[inline(always)]
 pub(crate) fn decide_file(
     session: &Session,

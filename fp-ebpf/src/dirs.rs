@@ -108,7 +108,11 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<(
         }
         &*dst
     };
-    if e.check != e.check_word() || !e.stamp.holds(Cache::Dirs, tables, vfsmount, parent, seqs) {
+    if e.check != e.check_word()
+        || !e.stamp.holds(Cache::Dirs, (tables, vfsmount, parent), seqs, || {
+            read(parent, off(&OFF_DENTRY_D_INODE))
+        })
+    {
         return None;
     }
     // The name's own identity and inode-table entries (as the walk offers them at depth 0).

@@ -72,6 +72,18 @@ pub(crate) fn off(global: &u32) -> usize {
     unsafe { core::ptr::read_volatile(global) as usize }
 }
 
+/// A field of a kernel object the program holds a BTF-typed pointer to (a hook's argument, or a
+/// pointer loaded from one with this function): one load, which the verifier checks against the
+/// kernel's BTF at the offset userspace resolved from it (a read-only global, so a constant to the
+/// verifier), instead of a `bpf_probe_read_kernel` helper call. A load that faults reads 0 (the
+/// verifier turns it into a probing load): callers treat 0 as unreadable where it matters.
+/// Never on a plain number ([`read`] is for those: map values, pointers read with helpers).
+#[inline(always)]
+pub(crate) fn load<T: Copy>(typed: u64, offset: usize) -> T {
+    // SAFETY: the verifier checks the access against the kernel's BTF and guards it.
+    unsafe { core::ptr::read_volatile((typed as *const u8).add(offset) as *const T) }
+}
+
 #[inline(always)]
 pub(crate) fn read<T: Copy>(base: u64, offset: usize) -> Result<T, ()> {
     // SAFETY: bpf_probe_read_kernel checks the address; failures surface as Err.

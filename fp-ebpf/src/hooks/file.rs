@@ -8,7 +8,7 @@ use crate::{
     decide::{answered, decide_file},
     kernel::{
         F_FLAGS_EXEC, F_FLAGS_TMPFILE, FMODE_CREATED, FMODE_EXEC, FMODE_READ, FMODE_WRITE,
-        OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, off, read,
+        OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, load, off,
     },
     prompt::check_pending,
     session::unreadable,
@@ -24,11 +24,8 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
     in_session(ctx.arg(1), |session| {
         let file: u64 = ctx.arg(0);
-        let (Ok(mode), Ok(flags)) =
-            (read::<u32>(file, off(&OFF_FILE_F_MODE)), read::<u32>(file, off(&OFF_FILE_F_FLAGS)))
-        else {
-            return unreadable(session);
-        };
+        let (mode, flags): (u32, u32) =
+            (load(file, off(&OFF_FILE_F_MODE)), load(file, off(&OFF_FILE_F_FLAGS)));
         let claimed = match mode & FMODE_CREATED != 0 && flags & F_FLAGS_TMPFILE == 0 {
             true => created::claim(session.info.tables, file),
             false => 0,
@@ -65,9 +62,9 @@ pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
 #[lsm(hook = "bprm_check_security")]
 pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
     // bprm_check_security(struct linux_binprm *bprm, int ret)
-    in_session(ctx.arg(1), |session| match read::<u64>(ctx.arg(0), off(&OFF_LINUX_BINPRM_FILE)) {
-        Ok(file) => decide_file(session, Hook::BprmCheckSecurity, Op::Exec, false, file),
-        Err(()) => unreadable(session),
+    in_session(ctx.arg(1), |session| match load::<u64>(ctx.arg(0), off(&OFF_LINUX_BINPRM_FILE)) {
+        0 => unreadable(session),
+        file => decide_file(session, Hook::BprmCheckSecurity, Op::Exec, false, file),
     })
 }
 
