@@ -90,7 +90,7 @@ fn ticket(s: *mut Scratch, dentry: u64) -> u64 {
         core::ptr::write_volatile(&raw mut (*s).fills, count);
         (count, bpf_get_smp_processor_id() as u64)
     };
-    mix(mix(cpu << 48 ^ count, dentry), 0x1319_8a2e_0370_7344) | 1
+    mix(cpu << 48 ^ count, dentry) | 1
 }
 
 /// What an entry of either cache (this one and [`crate::dirs`]) stands for and is checked

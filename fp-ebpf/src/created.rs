@@ -18,10 +18,7 @@ use fp_common::policy::InodeKey;
 
 use crate::{
     cache::{self, Fill, mix, number},
-    kernel::{
-        OFF_DENTRY_D_INODE, OFF_FILE_F_PATH, OFF_PATH_DENTRY, OFF_PATH_MNT, inode_identity, load,
-        off,
-    },
+    kernel::{OFF_DENTRY_D_INODE, file_path, inode_identity, load, off, path_parts},
     maps::{CREATED, INODES, SCRATCH},
 };
 
@@ -109,9 +106,7 @@ pub(crate) fn claim(tables: u64, file: u64) -> u64 {
     let (Some(slot), Some(s)) = (CREATED.get_ptr_mut(0), SCRATCH.get_ptr_mut(0)) else {
         return 0;
     };
-    let path = file + off(&OFF_FILE_F_PATH) as u64;
-    let (vfsmount, typed): (u64, u64) =
-        (load(path, off(&OFF_PATH_MNT)), load(path, off(&OFF_PATH_DENTRY)));
+    let (vfsmount, typed) = path_parts(file_path(file));
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, typed));
     // SAFETY: this CPU's slot; copied out, then emptied (one claim per creation).
     let c = unsafe {

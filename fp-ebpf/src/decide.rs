@@ -12,7 +12,7 @@ use fp_common::{
 
 use crate::{
     cache, created, dirs,
-    kernel::{EACCES, OFF_FILE_F_PATH, OFF_MOUNT_MNT, OFF_PATH_DENTRY, OFF_PATH_MNT, load, off},
+    kernel::{EACCES, OFF_MOUNT_MNT, OFF_PATH_MNT, file_path, load, off, path_parts},
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
     report::{Report, report},
@@ -336,8 +336,7 @@ pub(crate) fn decide_path(
     and_write: bool,
     path: u64,
 ) -> i32 {
-    let (mnt, dentry): (u64, u64) =
-        (load(path, off(&OFF_PATH_MNT)), load(path, off(&OFF_PATH_DENTRY)));
+    let (mnt, dentry) = path_parts(path);
     if mnt == 0 || dentry == 0 {
         return unreadable(session);
     }
@@ -363,5 +362,5 @@ pub(crate) fn decide_file(
     and_write: bool,
     file: u64,
 ) -> i32 {
-    decide_path(session, hook, op, and_write, file + off(&OFF_FILE_F_PATH) as u64)
+    decide_path(session, hook, op, and_write, file_path(file))
 }

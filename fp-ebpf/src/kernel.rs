@@ -84,6 +84,19 @@ pub(crate) fn load<T: Copy>(typed: u64, offset: usize) -> T {
     unsafe { core::ptr::read_volatile((typed as *const u8).add(offset) as *const T) }
 }
 
+/// The mount and dentry of a BTF-typed `struct path *`, with [`load`] (0 for one it could not
+/// read).
+#[inline(always)]
+pub(crate) fn path_parts(path: u64) -> (u64, u64) {
+    (load(path, off(&OFF_PATH_MNT)), load(path, off(&OFF_PATH_DENTRY)))
+}
+
+/// The `struct path` inside a BTF-typed `struct file *` (BTF-typed too).
+#[inline(always)]
+pub(crate) fn file_path(file: u64) -> u64 {
+    file + off(&OFF_FILE_F_PATH) as u64
+}
+
 #[inline(always)]
 pub(crate) fn read<T: Copy>(base: u64, offset: usize) -> Result<T, ()> {
     // SAFETY: bpf_probe_read_kernel checks the address; failures surface as Err.
