@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 8;
+pub const ABI_VERSION: u32 = 9;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -425,6 +425,10 @@ pub struct KernelField {
 /// The read-only global `u32` in the BPF object that holds the cgroup v2 level of session cgroups
 /// (set by userspace at load time, as the [`KERNEL_FIELDS`] globals).
 pub const SESSION_CGROUP_LEVEL: &str = "SESSION_CGROUP_LEVEL";
+
+/// The read-only global `u64` that holds the cgroup id of the sessions' parent cgroup: the one
+/// cgroup whose tasks' sessions are looked up; every other task is outside every session.
+pub const SESSION_PARENT_CGROUP: &str = "SESSION_PARENT_CGROUP";
 
 /// A kernel sequence counter the verdict cache validates its entries against: the read-only
 /// global `u64` named `global` holds the address of the `sequence` of the `seqlock_t` named

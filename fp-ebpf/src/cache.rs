@@ -31,7 +31,7 @@ use fp_common::policy::{Op as PolicyOp, TableVerdict};
 
 use crate::{
     decide::{by_identity, outcome_of},
-    kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, load, off, read},
+    kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, global, load, off, read},
     maps::{OWNERS, SCRATCH, Scratch, VERDICTS},
     walk::{LOCAL_KNOWN, NO_MOUNT},
 };
@@ -226,12 +226,6 @@ pub(crate) fn sequences() -> Option<u64> {
         return None;
     }
     Some(((rename as u64) << 32) | mount as u64)
-}
-
-#[inline(always)]
-fn global(g: &u64) -> u64 {
-    // SAFETY: a read of our own read-only global (see kernel::off).
-    unsafe { core::ptr::read_volatile(g) }
 }
 
 /// `pointer` as a plain number: the verifier refuses arithmetic (the check word) on typed kernel

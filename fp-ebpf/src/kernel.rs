@@ -54,9 +54,14 @@ offsets!(
 );
 
 /// cgroup v2 level of session cgroups (depth of the configured parent + 1): the session of a task
-/// is its ancestor at this level, so non-session tasks cost one helper call and one lookup.
+/// is its ancestor at this level.
 #[unsafe(no_mangle)]
 pub(crate) static SESSION_CGROUP_LEVEL: u32 = 0;
+
+/// cgroup id of the sessions' parent: a task whose ancestor one level above the sessions' is
+/// another cgroup is outside every session, known after one helper call and a compare.
+#[unsafe(no_mangle)]
+pub(crate) static SESSION_PARENT_CGROUP: u64 = 0;
 
 /// Addresses of the `rename_lock` and `mount_lock` sequences (fp_common::kernel::SEQ_COUNTERS),
 /// for the verdict cache; 0 turns it off.
@@ -64,6 +69,13 @@ pub(crate) static SESSION_CGROUP_LEVEL: u32 = 0;
 pub(crate) static RENAME_SEQ: u64 = 0;
 #[unsafe(no_mangle)]
 pub(crate) static MOUNT_SEQ: u64 = 0;
+
+/// A `u64` read-only global, read as [`off`] reads offsets.
+#[inline(always)]
+pub(crate) fn global(g: &u64) -> u64 {
+    // SAFETY: a read of our own read-only global (see `off`).
+    unsafe { core::ptr::read_volatile(g) }
+}
 
 #[inline(always)]
 pub(crate) fn off(global: &u32) -> usize {

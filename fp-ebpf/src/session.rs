@@ -4,7 +4,7 @@ use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use fp_common::kernel::{SESSION_AUDIT_ONLY, SessionCounters, SessionInfo};
 
 use crate::{
-    kernel::{EACCES, SESSION_CGROUP_LEVEL, off},
+    kernel::{EACCES, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, global, off},
     maps::{COUNTERS, SESSIONS},
 };
 
@@ -16,9 +16,9 @@ pub(crate) struct Session {
 }
 
 #[inline(always)]
-fn session_cgroup() -> u64 {
+fn ancestor(level: i32) -> u64 {
     // SAFETY: a helper call with a plain integer argument.
-    unsafe { bpf_get_current_ancestor_cgroup_id(off(&SESSION_CGROUP_LEVEL) as i32) }
+    unsafe { bpf_get_current_ancestor_cgroup_id(level) }
 }
 
 #[inline(always)]
@@ -29,7 +29,13 @@ pub(crate) fn session_info(id: u64) -> Option<SessionInfo> {
 
 #[inline(always)]
 pub(crate) fn current_session() -> Option<Session> {
-    let id = session_cgroup();
+    let level = off(&SESSION_CGROUP_LEVEL) as i32;
+    // Outside the sessions' parent: outside every session, without a map lookup (what every
+    // task of the host pays). Only that parent holds session cgroups.
+    if ancestor(level - 1) != global(&SESSION_PARENT_CGROUP) {
+        return None;
+    }
+    let id = ancestor(level);
     if id == 0 {
         return None;
     }

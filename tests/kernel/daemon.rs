@@ -217,6 +217,40 @@ fn daemon_killed_under_load_keeps_enforcing_and_takes_its_sessions_over() {
     assert!(denials > 0);
 }
 
+/// The pinned programs know their sessions' parent cgroup by its id: a daemon restarted after that
+/// cgroup was removed and made again (a new id) must not take over programs that would never find
+/// its sessions; it loads new ones, and its sessions are confined.
+#[test]
+fn daemon_restarted_after_its_cgroup_parent_was_made_again_still_confines() {
+    let _g = exclusive();
+    let t = TempTree::new("reparent");
+    let f = t.file("ws/f", "data\n");
+    let ws = t.join("ws");
+    let socket = t.join("fp.sock");
+    let config = fp_tests::daemon_config(&t, "");
+    let deny = t.file(
+        "deny.toml",
+        &format!("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}\"]\n", f.display()),
+    );
+    let mut daemon = start_daemon(&config);
+    wait_for_socket(&socket, &mut daemon);
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    // Its programs stay pinned; the empty parent goes and comes back.
+    let parent = Path::new("/sys/fs/cgroup/fp");
+    std::fs::remove_dir(parent).unwrap();
+    std::fs::create_dir(parent).unwrap();
+    let mut daemon = start_daemon(&config);
+    wait_for_socket(&socket, &mut daemon);
+    let out = fp_tests::run_with_daemon(&socket, &deny, &ws, &format!("cat {}", f.display()))
+        .wait_with_output()
+        .unwrap();
+    fp_tests::stop_daemon(daemon);
+    assert!(!out.status.success(), "read a denied file: {}", stdout(&out));
+    assert!(stderr(&out).contains("Permission denied"), "{}", stderr(&out));
+    fp_tests::assert_log_verifies(&t);
+}
+
 /// Pins of another ABI version belong to an fp this one cannot read: the daemon refuses to
 /// start beside them and says what to do.
 #[test]

@@ -21,7 +21,7 @@ use fp_common::{
 };
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
-use super::{attach, available_hooks, btf, kernel_dev, open, tables};
+use super::{SessionCgroups, attach, available_hooks, btf, kernel_dev, open, tables};
 use crate::policy::KernelTables;
 
 /// The LSM programs of one enforcement scope, attached, with their maps and links pinned under
@@ -55,14 +55,14 @@ pub struct MapUsage {
 }
 
 impl Enforcer {
-    /// Loads and attaches the programs for sessions whose cgroups sit at `session_cgroup_level`.
+    /// Loads and attaches the programs for sessions whose cgroups sit where `sessions` says.
     /// The session tables start empty, so attaching denies nothing yet.
-    pub fn load(session_cgroup_level: u32, pin_dir: PathBuf) -> anyhow::Result<Self> {
+    pub fn load(sessions: SessionCgroups, pin_dir: PathBuf) -> anyhow::Result<Self> {
         // Mounted for good if no caller holds a [`Bpffs`]: the pins must outlive this process.
         ensure_bpffs()?;
         std::fs::create_dir_all(&pin_dir)
             .with_context(|| format!("creating {}", pin_dir.display()))?;
-        let (mut ebpf, btf, hooks) = open(session_cgroup_level)?;
+        let (mut ebpf, btf, hooks) = open(sessions)?;
         let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
         let attached = this.pin_and_attach(&mut ebpf, btf, &hooks);
         // The programs stay loaded through their links; the maps are what userspace keeps.

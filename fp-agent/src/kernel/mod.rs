@@ -17,8 +17,18 @@ use aya::{
 };
 use fp_common::kernel::{
     ABI_VERSION, Hook, KERNEL_FIELDS, SEQ_COUNTERS, SEQCOUNT_SEQUENCE, SESSION_CGROUP_LEVEL,
-    programs,
+    SESSION_PARENT_CGROUP, programs,
 };
+
+/// Where session cgroups sit, as the programs are loaded to find a task's session: its ancestor
+/// at `level`, looked up only when its ancestor one level above is `parent`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionCgroups {
+    /// cgroup v2 level of session cgroups (the parent's + 1).
+    pub level: u32,
+    /// cgroup id (the directory's inode number) of the one cgroup that holds them.
+    pub parent: u64,
+}
 
 /// The BPF object built from fp-ebpf by build.rs.
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/fp"));
@@ -174,16 +184,17 @@ pub fn prepare_in_background() {
 
 /// Loads the object with offsets and the session cgroup level set, and picks the hooks to attach;
 /// programs are not yet loaded into the kernel (see [`attach`]).
-fn open(session_cgroup_level: u32) -> anyhow::Result<(Ebpf, &'static aya::Btf, HookPrograms)> {
+fn open(sessions: SessionCgroups) -> anyhow::Result<(Ebpf, &'static aya::Btf, HookPrograms)> {
     let prepared = prepared()?;
     let mut loader = prepared.loader.lock().unwrap_or_else(|e| e.into_inner());
     for o in &prepared.offsets {
         loader.override_global(o.global, &o.offset, true);
     }
-    // The loader outlives this call and keeps a reference: 4 bytes per load, two at most per
+    // The loader outlives this call and keeps references: 16 bytes per load, two at most per
     // process.
-    let level: &'static u32 = Box::leak(Box::new(session_cgroup_level));
-    loader.override_global(SESSION_CGROUP_LEVEL, level, true);
+    let sessions: &'static SessionCgroups = Box::leak(Box::new(sessions));
+    loader.override_global(SESSION_CGROUP_LEVEL, &sessions.level, true);
+    loader.override_global(SESSION_PARENT_CGROUP, &sessions.parent, true);
     for (counter, address) in SEQ_COUNTERS.iter().zip(&prepared.seq_counters) {
         loader.override_global(counter.global, address, true);
     }
@@ -291,7 +302,8 @@ pub fn probe() -> anyhow::Result<()> {
             active.trim()
         );
     }
-    let (mut ebpf, btf, _) = open(0)?;
+    // The probe program looks no session up: where sessions sit does not matter.
+    let (mut ebpf, btf, _) = open(SessionCgroups { level: 0, parent: 0 })?;
     let link =
         attach(&mut ebpf, btf, &[(programs::PROBE, Hook::FileOpen.name())]).map_err(|e| {
             // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
@@ -338,10 +350,9 @@ mod tests {
         for f in KERNEL_FIELDS {
             assert!(text.contains(f.global), "object lacks the global {}", f.global);
         }
-        assert!(
-            text.contains(SESSION_CGROUP_LEVEL),
-            "object lacks the global {SESSION_CGROUP_LEVEL}"
-        );
+        for global in [SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP] {
+            assert!(text.contains(global), "object lacks the global {global}");
+        }
         for c in SEQ_COUNTERS {
             assert!(text.contains(c.global), "object lacks the global {}", c.global);
         }

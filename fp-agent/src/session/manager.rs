@@ -5,6 +5,7 @@
 //! half (for the prompt broker, the status) in `enforce`.
 use std::{
     collections::HashMap,
+    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex, RwLock,
@@ -122,9 +123,16 @@ pub struct Ended {
     pub dropped: u64,
 }
 
+/// The cgroup sessions are created in.
+pub(super) struct Parent {
+    pub path: PathBuf,
+    /// Its cgroup id, as the programs know it (they look sessions up only below it).
+    pub id: u64,
+}
+
 pub struct Manager {
     pub(super) hierarchy: Cgroup2,
-    pub(super) parent: PathBuf,
+    pub(super) parent: Parent,
     pub(super) enforcer: Mutex<Option<Box<dyn Enforce>>>,
     pub(super) sessions: Mutex<HashMap<u64, Live>>,
     /// Contexts by cgroup id, for the event reader (kept apart so it never waits on a load).
@@ -150,18 +158,20 @@ impl Manager {
         observer: Option<Observer>,
     ) -> anyhow::Result<Arc<Self>> {
         let hierarchy = Cgroup2::find()?;
-        let level = session_level(&hierarchy, &parent)?;
-        let enforcer = kernel::Enforcer::load(level, pin_dir).inspect_err(|_| {
+        let sessions = session_cgroups(&hierarchy, &parent)?;
+        let enforcer = kernel::Enforcer::load(sessions, pin_dir).inspect_err(|_| {
             let _ = std::fs::remove_dir(&parent); // nothing stays behind (only if empty)
         })?;
-        let manager = Self::new(hierarchy, parent, enforcer, Outputs { sink, observer }, None)?;
+        let outputs = Outputs { sink, observer };
+        let parent = Parent { path: parent, id: sessions.parent };
+        let manager = Self::new(hierarchy, parent, enforcer, outputs, None)?;
         manager.spawn_reader();
         Ok(manager)
     }
 
     pub(super) fn new(
         hierarchy: Cgroup2,
-        parent: PathBuf,
+        parent: Parent,
         mut enforcer: kernel::Enforcer,
         outputs: Outputs,
         state: Option<PathBuf>,
@@ -190,7 +200,7 @@ impl Manager {
     /// A manager over any kernel half (the tests' is a fake), with no event reader running yet.
     pub(super) fn assemble(
         hierarchy: Cgroup2,
-        parent: PathBuf,
+        parent: Parent,
         enforcer: Box<dyn Enforce>,
         events: Box<dyn EventSource>,
         broker_clock: Option<kernel::BrokerClock>,
@@ -263,7 +273,8 @@ impl Manager {
     /// Creates a session: its cgroup, its tables in the kernel, its start record. Processes that
     /// join the returned cgroup are confined from then on. Nothing stays behind on error.
     pub fn create(&self, spec: SessionSpec) -> anyhow::Result<(String, PathBuf, u64)> {
-        let cgroup = SessionCgroup::create(&self.hierarchy, &self.parent, &spec.name)?;
+        let cgroup =
+            SessionCgroup::create(&self.hierarchy, &self.parent.path, self.parent.id, &spec.name)?;
         let context =
             SessionContext::new(spec.name.clone(), spec.agent, cgroup.id, Arc::new(spec.policy));
         let flags = if spec.mode == Mode::Audit { SESSION_AUDIT_ONLY } else { 0 }
@@ -449,7 +460,7 @@ impl Manager {
 
     /// The cgroup directory sessions are created in.
     pub fn parent(&self) -> &Path {
-        &self.parent
+        &self.parent.path
     }
 
     pub(super) fn record(&self, event: audit::Event) {
@@ -485,16 +496,20 @@ impl Manager {
             first_error.get_or_insert(e);
         }
         // Only if no one else uses it.
-        let _ = std::fs::remove_dir(&self.parent);
+        let _ = std::fs::remove_dir(&self.parent.path);
         first_error.map_or(Ok(()), Err)
     }
 }
 
-/// The cgroup level of sessions created in `parent` (created if missing).
-pub(super) fn session_level(hierarchy: &Cgroup2, parent: &Path) -> anyhow::Result<u32> {
+/// Where sessions created in `parent` (created if missing) sit.
+pub(super) fn session_cgroups(
+    hierarchy: &Cgroup2,
+    parent: &Path,
+) -> anyhow::Result<kernel::SessionCgroups> {
     std::fs::create_dir_all(parent)
         .with_context(|| format!("creating cgroup {}", parent.display()))?;
-    Ok(hierarchy.level_of(parent)? + 1)
+    let id = std::fs::metadata(parent).with_context(|| format!("cgroup {}", parent.display()))?;
+    Ok(kernel::SessionCgroups { level: hierarchy.level_of(parent)? + 1, parent: id.ino() })
 }
 
 /// A fresh, non-zero tables id: random, so ids never collide across sessions, reloads and agent

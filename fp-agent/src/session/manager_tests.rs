@@ -19,6 +19,7 @@ use super::{
     Cgroup2, Manager, Mode, SessionSpec,
     enforce::Enforce,
     event::policy_hash,
+    manager::Parent,
     reader::{EventSource, Outputs, Sink},
 };
 use crate::{
@@ -132,9 +133,10 @@ fn fixture(root: &Path, state: Option<PathBuf>, maps: Maps) -> Fixture {
     let records = Arc::new(Mutex::new(Vec::new()));
     let seen = records.clone();
     let observer = Arc::new(move |e: &audit::Event| seen.lock().unwrap().push(e.clone()));
+    let id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&parent).unwrap());
     let manager = Manager::assemble(
         hierarchy,
-        parent.clone(),
+        Parent { path: parent.clone(), id },
         Box::new(FakeKernel(maps.clone())),
         Box::new(Queue(queue.clone())),
         None,
@@ -221,6 +223,23 @@ fn a_session_the_kernel_refuses_leaves_nothing_behind() {
     assert!(!f.parent.join("s1").exists(), "the cgroup is removed");
     assert!(f.records().is_empty());
     assert!(f.manager.sessions().is_empty());
+}
+
+/// The programs find sessions only below the parent cgroup they were loaded with: a parent
+/// removed and made again (another id) gets no session, not one they would never confine.
+#[test]
+fn a_session_is_refused_in_a_parent_made_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(dir.path(), None, Maps::default());
+    // Moved away rather than removed, so that the new directory cannot reuse its inode number.
+    std::fs::rename(&f.parent, dir.path().join("old")).unwrap();
+    std::fs::create_dir(&f.parent).unwrap();
+    let err = f.manager.create(spec("s1", deny(&["/srv/x"]), Mode::Enforce, false)).unwrap_err();
+    assert!(format!("{err:#}").contains("removed and made again"), "{err:#}");
+    assert!(!f.parent.join("s1").exists(), "the cgroup is removed");
+    let maps = f.maps.lock().unwrap();
+    assert!(maps.tables.is_empty() && maps.sessions.is_empty());
+    assert!(f.records().is_empty());
 }
 
 #[test]

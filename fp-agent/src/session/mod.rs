@@ -99,25 +99,32 @@ pub struct SessionCgroup {
     /// cgroup id (the inode number of the directory), as `bpf_get_current_cgroup_id` reports it.
     pub id: u64,
     pub level: u32,
-    created_parent: Option<PathBuf>,
 }
 
 impl SessionCgroup {
-    /// Creates `parent/name` (and `parent` if missing).
-    pub fn create(hierarchy: &Cgroup2, parent: &Path, name: &str) -> anyhow::Result<Self> {
-        let created_parent = if parent.exists() {
-            None
-        } else {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating cgroup {}", parent.display()))?;
-            Some(parent.to_path_buf())
-        };
+    /// Creates `parent/name` in the cgroup `parent` the programs know, by its id `parent_id`: they
+    /// would not find a session below a parent removed and made again since they loaded.
+    pub fn create(
+        hierarchy: &Cgroup2,
+        parent: &Path,
+        parent_id: u64,
+        name: &str,
+    ) -> anyhow::Result<Self> {
         let path = parent.join(name);
         std::fs::create_dir(&path)
             .with_context(|| format!("creating cgroup {}", path.display()))?;
+        // Checked once the new cgroup is inside: a cgroup that holds another cannot be removed.
+        if std::fs::metadata(parent).map(|m| m.ino()).ok() != Some(parent_id) {
+            let _ = std::fs::remove_dir(&path);
+            bail!(
+                "cgroup {} was removed and made again since fp loaded its programs, which find \
+                 sessions by its id: restart the agent",
+                parent.display()
+            );
+        }
         let id = std::fs::metadata(&path)?.ino();
         let level = hierarchy.level_of(&path)?;
-        Ok(Self { path, id, level, created_parent })
+        Ok(Self { path, id, level })
     }
 
     /// An existing session cgroup (left behind by an agent that died).
@@ -125,7 +132,7 @@ impl SessionCgroup {
         let id =
             std::fs::metadata(path).with_context(|| format!("cgroup {}", path.display()))?.ino();
         let level = hierarchy.level_of(path)?;
-        Ok(Self { path: path.to_path_buf(), id, level, created_parent: None })
+        Ok(Self { path: path.to_path_buf(), id, level })
     }
 
     /// `cgroup.procs` opened for writing: a child writes "0" to it before exec to join.
@@ -145,7 +152,7 @@ impl SessionCgroup {
             .collect()
     }
 
-    /// Kills every remaining process and removes the cgroup (and the parent fp created).
+    /// Kills every remaining process and removes the cgroup.
     pub fn remove(self) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
@@ -184,9 +191,6 @@ impl SessionCgroup {
                 return Err(e).with_context(|| format!("removing cgroup {}", self.path.display()));
             }
             std::thread::sleep(Duration::from_millis(10));
-        }
-        if let Some(parent) = &self.created_parent {
-            let _ = std::fs::remove_dir(parent); // only if no other session uses it
         }
         Ok(())
     }

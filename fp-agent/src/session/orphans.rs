@@ -180,7 +180,7 @@ impl Manager {
                 return kept(cgroup, 0, Some(format!("{e:#}")));
             }
             // As the dead agent would have at its end: its parent, if no one else uses it.
-            if let Some(parent) = path.parent().filter(|p| *p != self.parent) {
+            if let Some(parent) = path.parent().filter(|p| *p != self.parent.path) {
                 let _ = std::fs::remove_dir(parent);
             }
         }

@@ -35,12 +35,13 @@ impl SavedSession {
 }
 
 /// The agent whose sessions the state directory holds: a restarted agent takes over its pinned
-/// programs only if they confine the same cgroup level.
+/// programs only if they confine the same cgroups (a parent removed and made again has another id,
+/// which the pinned programs would not know).
 #[derive(serde::Serialize, serde::Deserialize, PartialEq)]
 pub(super) struct SavedAgent {
     pub abi: u32,
     pub parent: PathBuf,
-    pub session_cgroup_level: u32,
+    pub sessions: crate::kernel::SessionCgroups,
 }
 
 /// Saves `live` in `state` for a restarted agent; a session that cannot be saved would be killed

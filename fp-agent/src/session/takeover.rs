@@ -14,7 +14,7 @@ use super::{
     Cgroup2, SessionCgroup,
     event::SessionContext,
     find_cgroup,
-    manager::{Live, Manager, session_level},
+    manager::{Live, Manager, Parent, session_cgroups},
     orphans::Owner,
     reader::{Observer, Outputs, Sink},
     saved::{self, SavedAgent, SavedSession},
@@ -35,14 +35,11 @@ impl Manager {
         observer: Option<Observer>,
     ) -> anyhow::Result<Arc<Self>> {
         let hierarchy = Cgroup2::find()?;
-        let level = session_level(&hierarchy, &parent)?;
+        let sessions = session_cgroups(&hierarchy, &parent)?;
         let outputs = Outputs { sink, observer };
         std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
-        let agent = SavedAgent {
-            abi: fp_common::kernel::ABI_VERSION,
-            parent: parent.clone(),
-            session_cgroup_level: level,
-        };
+        let agent =
+            SavedAgent { abi: fp_common::kernel::ABI_VERSION, parent: parent.clone(), sessions };
         let agent_file = state.join("agent.json");
         let adopted = match saved::read_json::<SavedAgent>(&agent_file) {
             Ok(saved) if saved == agent => kernel::Enforcer::adopt(pin_dir.clone()),
@@ -77,8 +74,9 @@ impl Manager {
         let adopting = enforcer.is_some();
         let enforcer = match enforcer {
             Some(enforcer) => enforcer,
-            None => kernel::Enforcer::load(level, pin_dir)?,
+            None => kernel::Enforcer::load(sessions, pin_dir)?,
         };
+        let parent = Parent { path: parent, id: sessions.parent };
         let manager = Self::new(hierarchy, parent, enforcer, outputs, Some(state))?;
         if adopting {
             manager.take_over()?;
@@ -182,7 +180,7 @@ impl Manager {
     /// Ends a confined session no agent can take over: kills its processes, forgets its kernel
     /// entries (its tables go with the sweep), records its losses and its end.
     fn kill_unadoptable(&self, cgroup_id: u64, why: &str) {
-        let path = find_cgroup(&self.parent, cgroup_id);
+        let path = find_cgroup(&self.parent.path, cgroup_id);
         let name = path
             .as_ref()
             .and_then(|p| p.file_name())
