@@ -165,12 +165,6 @@ impl Stamp {
         })
     }
 
-    /// The directory or file the entry stands for points to this inode.
-    #[inline(always)]
-    pub(crate) fn inode(&self) -> u64 {
-        self.inode
-    }
-
     /// Whether the entry is for `tables` and `vfsmount` under `seqs` and still owns its slot (not
     /// its dentry's inode, nor its age): a fill can skip it.
     #[inline(always)]

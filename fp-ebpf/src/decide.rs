@@ -52,10 +52,12 @@ impl Outcome {
 /// A call of [`fp_check`], which the verifier checks once per program as a global function
 /// (whatever the callers' states), rather than once per state reaching each call site.
 ///
-/// `in_dir`: the directory's entry in the directory cache ([`crate::dirs`]) may stand for the
-/// walk (not for renames and links, whose walks serve more than the decision).
+/// `in_dir`: the sequences the decision runs under (read before anything of the file) when the
+/// directory's entry in the directory cache ([`crate::dirs`]) may stand for the walk (not for
+/// renames and links, whose walks serve more than the decision); `vfsmount` and `dentry` are
+/// BTF-typed then (see [`load`]).
 #[inline(always)]
-pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64, in_dir: bool) {
+pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64, in_dir: Option<u64>) {
     // The arguments go through the scratch value: a global function takes scalars only, and a
     // hook's dentry argument is a typed pointer to the verifier.
     // SAFETY: this CPU's scratch value.
@@ -64,7 +66,12 @@ pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64, in
         (*w).tables = tables;
         (*w).vfsmount = vfsmount;
         (*w).dentry = dentry;
-        let in_dir = in_dir && vfsmount != NO_MOUNT && dirs::fp_dir_resolve() == 0;
+        let in_dir = match in_dir {
+            Some(seqs) if vfsmount != NO_MOUNT => {
+                dirs::read_name(s, vfsmount, dentry, seqs) && dirs::fp_dir_resolve() == 0
+            }
+            _ => false,
+        };
         (*w).in_dir = in_dir as u64;
         if fp_check() != 0 {
             (*s).outcomes = [Outcome::UNRESOLVED; 3];
@@ -267,7 +274,7 @@ pub(crate) fn decide(
     let generation = begin(s);
     // Inode hooks only read the cache: their entries come from the walks of opens (see cache).
     let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
-    check(s, session.info.tables, vfsmount, dentry, true);
+    check(s, session.info.tables, vfsmount, dentry, seqs);
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
     let cacheable = cache::cacheable(s);

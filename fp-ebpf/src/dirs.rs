@@ -26,7 +26,7 @@ use crate::{
     decide::start_walk,
     kernel::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
-        OFF_VFSMOUNT_MNT_ROOT, inode_identity, off, read,
+        OFF_VFSMOUNT_MNT_ROOT, load, loaded_identity, off,
     },
     maps::{DIRS, INODES, SCRATCH, Scratch},
     walk::{NO_MOUNT, RESOLVED},
@@ -61,10 +61,70 @@ impl DirCached {
     }
 }
 
-/// Resolves the walk's file (`tables`, `vfsmount` and `dentry` in the scratch value's walk) from
-/// its directory's entry, if it has a usable one: leaves in the walk the results (path, identity,
-/// hits) [`crate::walk`] would, with the entry's context in `s.dir` for `resume_below`. Nonzero:
-/// no usable entry, the walk's fields untouched.
+/// What a decision in a directory reads of its name for [`fp_dir_resolve`] (which, a global
+/// function, gets plain numbers only): read by the program with plain loads from the hook's typed
+/// pointers ([`load`]), after the sequences the decision runs under.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Name {
+    seqs: u64,
+    parent: u64,
+    /// The parent's inode, which the directory's entry must still name.
+    parent_inode: u64,
+    /// The name's own inode (0: a name not created yet).
+    inode: u64,
+    /// The identity events report: the name's inode's, or its directory's for a name not created
+    /// yet (the walk's first positive dentry).
+    ino: u64,
+    dev: u64,
+    len: u64,
+    name: u64,
+}
+
+/// Reads the name (`vfsmount`, `dentry`: BTF-typed, see [`load`]) of a decision that runs under
+/// `seqs` into `s` for [`fp_dir_resolve`]; false if it cannot be resolved from its directory: a
+/// mount root, a name whose directory is one (procfs names the task's own directory after the
+/// task there), or fields that read 0 (unreadable: the walk decides).
+#[inline(always)]
+pub(crate) fn read_name(s: *mut Scratch, vfsmount: u64, dentry: u64, seqs: u64) -> bool {
+    let parent: u64 = load(dentry, off(&OFF_DENTRY_D_PARENT));
+    let parent_inode: u64 = load(parent, off(&OFF_DENTRY_D_INODE));
+    let inode: u64 = load(dentry, off(&OFF_DENTRY_D_INODE));
+    let identified = if inode != 0 { inode } else { parent_inode };
+    let (ino, dev) = loaded_identity(identified);
+    let qstr = off(&OFF_DENTRY_D_NAME);
+    let len: u32 = load(dentry, qstr + off(&OFF_QSTR_LEN));
+    let name: u64 = load(dentry, qstr + off(&OFF_QSTR_NAME));
+    let mnt_root = number(s, load(vfsmount, off(&OFF_VFSMOUNT_MNT_ROOT)));
+    let (parent, dentry) = (number(s, parent), number(s, dentry));
+    if mnt_root == 0 || parent == 0 || dentry == mnt_root || parent == mnt_root || parent == dentry
+    {
+        return false;
+    }
+    let (parent_inode, inode) = (number(s, parent_inode), number(s, inode));
+    if parent_inode == 0 || dev == 0 {
+        return false;
+    }
+    // Field by field: a struct literal is built on the stack first (see `fp_check`).
+    // SAFETY: this CPU's scratch value.
+    unsafe {
+        let n = &raw mut (*s).name;
+        (*n).seqs = seqs;
+        (*n).parent = parent;
+        (*n).parent_inode = parent_inode;
+        (*n).inode = inode;
+        (*n).ino = ino;
+        (*n).dev = dev as u64;
+        (*n).len = len as u64;
+        (*n).name = name;
+    }
+    true
+}
+
+/// Resolves the walk's file (`tables`, `vfsmount` in the scratch value's walk, its name in
+/// `s.name`, see [`read_name`]) from its directory's entry, if it has a usable one: leaves in the
+/// walk the results (path, identity, hits) [`crate::walk`] would, with the entry's context in
+/// `s.dir` for `resume_below`. Nonzero: no usable entry, the walk's fields untouched.
 ///
 /// A global BPF function (see `fp_check`), called by the program before `fp_check`: the 512
 /// bytes of stack are shared by the frames of a call chain, and this one is large.
@@ -75,28 +135,25 @@ pub extern "C" fn fp_dir_resolve() -> i32 {
         return 1;
     };
     // SAFETY: this CPU's scratch value.
-    let (tables, vfsmount, dentry) = unsafe {
+    let (tables, vfsmount) = unsafe {
         let w = &raw const (*s).walk;
-        (
-            core::ptr::read_volatile(&(*w).tables),
-            core::ptr::read_volatile(&(*w).vfsmount),
-            core::ptr::read_volatile(&(*w).dentry),
-        )
+        (core::ptr::read_volatile(&(*w).tables), core::ptr::read_volatile(&(*w).vfsmount))
     };
-    match resolve(s, tables, vfsmount, dentry) {
+    match resolve(s, tables, vfsmount) {
         Some(()) => 0,
         None => 1,
     }
 }
 
 #[inline(always)]
-fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<()> {
-    let seqs = sequences()?;
-    let mnt_root: u64 = read(vfsmount, off(&OFF_VFSMOUNT_MNT_ROOT)).ok()?;
-    let parent: u64 = read(dentry, off(&OFF_DENTRY_D_PARENT)).ok()?;
-    if dentry == mnt_root || parent == mnt_root || parent == dentry {
-        return None;
-    }
+fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
+    // Read in place, a field at a time: a copy of the name would take stack the program's frame
+    // shares.
+    // SAFETY: this CPU's scratch value.
+    let n = unsafe { &raw const (*s).name };
+    // SAFETY: fields of `n`.
+    let field = |f: *const u64| unsafe { core::ptr::read_volatile(f) };
+    let (seqs, parent) = unsafe { (field(&raw const (*n).seqs), field(&raw const (*n).parent)) };
     // SAFETY: a copy out of the map value into this CPU's scratch value (by the helper: a plain
     // copy of this size goes through the stack), checked before use.
     let e = unsafe {
@@ -110,19 +167,14 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<(
     };
     if e.check != e.check_word()
         || !e.stamp.holds(Cache::Dirs, (tables, vfsmount, parent), seqs, || {
-            read(parent, off(&OFF_DENTRY_D_INODE))
+            // SAFETY: as above.
+            Ok(field(unsafe { &raw const (*n).parent_inode }))
         })
     {
         return None;
     }
-    // The name's own identity and inode-table entries (as the walk offers them at depth 0).
-    // The identity events report is the first positive dentry's, as the walk's: the directory's
-    // for a name not created yet.
-    let inode: u64 = read(dentry, off(&OFF_DENTRY_D_INODE)).ok()?;
-    let identified = if inode != 0 { inode } else { e.stamp.inode() };
-    let (ino, dev) = inode_identity(identified).ok()?;
-    let len: u32 = read(dentry, off(&OFF_DENTRY_D_NAME) + off(&OFF_QSTR_LEN)).ok()?;
-    let name: u64 = read(dentry, off(&OFF_DENTRY_D_NAME) + off(&OFF_QSTR_NAME)).ok()?;
+    // SAFETY: as above.
+    let len = field(unsafe { &raw const (*n).len });
     let (len, cursor) = (len as usize, e.context.cursor as usize);
     if len == 0 || len > 255 || cursor < 2 || cursor > MAX_PREFIX {
         return None;
@@ -151,19 +203,23 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<(
         let copied = bpf_probe_read_kernel_str(
             path.add((PATH_MAX - len) & (PATH_MAX - 1)) as *mut c_void,
             256,
-            name as *const c_void,
+            field(&raw const (*n).name) as *const c_void,
         );
         if copied != len as i64 + 1 {
             return None;
         }
     }
-    // The name was not moved while it was read.
+    // The name was not moved since the sequences were read, before it was.
     if sequences() != Some(seqs) {
         return None;
     }
+    // SAFETY: as above.
+    let (inode, ino, dev) = unsafe {
+        (field(&raw const (*n).inode), field(&raw const (*n).ino), field(&raw const (*n).dev))
+    };
     let mut own = [OpEntry::default(); 3];
     if inode != 0 {
-        let key = InodeKey { session_id: tables, ino, dev, _pad: 0 };
+        let key = InodeKey { session_id: tables, ino, dev: dev as u32, _pad: 0 };
         // SAFETY: a read of the map value.
         if let Some(value) = unsafe { INODES.get(&key) } {
             own = value.this;
@@ -190,7 +246,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64) -> Option<(
         (*w).local_state = (*e).local_state;
         (*w).inode = inode;
         (*w).ino = ino;
-        (*w).dev = dev as u64;
+        (*w).dev = dev;
         (*w).pos = pos as u64;
         (*w).depth = (*e).context.depth;
         (*w).state = RESOLVED;

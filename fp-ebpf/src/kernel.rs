@@ -143,6 +143,13 @@ pub(crate) fn inode_identity(inode: u64) -> Result<(u64, u32), ()> {
     Ok((ino, dev))
 }
 
+/// [`inode_identity`] of a BTF-typed `struct inode *`, with [`load`] (a device of 0: unreadable).
+#[inline(always)]
+pub(crate) fn loaded_identity(inode: u64) -> (u64, u32) {
+    let sb: u64 = load(inode, off(&OFF_INODE_I_SB));
+    (load(inode, off(&OFF_INODE_I_INO)), load(sb, off(&OFF_SUPER_BLOCK_S_DEV)))
+}
+
 /// (inode number, device) of a dentry.
 #[inline(always)]
 pub(crate) fn dentry_identity(dentry: u64) -> Result<(u64, u32), ()> {

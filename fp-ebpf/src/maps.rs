@@ -17,7 +17,7 @@ use crate::{
     cache::{Cached, OWNER_BITS, Owner},
     created::Created,
     decide::Outcome,
-    dirs::DirCached,
+    dirs::{DirCached, Name},
     moves::MoveNames,
     walk::Walk,
 };
@@ -127,6 +127,8 @@ pub(crate) struct Scratch {
     pub(crate) fills: u64,
     /// A directory cache entry being used or filled (crate::dirs).
     pub(crate) dir: DirCached,
+    /// The name a decision looks up in the directory cache, as the program read it.
+    pub(crate) name: Name,
 }
 
 #[map]
