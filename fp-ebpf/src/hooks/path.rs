@@ -8,7 +8,7 @@ use fp_common::{
 use super::in_session;
 use crate::{
     decide::{decide_in_dir, decide_path},
-    kernel::{OFF_PATH_MNT, RENAME_EXCHANGE, off, read},
+    kernel::{OFF_PATH_MNT, RENAME_EXCHANGE, load, off},
     moves::decide_move,
     session::unreadable,
 };
@@ -64,9 +64,10 @@ pub fn fp_path_symlink(ctx: LsmContext) -> i32 {
 pub fn fp_path_link(ctx: LsmContext) -> i32 {
     // path_link(struct dentry *old_dentry, const struct path *new_dir, struct dentry *new_dentry, int ret)
     in_session(ctx.arg(3), |session| {
-        let Ok(mnt) = read::<u64>(ctx.arg(1), off(&OFF_PATH_MNT)) else {
+        let mnt = load::<u64>(ctx.arg(1), off(&OFF_PATH_MNT));
+        if mnt == 0 {
             return unreadable(session);
-        };
+        }
         decide_move(session, Hook::PathLink, MoveKind::Link, (mnt, ctx.arg(0)), (mnt, ctx.arg(2)))
     })
 }
@@ -80,12 +81,11 @@ pub fn fp_path_rename(ctx: LsmContext) -> i32 {
     in_session(ctx.arg(5), |session| {
         let flags: u32 = ctx.arg(4);
         let kind = if flags & RENAME_EXCHANGE != 0 { MoveKind::Exchange } else { MoveKind::Rename };
-        let (Ok(old_mnt), Ok(new_mnt)) = (
-            read::<u64>(ctx.arg(0), off(&OFF_PATH_MNT)),
-            read::<u64>(ctx.arg(2), off(&OFF_PATH_MNT)),
-        ) else {
+        let old_mnt = load::<u64>(ctx.arg(0), off(&OFF_PATH_MNT));
+        let new_mnt = load::<u64>(ctx.arg(2), off(&OFF_PATH_MNT));
+        if old_mnt == 0 || new_mnt == 0 {
             return unreadable(session);
-        };
+        }
         decide_move(session, Hook::PathRename, kind, (old_mnt, ctx.arg(1)), (new_mnt, ctx.arg(3)))
     })
 }
