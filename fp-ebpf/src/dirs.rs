@@ -10,8 +10,9 @@
 //! An entry is used under the same checks as a verdict cache entry ([`crate::cache`]): the
 //! tables id, `rename_lock`'s and `mount_lock`'s sequences read before the walk that filled it,
 //! the directory dentry's inode, its lifetime and a check word; [`crate::cache::forget`] drops it
-//! when the dentry's memory gets an inode. The name's own dentry is read after the sequences are
-//! checked and the sequences again after it, so a name moved meanwhile takes the walk. Not used
+//! when the dentry's memory gets an inode. The name's own dentry is read after the sequences the
+//! decision runs under (the ones the entry must match) and the sequences again after it, so a
+//! name moved meanwhile takes the walk. Not used
 //! for a name that is a mount root or whose directory is one (procfs names the task's own
 //! directory after the task there), nor by renames and links.
 use aya_ebpf::helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_kernel_str};
