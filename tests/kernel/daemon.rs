@@ -15,11 +15,8 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     let socket = t.join("fp.sock");
     let log = t.join("log/audit.log");
     let config = fp_tests::daemon_config(&t, "");
-    let policy = |deny: &Path| {
-        format!("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}\"]\n", deny.display())
-    };
-    let deny_a = t.file("deny-a.toml", &policy(&a));
-    let deny_b = t.file("deny-b.toml", &policy(&b));
+    let deny_a = t.file("deny-a.toml", &denying(&a));
+    let deny_b = t.file("deny-b.toml", &denying(&b));
 
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
@@ -110,6 +107,11 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     }
 }
 
+/// A policy that writes everywhere but `path`, which it denies.
+fn denying(path: &Path) -> String {
+    format!("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}\"]\n", path.display())
+}
+
 /// The ids and policy hashes of the daemon's sessions, once there are `n`.
 fn sessions_listed(socket: &Path, n: usize) -> Vec<(String, String)> {
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
@@ -152,10 +154,7 @@ fn daemon_killed_under_load_keeps_enforcing_and_takes_its_sessions_over() {
     let socket = t.join("fp.sock");
     let log = t.join("log/audit.log");
     let config = fp_tests::daemon_config(&t, "");
-    let deny = t.file(
-        "deny.toml",
-        &format!("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}\"]\n", f.display()),
-    );
+    let deny = t.file("deny.toml", &denying(&f));
     let allow = t.file("allow.toml", "[file_policy]\ndefault = \"write\"\n");
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
@@ -228,10 +227,7 @@ fn daemon_restarted_after_its_cgroup_parent_was_made_again_still_confines() {
     let ws = t.join("ws");
     let socket = t.join("fp.sock");
     let config = fp_tests::daemon_config(&t, "");
-    let deny = t.file(
-        "deny.toml",
-        &format!("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}\"]\n", f.display()),
-    );
+    let deny = t.file("deny.toml", &denying(&f));
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
     daemon.kill().unwrap();
@@ -287,10 +283,7 @@ fn a_user_in_the_socket_group_runs_confined_sessions_through_the_daemon() {
         text.replacen("[daemon]\n", "[daemon]\nsocket_group = \"nogroup\"\n", 1),
     )
     .unwrap();
-    let policy = t.file(
-        "policy.toml",
-        &format!("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"{}\"]\n", secret.display()),
-    );
+    let policy = t.file("policy.toml", &denying(&secret));
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
 
