@@ -18,7 +18,7 @@ use fp_common::policy::InodeKey;
 
 use crate::{
     cache::{self, Fill, mix, number},
-    kernel::{OFF_DENTRY_D_INODE, file_path, inode_identity, load, off, path_parts},
+    kernel::{OFF_DENTRY_D_INODE, file_path, load, loaded_identity, off, path_parts},
     maps::{CREATED, INODES, SCRATCH},
 };
 
@@ -126,14 +126,16 @@ pub(crate) fn claim(tables: u64, file: u64) -> u64 {
     {
         return 0;
     }
+    let typed_inode: u64 = load(typed, off(&OFF_DENTRY_D_INODE));
     // A plain number: it goes into the entry's check word.
-    let inode = number(s, load(typed, off(&OFF_DENTRY_D_INODE)));
-    let Ok((ino, dev)) = inode_identity(inode) else {
+    let inode = number(s, typed_inode);
+    if inode == 0 {
         return 0;
-    };
+    }
+    let (ino, dev) = loaded_identity(typed_inode);
     let key = InodeKey { session_id: tables, ino, dev, _pad: 0 };
     // SAFETY: a lookup; only its presence matters.
-    if inode == 0 || unsafe { INODES.get(&key) }.is_some() {
+    if dev == 0 || unsafe { INODES.get(&key) }.is_some() {
         return 0;
     }
     let fill = Fill { inode, allowed: c.allowed, local: c.local };
