@@ -119,9 +119,23 @@ impl PromptHost {
         for view in MountView::of(pids) {
             match view {
                 MountView::Shared => {
-                    for dir in &scopes {
-                        broker.mark_filesystem(&existing_ancestor(Path::new("/"), dir))?;
+                    let filesystems: Vec<PathBuf> =
+                        scopes.iter().map(|dir| existing_ancestor(Path::new("/"), dir)).collect();
+                    for dir in &filesystems {
+                        broker.mark_filesystem(dir)?;
                     }
+                    // What this costs every process of the host, said where operators look.
+                    tracing::warn!(
+                        "the session of cgroup {session} shares the host's mount namespace (its \
+                         first process could not make one: no CAP_SYS_ADMIN), so the prompt \
+                         broker marks the whole filesystems of {}: the first open of each file \
+                         there, by any process, waits for the broker (docs/prompt.md, Marks)",
+                        filesystems
+                            .iter()
+                            .map(|d| d.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
                 }
                 MountView::Own { pid } => {
                     let mut ns = Namespace::open(pid, &scopes)?;
