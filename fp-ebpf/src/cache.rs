@@ -46,8 +46,8 @@ pub(crate) enum Cache {
     Dirs = 1,
 }
 
-/// log2 of the [`Owner`] slots per cache: twice the verdict cache's entries, so that few entries
-/// share a slot (a fill of another dentry in the slot retires the entry: a miss, never a hit).
+/// log2 of the [`Owner`] slots per cache, and of the verdict cache's entries: a fill of another
+/// dentry in the slot retires the entry (a miss, never a hit).
 pub(crate) const OWNER_BITS: u32 = 16;
 
 /// Which fill of each dentry address is live, per cache: the ticket of the latest fill of a
@@ -72,12 +72,18 @@ pub(crate) struct Owner {
     dentry: u64,
 }
 
-/// The slot of `dentry` (a plain number) in `cache`'s half of [`OWNERS`].
+/// The slot of `dentry` (a plain number): its index in each cache's half of [`OWNERS`] and in
+/// [`VERDICTS`].
+#[inline(always)]
+fn slot(dentry: u64) -> u32 {
+    // Dentries are slab objects of 192 bytes: the low bits say little.
+    ((dentry >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - OWNER_BITS)) as u32
+}
+
+/// The [`Owner`] slot of `dentry` (a plain number) in `cache`'s half of [`OWNERS`].
 #[inline(always)]
 fn owner(cache: Cache, dentry: u64) -> Option<*mut Owner> {
-    // Dentries are slab objects of 192 bytes: the low bits say little.
-    let slot = ((dentry >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - OWNER_BITS)) as u32;
-    OWNERS.get_ptr_mut(slot | (cache as u32) << OWNER_BITS)
+    OWNERS.get_ptr_mut(slot(dentry) | (cache as u32) << OWNER_BITS)
 }
 
 /// A new fill's ticket for `dentry`: never 0 (a cleared slot), unique per CPU and fill (see
@@ -243,7 +249,7 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, typed: u64) -
     // SAFETY: a copy out of the map value into the scratch value (a 72-byte copy on the stack
     // would count against the 512 bytes every call chain shares); checked below before any use.
     let entry = unsafe {
-        let Some(found) = VERDICTS.get(&dentry) else {
+        let Some(found) = VERDICTS.get(slot(dentry)) else {
             return 0;
         };
         (*s).entry = *found;
@@ -328,15 +334,22 @@ pub(crate) fn fill(
 ) -> bool {
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, dentry));
     let Fill { inode, allowed, local } = fill;
+    let Some(at) = VERDICTS.get_ptr_mut(slot(dentry)) else {
+        return false;
+    };
     let Some(stamp) = Stamp::new(s, Cache::Verdicts, tables, vfsmount, dentry, inode, seqs) else {
         return false;
     };
-    // Built in the scratch value, not on the stack (see `allowed`).
-    // SAFETY: this CPU's scratch value.
-    let entry = unsafe { &mut (*s).entry };
-    *entry = Cached { stamp, allowed, local, check: 0 };
-    entry.check = entry.check_word();
-    VERDICTS.insert(&dentry, entry, 0).is_ok()
+    // Built in the scratch value, not on the stack (see `allowed`), then copied into the slot:
+    // a reader that copies it meanwhile gets a torn entry, whose check word does not match.
+    // SAFETY: this CPU's scratch value; a map value, which lives as long as the program runs.
+    unsafe {
+        let entry = &mut (*s).entry;
+        *entry = Cached { stamp, allowed, local, check: 0 };
+        entry.check = entry.check_word();
+        *at = *entry;
+    }
+    true
 }
 
 /// A dentry is about to get an inode (a new file, a lookup, a reused dentry's memory): whatever

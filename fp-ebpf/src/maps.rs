@@ -74,9 +74,10 @@ pub(crate) static GRANTS: LpmTrie<PrefixKeyData, GrantValue> = LpmTrie::with_max
 #[map]
 pub(crate) static PROTECTED: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
 
-/// The verdict cache (crate::cache), by dentry address; the least recently used entries go first.
+/// The verdict cache (crate::cache): one entry per dentry address slot, the slot's latest fill
+/// (a fill is plain stores: no allocation, lock or eviction list, as an LRU hash's update takes).
 #[map]
-pub(crate) static VERDICTS: LruHashMap<u64, Cached> = LruHashMap::with_max_entries(32768, 0);
+pub(crate) static VERDICTS: Array<Cached> = Array::with_max_entries(1 << OWNER_BITS, 0);
 
 /// The directory cache (crate::dirs), by directory dentry address.
 #[map]
