@@ -249,7 +249,9 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, typed: u64) -
     // SAFETY: a copy out of the map value into the scratch value (a 72-byte copy on the stack
     // would count against the 512 bytes every call chain shares); checked below before any use.
     let entry = unsafe {
-        let Some(found) = VERDICTS.get(slot(dentry)) else {
+        // Another dentry's entry (or none) in the slot: a miss without the copy (a torn read
+        // here only fails the check word below).
+        let Some(found) = VERDICTS.get(slot(dentry)).filter(|e| e.stamp.dentry == dentry) else {
             return 0;
         };
         (*s).entry = *found;
