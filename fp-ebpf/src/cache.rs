@@ -246,7 +246,7 @@ pub(crate) fn number(s: *mut Scratch, pointer: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, typed: u64) -> u64 {
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, typed));
-    // SAFETY: a copy out of the map value into the scratch value (a 72-byte copy on the stack
+    // SAFETY: a copy out of the map value into the scratch value (an 80-byte copy on the stack
     // would count against the 512 bytes every call chain shares); checked below before any use.
     let entry = unsafe {
         // Another dentry's entry (or none) in the slot: a miss without the copy (a torn read
