@@ -13,8 +13,8 @@ use fp_agent::policy::{
     EffectivePolicy, FileKind, KernelTables, LoadOptions, Op, TableVerdict, layer, parse_str,
 };
 use fp_common::policy::{
-    Evaluation, Lookup, MAX_STEPS, NAME_FILTER_WORDS, NameKind, NameValue, OpEntry, PrefixValue,
-    RuleTables, ScopeValue, TableHeader, evaluate, evaluate_seeded,
+    DirContext, Evaluation, Lookup, MAX_PREFIX, MAX_STEPS, NAME_FILTER_WORDS, NameKind, NameValue,
+    OpEntry, PrefixValue, RuleTables, ScopeValue, TableHeader, evaluate, evaluate_seeded,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -200,7 +200,7 @@ fn tables_agree_with_exact_evaluator_or_defer() {
                     let exact = policy.decide(p, op).verdict.table();
                     let table = evaluate(policy.tables(), p, op);
                     // The header's name filter only skips lookups that find nothing.
-                    let unfiltered = evaluate(&Unfiltered::of(policy.tables()), p, op);
+                    let unfiltered = evaluate(&Altered::unfiltered(policy.tables()), p, op);
                     prop_assert_eq!(table, unfiltered, "name filter, path {:?}", p);
                     checks.fetch_add(1, Ordering::Relaxed);
                     if table.verdict != TableVerdict::Defer {
@@ -228,20 +228,27 @@ fn tables_agree_with_exact_evaluator_or_defer() {
     assert!(decided * 4 > checks, "only {decided} of {checks} checks were decided in the kernel");
 }
 
-/// A session's tables with a name filter that admits every name: every lookup is made.
-struct Unfiltered<'a> {
+/// A session's tables as the kernel may read them: with a name filter that admits every name
+/// (every lookup is made), or with the LPM lookup answered by a directory cache entry.
+struct Altered<'a> {
     tables: &'a KernelTables,
     header: TableHeader,
+    /// The longest match every lookup answers, if not the tables'.
+    lpm: Option<Option<PrefixValue>>,
 }
 
-impl<'a> Unfiltered<'a> {
-    fn of(tables: &'a KernelTables) -> Self {
+impl<'a> Altered<'a> {
+    fn unfiltered(tables: &'a KernelTables) -> Self {
         let header = TableHeader { name_filter: [u64::MAX; NAME_FILTER_WORDS], ..*tables.header() };
-        Unfiltered { tables, header }
+        Altered { tables, header, lpm: None }
+    }
+
+    fn with_lpm(tables: &'a KernelTables, lpm: Option<PrefixValue>) -> Self {
+        Altered { tables, header: *tables.header(), lpm: Some(lpm) }
     }
 }
 
-impl RuleTables for Unfiltered<'_> {
+impl RuleTables for Altered<'_> {
     type Path = [u8];
 
     fn header(&self) -> Option<&TableHeader> {
@@ -249,7 +256,10 @@ impl RuleTables for Unfiltered<'_> {
     }
 
     fn longest_prefix(&self, path: &[u8]) -> Lookup<'_, PrefixValue> {
-        self.tables.longest_prefix(path)
+        match &self.lpm {
+            Some(lpm) => Ok(lpm.as_ref()),
+            None => self.tables.longest_prefix(path),
+        }
     }
 
     fn name(&self, kind: NameKind, path: &[u8], start: usize, len: usize) -> Lookup<'_, NameValue> {
@@ -402,7 +412,8 @@ fn seed() -> impl Strategy<Value = [OpEntry; 3]> {
 /// The kernel's directory cache (fp-ebpf/src/dirs.rs) decides a name from what a sibling's
 /// evaluation learned above it (`Evaluation::context`, `resume_below`): for random rule sets,
 /// paths, sibling names and inode-identity hits, that gives every op the verdict and the deciding
-/// rule of the whole evaluation.
+/// rule of the whole evaluation. In a directory no LPM key lies at or below (not `interior`), it
+/// also takes the sibling's longest match for the name's, which gives the same again.
 #[test]
 fn sibling_evaluations_resume_exactly() {
     let mut runner = TestRunner::new(Config {
@@ -412,7 +423,7 @@ fn sibling_evaluations_resume_exactly() {
     });
     let siblings = prop::collection::vec((path(), component(), seed(), seed()), SIBLINGS_PER_CASE);
     let options = LoadOptions { workspace: Some("/tmp/ws".into()), ..LoadOptions::default() };
-    let resumed_count = AtomicUsize::new(0);
+    let (resumed_count, known_count) = (AtomicUsize::new(0), AtomicUsize::new(0));
     runner
         .run(&(policy_text(), siblings), |(text, siblings)| {
             let file = Path::new("p.toml");
@@ -431,27 +442,49 @@ fn sibling_evaluations_resume_exactly() {
                     continue;
                 };
                 let whole = evaluate_seeded(tables, &p[..], own);
-                let mut resumed = Evaluation::start(tables, &p[..], own);
-                resumed.resume_below(&context);
-                for _ in 0..MAX_STEPS {
-                    if resumed.step(tables, &p[..]) {
-                        break;
-                    }
-                }
+                let resumed = resume(tables, p, own, &context);
                 resumed_count.fetch_add(1, Ordering::Relaxed);
-                prop_assert_eq!(
-                    resumed.decisions(),
-                    whole.decisions(),
-                    "path {:?} resumed from sibling {:?}\npolicy:\n{}",
-                    String::from_utf8_lossy(p),
-                    String::from_utf8_lossy(&sibling),
-                    text
-                );
+                let why = |how: &str| {
+                    format!(
+                        "path {:?} resumed from sibling {:?}{how}\npolicy:\n{text}",
+                        String::from_utf8_lossy(p),
+                        String::from_utf8_lossy(&sibling),
+                    )
+                };
+                prop_assert_eq!(resumed.decisions(), whole.decisions(), "{}", why(""));
+                // The kernel keeps a directory's match only where its `dir\0` key fits.
+                let dir = &p[..slash];
+                if context.cursor as usize > MAX_PREFIX || tables.anchored(dir) {
+                    continue;
+                }
+                let lpm = tables.longest_prefix(&sibling[..]).expect("userspace lookups").copied();
+                let known = resume(&Altered::with_lpm(tables, lpm), p, own, &context);
+                known_count.fetch_add(1, Ordering::Relaxed);
+                prop_assert_eq!(known.decisions(), whole.decisions(), "{}", why(" and its match"));
+                prop_assert_eq!(known.prefix_id, whole.prefix_id, "{}", why(" and its match"));
             }
             Ok(())
         })
         .unwrap();
-    let resumed = resumed_count.into_inner();
-    eprintln!("{resumed} paths resumed from a sibling's context");
+    let (resumed, known) = (resumed_count.into_inner(), known_count.into_inner());
+    eprintln!("{resumed} paths resumed from a sibling's context, {known} with its match");
     assert!(resumed > (SIBLING_CASES as usize) * SIBLINGS_PER_CASE / 4, "only {resumed} resumed");
+    assert!(known > resumed / 4, "only {known} of {resumed} resumed with the sibling's match");
+}
+
+/// The evaluation of `path` resumed from a sibling's `context`, run to its end.
+fn resume<T: RuleTables<Path = [u8]>>(
+    tables: &T,
+    path: &[u8],
+    seed: &[OpEntry; 3],
+    context: &DirContext,
+) -> Evaluation {
+    let mut resumed = Evaluation::start(tables, path, seed);
+    resumed.resume_below(context);
+    for _ in 0..MAX_STEPS {
+        if resumed.step(tables, path) {
+            break;
+        }
+    }
+    resumed
 }

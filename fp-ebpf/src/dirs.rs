@@ -7,6 +7,11 @@
 //! only (`Evaluation::resume_below`: the same verdicts and deciding rules as the whole evaluation,
 //! proven by the property test `sibling_evaluations_resume_exactly`).
 //!
+//! An entry also keeps the directory's longest LPM match when no LPM key lies at or below the
+//! directory (it is not in `INTERIOR`): every key that matches `dir/name` then matches at a '/'
+//! above `dir`, so all its names have the same longest match, and a decision there skips the
+//! lookup (the property test `sibling_evaluations_resume_exactly` covers this too).
+//!
 //! An entry is used under the same checks as a verdict cache entry ([`crate::cache`]): the
 //! tables id, `rename_lock`'s and `mount_lock`'s sequences read before the walk that filled it,
 //! the directory dentry's inode, its lifetime and a check word; [`crate::cache::forget`] drops it
@@ -19,7 +24,7 @@ use aya_ebpf::helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_kernel_
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
-    policy::{DirContext, InodeKey, MAX_PREFIX, Op as PolicyOp, OpEntry},
+    policy::{DirContext, InodeKey, MAX_PREFIX, Op as PolicyOp, OpEntry, PrefixValue},
 };
 
 use crate::{
@@ -29,7 +34,8 @@ use crate::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
         OFF_VFSMOUNT_MNT_ROOT, load, loaded_identity, off,
     },
-    maps::{DIRS, INODES, SCRATCH, Scratch},
+    maps::{DIRS, INODES, INTERIOR, SCRATCH, Scratch},
+    tables::{LPM_UNKNOWN, ScratchPath, prefix_key},
     walk::{NO_MOUNT, RESOLVED},
 };
 
@@ -40,10 +46,14 @@ pub(crate) struct DirCached {
     check: u64,
     stamp: Stamp,
     local_state: u64,
+    /// The longest LPM match of every name in the directory (`crate::tables::LPM_NONE`, or
+    /// `LPM_FOUND` and `lpm`), or [`LPM_UNKNOWN`] when a key lies at or below the directory.
+    pub(crate) lpm_state: u64,
     /// The walk's `up` and `local_up` for a name in the directory.
     up: [OpEntry; 3],
     local_up: [OpEntry; 3],
     pub(crate) context: DirContext,
+    pub(crate) lpm: PrefixValue,
     /// The directory's path, `context.cursor - 1` bytes.
     path: [u8; MAX_PREFIX],
 }
@@ -313,6 +323,12 @@ pub extern "C" fn fp_dir_fill(generation: u64, seqs: u64) -> i32 {
         (*e).up = (*w).up;
         (*e).local_up = (*w).local_up;
         (*e).context = context;
+        (*e).lpm_state = LPM_UNKNOWN;
+        let lpm_state = core::ptr::read_volatile(&(*s).lpm_state);
+        if lpm_state != LPM_UNKNOWN && !interior(s, tables, cursor) {
+            (*e).lpm = (*s).lpm;
+            (*e).lpm_state = lpm_state;
+        }
         (*e).check = (*e).check_word();
         // All of it was this decision's unless another one began on this CPU since.
         if core::ptr::read_volatile(&(*s).generation) != generation {
@@ -321,4 +337,27 @@ pub extern "C" fn fp_dir_fill(generation: u64, seqs: u64) -> i32 {
         let _ = DIRS.insert(&dir, &*e, 0);
     }
     0
+}
+
+/// Whether an LPM key of `tables` lies at or below the directory of the path in the scratch
+/// buffer, whose final component starts at `cursor` (in 2..=MAX_PREFIX): a lookup of `dir\0` in
+/// `INTERIOR`. True when it cannot tell.
+#[inline(always)]
+fn interior(s: *mut Scratch, tables: u64, cursor: usize) -> bool {
+    // SAFETY: this CPU's scratch value.
+    unsafe {
+        if prefix_key(s, tables, &ScratchPath::of(s)).is_none() {
+            return true;
+        }
+        // The key of the path, cut to `dir\0`: its NUL in place of the directory's '/'. Masked
+        // from a number the compiler cannot bound (see `resolve`), for the verifier.
+        let at = number(s, cursor.wrapping_sub(1) as u64) as usize & 0xff;
+        let key = &mut (*s).prefix_key;
+        let Some(slash) = key.data.path.get_mut(at) else {
+            return true;
+        };
+        *slash = 0;
+        key.prefix_len = ((8 + cursor) * 8) as u32;
+        INTERIOR.get(&*key).is_some()
+    }
 }

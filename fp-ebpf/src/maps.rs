@@ -119,6 +119,10 @@ pub(crate) struct Scratch {
     /// [`below`]'s answer: a rule is anchored at or below the directory.
     pub(crate) anchored: u64,
     pub(crate) prefix_key: Key<PrefixKeyData>,
+    /// What the last evaluation's LPM lookup found (crate::tables::LPM_UNKNOWN and the like),
+    /// for the directory cache's fill.
+    pub(crate) lpm_state: u64,
+    pub(crate) lpm: PrefixValue,
     pub(crate) name_key: NameKey,
     /// A verdict cache entry being checked or filled (crate::cache).
     pub(crate) entry: Cached,

@@ -80,10 +80,19 @@ pub(crate) fn prefix_key<'a>(
     }
 }
 
+/// [`Scratch::lpm_state`] and the directory cache's copy of it: what the LPM lookup of a path
+/// found (in `lpm` beside it), or that it has not been looked up.
+pub(crate) const LPM_UNKNOWN: u64 = 0;
+pub(crate) const LPM_NONE: u64 = 1;
+pub(crate) const LPM_FOUND: u64 = 2;
+
 /// One session's tables in the maps, as the decision core reads them.
 struct MapTables {
     id: u64,
     s: *mut Scratch,
+    /// The path was resolved from its directory's entry (crate::dirs), which may know the
+    /// longest match of every name in the directory.
+    in_dir: bool,
 }
 
 impl RuleTables for MapTables {
@@ -97,8 +106,29 @@ impl RuleTables for MapTables {
 
     #[inline(always)]
     fn longest_prefix(&self, path: &ScratchPath) -> Lookup<'_, PrefixValue> {
-        let key = prefix_key(self.s, self.id, path).ok_or(Unreadable)?;
-        Ok(PREFIXES.get(key))
+        let s = self.s;
+        if self.in_dir {
+            // SAFETY: this CPU's scratch value; `dir` is the entry `dirs::resolve` checked.
+            let known = unsafe { core::ptr::read_volatile(&(*s).dir.lpm_state) };
+            if known != LPM_UNKNOWN {
+                // SAFETY: as above.
+                return Ok((known == LPM_FOUND).then_some(unsafe { &(*s).dir.lpm }));
+            }
+        }
+        let key = prefix_key(s, self.id, path).ok_or(Unreadable)?;
+        let found = PREFIXES.get(key);
+        // Kept for the directory cache's fill (crate::dirs::fp_dir_fill).
+        // SAFETY: this CPU's scratch value.
+        unsafe {
+            (*s).lpm_state = match found {
+                Some(value) => {
+                    (*s).lpm = *value;
+                    LPM_FOUND
+                }
+                None => LPM_NONE,
+            };
+        }
+        Ok(found)
     }
 
     #[inline(always)]
@@ -160,7 +190,8 @@ extern "C" fn eval_step(_index: u64, _ctx: *mut c_void) -> i64 {
     };
     // SAFETY: this CPU's scratch value; the tables only write the key fields, not `eval`.
     unsafe {
-        let tables = MapTables { id: core::ptr::read_volatile(&(*s).walk.tables), s };
+        let id = core::ptr::read_volatile(&(*s).walk.tables);
+        let tables = MapTables { id, s, in_dir: false };
         let path = ScratchPath::of(s);
         if (*s).eval.step(&tables, &path) { 1 } else { 0 }
     }
@@ -169,12 +200,14 @@ extern "C" fn eval_step(_index: u64, _ctx: *mut c_void) -> i64 {
 /// Runs the decision core on the path in the scratch buffer, seeded with inode-table hits; the
 /// result is `s.eval` (read in place: an Evaluation is too large to copy onto the BPF stack).
 /// `in_dir`: the path was resolved from its directory's entry (crate::dirs), whose context
-/// stands for the scan of the directories.
+/// stands for the scan of the directories (and its longest match, if it has one, for the LPM
+/// lookup).
 #[inline(always)]
 pub(crate) fn evaluate(s: *mut Scratch, tables: u64, seed: &[OpEntry; 3], in_dir: bool) {
     // SAFETY: this CPU's scratch value, through the raw pointer (see `check`).
     unsafe {
-        let map_tables = MapTables { id: tables, s };
+        (*s).lpm_state = LPM_UNKNOWN;
+        let map_tables = MapTables { id: tables, s, in_dir };
         (*s).eval.restart(&map_tables, &ScratchPath::of(s), seed);
         if in_dir {
             (*s).eval.resume_below(&(*s).dir.context);

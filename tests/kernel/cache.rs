@@ -144,3 +144,62 @@ fn the_verdict_cache_is_on_in_the_test_kernels() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["verdict_cache"], true, "{report}");
 }
+
+/// The directory cache keeps a directory's longest LPM match only where no LPM key lies at or
+/// below it (fp-ebpf/src/dirs.rs). Names created beside others in such a directory take it
+/// (allowed by the workspace's subtree rule); in a directory holding an exact rule, the rule
+/// still decides its name after siblings filled the directory's entry. The denied names do not
+/// exist when the session starts, so no inode-table entry stands for their rules: only the path
+/// decides.
+#[test]
+fn a_directorys_longest_match_decides_its_names_only_where_no_rule_lies_below_it() {
+    let _g = exclusive();
+    let t = TempTree::new("dir-lpm");
+    let ws = t.join("ws");
+    let w = ws.display().to_string();
+    sh(&format!("mkdir -p {w}/plain {w}/d/deep"));
+    let file = t.join("policy.toml");
+    std::fs::write(
+        &file,
+        "[file_policy]\ndefault = \"read\"\nwrite_paths = [\"<workspace>/**\"]\n\
+         deny_paths = [\"<workspace>/d/secret\", \"<workspace>/d/deep/k\"]\n",
+    )
+    .unwrap();
+    let options = LoadOptions {
+        policy_files: vec![file],
+        workspace: Some(ws.clone()),
+        ..LoadOptions::default()
+    };
+    let policy = EffectivePolicy::load(&options).unwrap();
+    let parent = Cgroup2::find().unwrap().mount.join("fp");
+    let manager =
+        Manager::start(parent, kernel::pin_root().join("dir-lpm-test"), Sink::Stderr, None)
+            .unwrap();
+    let (cgroup, id) = manager_session(&manager, "dir-lpm-test", policy);
+    // `true`, not `:`: a failed redirection of a special builtin ends the shell.
+    let script = format!(
+        r#"
+W={w}
+for i in $(seq 1 20); do
+  true > $W/plain/f$i || echo "DENIED plain/f$i"; cat $W/plain/f$i >/dev/null || echo "DENIED read plain/f$i"
+  true > $W/d/f$i || echo "DENIED d/f$i"; true > $W/d/deep/f$i || echo "DENIED d/deep/f$i"
+  true > $W/d/secret 2>/dev/null || true; [ -e $W/d/secret ] && echo "LEAK d/secret" && rm $W/d/secret
+  mkfifo $W/d/deep/k 2>/dev/null && echo "LEAK d/deep/k" && rm $W/d/deep/k
+done
+echo DONE
+"#
+    );
+    let out = in_cgroup(&cgroup, &script).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    manager.end(id, None, "test over").unwrap();
+    manager.shutdown("test over").unwrap();
+    assert!(
+        stdout.contains("DONE"),
+        "the session script did not finish: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wrong: Vec<&str> =
+        stdout.lines().filter(|l| l.starts_with("LEAK") || l.starts_with("DENIED")).collect();
+    assert!(wrong.is_empty(), "wrong verdicts: {wrong:?}");
+    fp_tests::assert_nothing_left_behind();
+}
