@@ -15,7 +15,7 @@
 //! - the tables: the entry names its tables id (random, never reused; a reload installs a new one);
 //! - `/proc/self`: a walk that met a procfs directory that may be some task's own `/proc/<tgid>`
 //!   is named after the task, so it is not cached;
-//! - time: entries live [`TTL_NS`], so a 32-bit sequence cannot wrap back to a stored value;
+//! - time: entries live [`TTL_JIFFIES`], so a 32-bit sequence cannot wrap back to a stored value;
 //! - torn reads: a map value can be rewritten while another CPU reads it, so every entry carries
 //!   a check word over all its fields, and one that does not match is a miss.
 //!
@@ -26,7 +26,7 @@
 //! only read entries (the same checks apply; the mount does not matter to them), so an
 //! `open` followed by `fchown`, `fchmod` and `utimensat` walks once.
 //! Grants, pending prompts and the broker are applied after the cache, as after a walk.
-use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_ktime_get_boot_ns};
+use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_jiffies64};
 use fp_common::policy::{Op as PolicyOp, TableVerdict};
 
 use crate::{
@@ -36,8 +36,10 @@ use crate::{
     walk::{LOCAL_KNOWN, NO_MOUNT},
 };
 
-/// How long an entry may be used: far below the time 2^31 renames or mounts take.
-const TTL_NS: u64 = 10_000_000_000;
+/// How long an entry may be used: far below the time 2^31 renames or mounts take. In jiffies,
+/// which the verifier inlines as one load (`bpf_ktime_get_boot_ns` is a helper call, and every
+/// cache hit reads the clock): 2.5 s at HZ=1000, 10 s at Debian's 250, 25 s at 100.
+const TTL_JIFFIES: u64 = 2_500;
 
 /// The two caches whose entries a [`Stamp`] stands for; each has its own [`Owner`] slots.
 #[derive(Clone, Copy)]
@@ -138,7 +140,7 @@ impl Stamp {
             core::ptr::write_volatile(&raw mut (*owner).dentry, dentry);
         }
         // SAFETY: a helper call without arguments.
-        let expires = unsafe { bpf_ktime_get_boot_ns() } + TTL_NS;
+        let expires = unsafe { bpf_jiffies64() } + TTL_JIFFIES;
         Some(Stamp { dentry, vfsmount, tables, inode, seqs, expires, ticket })
     }
 
@@ -158,7 +160,7 @@ impl Stamp {
             && self.seqs == seqs
             && self.owns(cache)
             // SAFETY: a helper call without arguments.
-            && unsafe { bpf_ktime_get_boot_ns() } < self.expires
+            && unsafe { bpf_jiffies64() } < self.expires
             && inode() == Ok(self.inode)
     }
 

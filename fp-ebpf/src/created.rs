@@ -9,11 +9,11 @@
 //! by an open that called `path_mknod` on that name just before, in the same call). It is used only
 //! under the verdict cache's checks (tables id, both sequences unchanged since before the
 //! `path_mknod` walk, the same mount and dentry, a check word over the slot) and three of its own:
-//! the same thread, within [`TTL_NS`], and no inode-table entry for the new inode (the
+//! the same thread, within [`TTL_JIFFIES`], and no inode-table entry for the new inode (the
 //! `path_mknod` decision saw none: a negative dentry has no identity). Anything else, a thread
 //! that changed CPUs, another creation on this CPU, an `O_TMPFILE` (which sets `FMODE_CREATED`
 //! without `path_mknod`), is a miss and takes the usual decision.
-use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_boot_ns};
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_jiffies64};
 use fp_common::policy::InodeKey;
 
 use crate::{
@@ -22,8 +22,9 @@ use crate::{
     maps::{CREATED, INODES, SCRATCH},
 };
 
-/// Far above the time from `path_mknod` to `file_open` in one open (a miss only costs a decision).
-const TTL_NS: u64 = 100_000_000;
+/// Far above the time from `path_mknod` to `file_open` in one open (a miss only costs a decision):
+/// 25 ms at HZ=1000, 100 ms at 250 (jiffies, as the verdict cache's entries).
+const TTL_JIFFIES: u64 = 25;
 
 /// One thread's last creation decision on this CPU; plain integers, as every map value.
 #[repr(C)]
@@ -80,7 +81,7 @@ pub extern "C" fn fp_created_remember(generation: u64, seqs: u64) -> i32 {
         if (allowed | local) == 0 {
             return 0;
         }
-        (*slot).expires = bpf_ktime_get_boot_ns() + TTL_NS;
+        (*slot).expires = bpf_jiffies64() + TTL_JIFFIES;
         (*slot).tables = core::ptr::read_volatile(&(*w).tables);
         (*slot).vfsmount = core::ptr::read_volatile(&(*w).vfsmount);
         (*slot).dentry = core::ptr::read_volatile(&(*w).dentry);
@@ -115,7 +116,7 @@ pub(crate) fn claim(tables: u64, file: u64) -> u64 {
         c
     };
     // SAFETY: helper calls without arguments.
-    let (thread, now) = unsafe { (bpf_get_current_pid_tgid(), bpf_ktime_get_boot_ns()) };
+    let (thread, now) = unsafe { (bpf_get_current_pid_tgid(), bpf_jiffies64()) };
     if c.thread != thread
         || c.check != c.check_word()
         || now >= c.expires
