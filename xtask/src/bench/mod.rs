@@ -39,6 +39,22 @@ pub struct KernelBenchArgs {
     /// ratios, at about 2.5 minutes per round and kernel on a quiet 2-core host.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: Option<u32>,
+    /// Only these phases, comma-separated (default: all; `baseline` always runs): e.g.
+    /// `noop,outside,outside-prompt` for the outsider lines, affordable with many rounds.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PHASES))]
+    phases: Vec<String>,
+}
+
+impl KernelBenchArgs {
+    /// The phases to run, in [`PHASES`] order.
+    fn phases(&self) -> Vec<&'static str> {
+        PHASES
+            .into_iter()
+            .filter(|p| {
+                *p == "baseline" || self.phases.is_empty() || self.phases.iter().any(|s| s == p)
+            })
+            .collect()
+    }
 }
 
 /// The phases of every round, in the order they run. `inside` runs under the base policy plus 1
@@ -96,7 +112,7 @@ const ALWAYS_MEASURED: [&str; 5] = ["open-d2", "open+close", "open-d8", "stat", 
 /// order, so drift over the run spreads over all phases alike.
 const SCRIPT: &str = r#"
 set -eu
-export LOAD=@LOAD@ ITERATIONS=@ITERATIONS@ ROUNDS=@ROUNDS@ W=/tmp/bench
+export LOAD=@LOAD@ ITERATIONS=@ITERATIONS@ ROUNDS=@ROUNDS@ PHASES="@PHASES@" W=/tmp/bench
 export STATS_ITERATIONS=$((ITERATIONS / 10))
 export BPFTOOL="$(command -v bpftool || echo /usr/sbin/bpftool)"
 # Workloads never touch root's home (a safety-floor tree in sessions) or the host's shims.
@@ -137,9 +153,12 @@ if command -v git > /dev/null; then
   git -C $W/src -c user.name=bench -c user.email=bench@localhost commit -qm tree
 fi
 
-# measure.sh PHASE ROUND ITERATIONS: every workload once.
+# has PHASE: whether the run measures PHASE (cargo xtask bench kernel --phases).
+has() { case " $PHASES " in *" $1 "*) return 0;; esac; return 1; }
+# measure.sh PHASE ROUND ITERATIONS: every workload once, if the run measures PHASE.
 cat > $W/measure.sh <<'END'
 set -eu
+case " warm-up $PHASES " in *" $1 "*) ;; *) exit 0;; esac
 now() { date +%s%N; }
 out() { sed "s/^ns_per_op/BENCH $1 $2 $3/"; }
 $LOAD open /tmp/f2 $3 1 | out $1 open-d2 $2
@@ -211,48 +230,53 @@ alive() { kill -0 "$1" || { echo "bench: $2 failed" >&2; exit 1; }; }
 round() {
   sh $W/measure.sh baseline $1 $2
 
-  $LOAD noop > $W/noop.out &
-  noop=$!
-  while ! grep -qs attached $W/noop.out; do alive $noop "fp-bench-load noop"; sleep 0.1; done
-  stats $1 1; sh $W/measure.sh noop $1 $2; stats $1 0
-  [ "$1" != stats ] || sh $W/stats.sh noop
-  kill $noop; wait $noop || true
-  wait_until "$unloaded"
-
-  rm -f $W/ready $W/go $W/measured && mkfifo $W/go
-  $FP run --policy $W/policy-1.toml --workspace $W -- sh $W/session.sh $1 $2 &
-  session=$!
-  while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
-  stats $1 1; sh $W/measure.sh outside $1 $2
-  [ "$1" != stats ] || sh $W/stats.sh outside
-  echo go > $W/go
-  if [ "$1" = stats ]; then
-    while [ ! -e $W/measured ]; do alive $session "fp run"; sleep 0.2; done
-    stats $1 0; sh $W/stats.sh outside+inside
-    echo go > $W/go
+  if has noop; then
+    $LOAD noop > $W/noop.out &
+    noop=$!
+    while ! grep -qs attached $W/noop.out; do alive $noop "fp-bench-load noop"; sleep 0.1; done
+    stats $1 1; sh $W/measure.sh noop $1 $2; stats $1 0
+    [ "$1" != stats ] || sh $W/stats.sh noop
+    kill $noop; wait $noop || true
+    wait_until "$unloaded"
   fi
-  wait $session
-  wait_until "$unloaded"
+
+  if has outside || has inside; then
+    rm -f $W/ready $W/go $W/measured && mkfifo $W/go
+    $FP run --policy $W/policy-1.toml --workspace $W -- sh $W/session.sh $1 $2 &
+    session=$!
+    while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
+    stats $1 1; sh $W/measure.sh outside $1 $2
+    [ "$1" != stats ] || sh $W/stats.sh outside
+    echo go > $W/go
+    if [ "$1" = stats ]; then
+      while [ ! -e $W/measured ]; do alive $session "fp run"; sleep 0.2; done
+      stats $1 0; sh $W/stats.sh outside+inside
+      echo go > $W/go
+    fi
+    wait $session
+    wait_until "$unloaded"
+  fi
 
   # The same, with 1,000 and 10,000 generated rules (not in the bpf_stats pass).
   if [ "$1" != stats ]; then
     for n in 1000 10000; do
+      has inside-$n || continue
       $FP run --policy $W/policy-$n.toml --workspace $W -- sh $W/measure.sh inside-$n $1 $2
       wait_until "$unloaded"
     done
   fi
 
-  $LOAD landlock $W -- sh $W/measure.sh landlock $1 $2
+  ! has landlock || $LOAD landlock $W -- sh $W/measure.sh landlock $1 $2
 
   # fp run's start: from its exec to the command's first instruction (load, verify, attach).
-  if [ "$1" != stats ]; then
+  if [ "$1" != stats ] && has inside; then
     s=$(date +%s%N); e=$($FP run --policy $W/policy-1.toml --workspace $W -- date +%s%N)
     echo "START $1 $((e - s))"
     wait_until "$unloaded"
   fi
 
   # A session with a prompt rule lives (its broker runs): measured outside, then inside it.
-  if [ "$1" != stats ]; then
+  if [ "$1" != stats ] && { has outside-prompt || has inside-prompt; }; then
     rm -f $W/ready $W/go && mkfifo $W/go
     $FP run --policy $W/policy-prompt.toml --workspace $W -- sh $W/session.sh $1 $2 inside-prompt &
     session=$!
@@ -301,18 +325,21 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     let fp = release_executable(&["-p", "fp-agent", "--bin", "fp"], "fp")?;
     let load = release_executable(&["-p", "fp-tests", "--bin", "fp-bench-load"], "fp-bench-load")?;
     let rounds = args.rounds.unwrap_or(if args.quick { 2 } else { 5 });
+    let phases = args.phases();
     for pin in pins {
         let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
         println!(
-            "xtask: kernel {}: measuring {rounds} rounds (about {} minutes on a quiet 2-core host)",
+            "xtask: kernel {}: measuring {rounds} rounds of {} (about {} minutes on a quiet 2-core \
+             host)",
             kernel.name,
-            4 + rounds * 5 / 2
+            phases.join(", "),
+            4 + rounds as usize * 5 * phases.len() / (2 * PHASES.len())
         );
         // 6.1 took 1091 s for 5 rounds on a quiet 2-core host; leave room for a busier one.
         let timeout = Duration::from_secs(1200 + 600 * u64::from(rounds));
-        let output = run_in_vm(&kernel, script(&fp, &load, args.quick, rounds), timeout)?;
-        let results = parse(&output)?;
-        print!("{}", report(kernel.name, args.quick, &results)?);
+        let output = run_in_vm(&kernel, script(&fp, &load, args.quick, rounds, &phases), timeout)?;
+        let results = parse(&output, &phases)?;
+        print!("{}", report(kernel.name, args.quick, &results, &phases)?);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -337,13 +364,20 @@ fn release_executable(package: &[&str], name: &str) -> Result<PathBuf> {
         .ok_or_else(|| anyhow!("cargo built no `{name}` executable"))
 }
 
-fn script(fp: &std::path::Path, load: &std::path::Path, quick: bool, rounds: u32) -> String {
+fn script(
+    fp: &std::path::Path,
+    load: &std::path::Path,
+    quick: bool,
+    rounds: u32,
+    phases: &[&str],
+) -> String {
     let iterations = if quick { 10_000 } else { 100_000 };
     SCRIPT
         .replace("@FP@", &crate::cmd::shell_quote(&fp.display().to_string()))
         .replace("@LOAD@", &crate::cmd::shell_quote(&load.display().to_string()))
         .replace("@ITERATIONS@", &iterations.to_string())
         .replace("@ROUNDS@", &rounds.to_string())
+        .replace("@PHASES@", &phases.join(" "))
 }
 
 /// Runs the shell `script` as root in a VM booting `kernel`; what it printed, or its last lines
@@ -380,7 +414,9 @@ fn guest_number(line: &str, field: &str) -> Result<u64> {
     field.parse().with_context(|| format!("not a number in the guest's line {line:?}"))
 }
 
-fn parse(output: &str) -> Result<Results> {
+/// The guest's figures; an error if a workload every phase reports is missing for one of
+/// `phases`.
+fn parse(output: &str, phases: &[&str]) -> Result<Results> {
     let mut results = Results::default();
     for (line, fields) in guest_lines(output) {
         let number = |s: &str| guest_number(line, s);
@@ -422,7 +458,7 @@ fn parse(output: &str) -> Result<Results> {
         );
     }
     // A workload that failed in a pipeline leaves a hole rather than an exit status: refuse it.
-    for phase in PHASES {
+    for phase in phases {
         for workload in ALWAYS_MEASURED {
             if !results.samples.contains_key(&(phase.to_string(), workload.to_string())) {
                 bail!("the guest printed no {workload} figure for {phase} (see its output above)");
@@ -444,13 +480,35 @@ fn median(samples: &[f64]) -> Option<f64> {
 
 /// The ratio of `phase` to `to` per round (rounds both have), as (median, min, max).
 fn ratio(results: &Results, workload: &str, phase: &str, to: &str) -> Option<(f64, f64, f64)> {
+    spread(&ratios(results, workload, phase, to))
+}
+
+/// The ratios of `phase` to `to`, one per round both have.
+fn ratios(results: &Results, workload: &str, phase: &str, to: &str) -> Vec<f64> {
     let of = |p: &str| results.samples.get(&(p.to_string(), workload.to_string()));
-    let (a, b) = (of(phase)?, of(to)?);
-    let ratios: Vec<f64> = a
-        .iter()
+    let (Some(a), Some(b)) = (of(phase), of(to)) else {
+        return Vec::new();
+    };
+    a.iter()
         .filter_map(|(round, &x)| b.get(round).filter(|&&y| y > 0).map(|&y| x as f64 / y as f64))
-        .collect();
-    spread(&ratios)
+        .collect()
+}
+
+/// A distribution-free interval holding the median with at least 95% confidence: the k-th
+/// smallest and k-th largest sample, k the largest with P(Binomial(n, 1/2) < k) <= 2.5%. None
+/// for fewer than 6 samples, where no such k exists.
+fn median_interval(samples: &[f64]) -> Option<(f64, f64)> {
+    let n = samples.len();
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable_by(f64::total_cmp);
+    // P(X < k) for k = 1, 2, ...: cumulative binomial probabilities.
+    let (mut k, mut below, mut term) = (0, 0.0, 0.5f64.powi(n as i32));
+    while k < n / 2 && below + term <= 0.025 {
+        below += term;
+        term *= (n - k) as f64 / (k + 1) as f64;
+        k += 1;
+    }
+    (k > 0).then(|| (sorted[k - 1], sorted[n - k]))
 }
 
 /// (median, min, max) of `samples`; None if there are none.
@@ -461,7 +519,7 @@ fn spread(samples: &[f64]) -> Option<(f64, f64, f64)> {
 }
 
 /// The table of medians and ratios for one kernel, and how the issue's goals fare.
-fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
+fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Result<String> {
     use std::fmt::Write as _;
     let rounds = results
         .samples
@@ -478,11 +536,22 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
         "{rounds} interleaved rounds; baseline: median; every other column: the median over the \
          rounds of (phase / baseline of the same round) [min-max]"
     )?;
+    // The phases besides the baseline, and the columns comparing two of them.
+    let measured = |p: &str| phases.contains(&p);
+    let compared: Vec<(&str, &str, &str)> =
+        [("outside", "noop", "outside/noop"), ("inside", "landlock", "inside/landlock")]
+            .into_iter()
+            .chain([("inside-10000", "inside", "10000/1 rules")])
+            .filter(|(phase, to, _)| measured(phase) && measured(to))
+            .collect();
     write!(out, "{:<11} {:>16}", "workload", "baseline")?;
-    for phase in &PHASES[1..] {
+    for phase in &phases[1..] {
         write!(out, "  {phase:<19}")?;
     }
-    writeln!(out, "  {:<19}  {:<19}  {:<19}", "outside/noop", "inside/landlock", "10000/1 rules")?;
+    for (.., title) in &compared {
+        write!(out, "  {title:<19}")?;
+    }
+    writeln!(out)?;
     for (workload, unit, scale) in WORKLOADS {
         let Some(base) = results.samples.get(&("baseline".to_string(), workload.to_string()))
         else {
@@ -491,11 +560,10 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
         let base: Vec<f64> = base.values().map(|&v| v as f64).collect();
         let Some(base) = median(&base) else { continue };
         write!(out, "{workload:<11} {:>10.1} {unit:<5}", base * scale)?;
-        let pairs = PHASES[1..].iter().map(|p| (*p, "baseline")).chain([
-            ("outside", "noop"),
-            ("inside", "landlock"),
-            ("inside-10000", "inside"),
-        ]);
+        let pairs = phases[1..]
+            .iter()
+            .map(|p| (*p, "baseline"))
+            .chain(compared.iter().map(|&(phase, to, _)| (phase, to)));
         for (phase, to) in pairs {
             match ratio(results, workload, phase, to) {
                 Some((m, lo, hi)) => write!(out, "  {:<19}", format!("{m:.3}x [{lo:.2}-{hi:.2}]"))?,
@@ -548,19 +616,30 @@ fn report(kernel: &str, quick: bool, results: &Results) -> Result<String> {
         )?;
     }
 
-    let goal = |name: &str, value: Option<(f64, f64, f64)>, limit: f64| -> String {
-        match value {
-            Some((v, ..)) if v <= limit => format!("goal {name} <= {limit:.2}x: met ({v:.3}x)\n"),
-            Some((v, ..)) => format!(
-                "goal {name} <= {limit:.2}x: NOT met ({v:.3}x, {:+.1}% over)\n",
+    // Each goal's median ratio, and how well the rounds pin it down.
+    let goal = |name: &str, ratios: &[f64], limit: f64| -> String {
+        let interval = match median_interval(ratios) {
+            Some((lo, hi)) => format!("; 95% interval of the median {lo:.3}-{hi:.3}"),
+            None => String::new(),
+        };
+        match median(ratios) {
+            Some(v) if v <= limit => {
+                format!("goal {name} <= {limit:.2}x: met ({v:.3}x{interval})\n")
+            }
+            Some(v) => format!(
+                "goal {name} <= {limit:.2}x: NOT met ({v:.3}x, {:+.1}% over{interval})\n",
                 (v / limit - 1.0) * 100.0
             ),
             None => format!("goal {name}: not measured\n"),
         }
     };
     for (name, phase, to, limit, workloads) in GOALS {
+        if !(measured(phase) && measured(to)) {
+            continue;
+        }
         for workload in workloads {
-            out += &goal(&format!("{name} {workload}"), ratio(results, workload, phase, to), limit);
+            out +=
+                &goal(&format!("{name} {workload}"), &ratios(results, workload, phase, to), limit);
         }
     }
     Ok(out)
@@ -575,6 +654,17 @@ mod tests {
         assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn the_medians_interval_takes_order_statistics_by_the_binomial() {
+        let samples: Vec<f64> = (1..=15).map(f64::from).collect();
+        // n = 15: P(X <= 3) = 1.76%, P(X <= 4) = 5.9%: the 4th smallest and the 4th largest.
+        assert_eq!(median_interval(&samples), Some((4.0, 12.0)));
+        // n = 6: P(X = 0) = 1.6%: the extremes.
+        assert_eq!(median_interval(&samples[..6]), Some((1.0, 6.0)));
+        assert_eq!(median_interval(&samples[..5]), None);
+        assert_eq!(median_interval(&[]), None);
     }
 
     #[test]
@@ -597,8 +687,8 @@ mod tests {
                 }
             }
         }
-        let results = parse(&output).unwrap();
-        let table = report("6.12", false, &results).unwrap();
+        let results = parse(&output, &PHASES).unwrap();
+        let table = report("6.12", false, &results, &PHASES).unwrap();
         assert!(table.contains("3 interleaved rounds"), "{table}");
         assert!(table.contains("1.200x [1.20-1.20]"), "{table}");
         assert!(table.contains("inside     300 ("), "{table}");
@@ -618,7 +708,40 @@ mod tests {
 
     #[test]
     fn a_garbled_or_missing_measurement_is_an_error() {
-        assert!(parse("BENCH baseline stat 1 many\n").is_err());
-        assert!(parse("BENCH baseline stat 1 5\n").is_err(), "the other phases are missing");
+        assert!(parse("BENCH baseline stat 1 many\n", &PHASES).is_err());
+        assert!(
+            parse("BENCH baseline stat 1 5\n", &PHASES).is_err(),
+            "the other phases are missing"
+        );
+    }
+
+    #[test]
+    fn a_run_of_some_phases_reports_their_columns_and_goals_only() {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: KernelBenchArgs,
+        }
+        let cli =
+            Cli::try_parse_from(["bench", "--phases", "outside-prompt,noop,outside"]).unwrap();
+        let phases = cli.args.phases();
+        assert_eq!(phases, ["baseline", "noop", "outside", "outside-prompt"]);
+        assert!(Cli::try_parse_from(["bench", "--phases", "outsid"]).is_err());
+        assert_eq!(Cli::try_parse_from(["bench"]).unwrap().args.phases(), PHASES);
+
+        let mut output = String::new();
+        for phase in &phases {
+            for workload in ALWAYS_MEASURED {
+                output += &format!("BENCH {phase} {workload} 1 100\n");
+            }
+        }
+        let results = parse(&output, &phases).unwrap();
+        let table = report("6.12", false, &results, &phases).unwrap();
+        assert!(table.contains("outside/noop"), "{table}");
+        assert!(!table.contains("landlock"), "{table}");
+        assert!(table.contains("goal outside/noop open+close <= 1.01x: met"), "{table}");
+        assert!(table.contains("goal outside-prompt/outside tar-x: not measured"), "{table}");
+        assert!(!table.contains("goal inside"), "{table}");
     }
 }
