@@ -4,7 +4,7 @@
 //! can leave an open to the broker, writes every outcome to its audit sink, and puts approvals to
 //! its surfaces (docs/prompt.md).
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     fs::File,
     io::{Read as _, Write as _},
     os::{
@@ -61,6 +61,28 @@ pub struct PromptHost {
     /// The broker and the thread writing its outcomes.
     broker: Mutex<Option<(PromptBroker, JoinHandle<()>)>>,
     sessions: Arc<SessionSnapshot>,
+    /// What sessions sharing the host's mount namespace were warned of.
+    warned: Warned,
+}
+
+/// The filesystems each session (by cgroup id) sharing the host's mount namespace has been
+/// warned about, so that a reload warns of new ones only.
+#[derive(Default)]
+struct Warned(Mutex<HashMap<u64, HashSet<PathBuf>>>);
+
+impl Warned {
+    /// Of `filesystems`, marked whole for the session of cgroup `session`, those it has not been
+    /// warned about; remembered as warned from now on.
+    fn not_yet(&self, session: u64, filesystems: Vec<PathBuf>) -> Vec<PathBuf> {
+        let mut warned = self.0.lock().unwrap();
+        let seen = warned.entry(session).or_default();
+        filesystems.into_iter().filter(|fs| seen.insert(fs.clone())).collect()
+    }
+
+    /// Forgets the sessions `live` says have ended.
+    fn retain(&self, live: impl Fn(u64) -> bool) {
+        self.0.lock().unwrap().retain(|id, _| live(*id));
+    }
 }
 
 /// The sessions as the broker sees them: a snapshot swapped on every change, so its lookups never
@@ -87,6 +109,7 @@ impl PromptHost {
             settings,
             broker: Mutex::new(None),
             sessions: Arc::new(SessionSnapshot::default()),
+            warned: Warned::default(),
         }
     }
 
@@ -124,6 +147,10 @@ impl PromptHost {
                     for dir in &filesystems {
                         broker.mark_filesystem(dir)?;
                     }
+                    let filesystems = self.warned.not_yet(session, filesystems);
+                    if filesystems.is_empty() {
+                        continue;
+                    }
                     // What this costs every process of the host, said where operators look.
                     tracing::warn!(
                         "the session of cgroup {session} shares the host's mount namespace (its \
@@ -158,6 +185,7 @@ impl PromptHost {
             }
             // An ended session's mount namespaces are released, its grants go, in the kernel too.
             broker.forget_mounts(|id| snapshot.values().any(|s| s.cgroup == id));
+            self.warned.retain(|id| snapshot.values().any(|s| s.cgroup == id));
             broker.approvals().retain_grants_of(|id| snapshot.values().any(|s| s.session == id));
         }
     }
@@ -444,6 +472,19 @@ mod tests {
             ..LoadOptions::default()
         };
         EffectivePolicy::load(&options).unwrap()
+    }
+
+    #[test]
+    fn a_session_is_warned_once_per_filesystem_marked_whole() {
+        let warned = Warned::default();
+        let paths = |p: &[&str]| p.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(warned.not_yet(7, paths(&["/"])), paths(&["/"]));
+        // A reload with the same scopes, then one that adds a filesystem.
+        assert!(warned.not_yet(7, paths(&["/"])).is_empty());
+        assert_eq!(warned.not_yet(7, paths(&["/", "/home"])), paths(&["/home"]));
+        assert_eq!(warned.not_yet(8, paths(&["/"])), paths(&["/"]), "another session");
+        warned.retain(|id| id == 8);
+        assert_eq!(warned.not_yet(7, paths(&["/"])), paths(&["/"]), "a new session of that id");
     }
 
     #[test]
