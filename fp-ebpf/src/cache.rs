@@ -53,7 +53,9 @@ pub(crate) enum Cache {
 pub(crate) const OWNER_BITS: u32 = 16;
 
 /// Which fill of each dentry address is live, per cache: the ticket of the latest fill of a
-/// dentry that hashes to this slot, and that dentry. An entry is used only while the slot of its
+/// dentry that hashes to this slot, and that dentry. Both caches' owners of a slot lie side by
+/// side in one [`OWNERS`] element, so `d_instantiate`, on every dentry of the host, reads one
+/// element (a memory access likely to miss: the array is 2 MiB) rather than two. An entry is used only while the slot of its
 /// dentry still holds its ticket; `d_instantiate` ([`forget`]) clears the slot when it names its
 /// dentry, and any fill of another dentry there writes its own ticket first. So a freed dentry's
 /// entries can never be used once its memory is instantiated again, and `d_instantiate` on the
@@ -74,18 +76,19 @@ pub(crate) struct Owner {
     dentry: u64,
 }
 
-/// The slot of `dentry` (a plain number): its index in each cache's half of [`OWNERS`] and in
-/// [`VERDICTS`].
+/// The slot of `dentry` (a plain number): its index in [`OWNERS`] and in [`VERDICTS`].
 #[inline(always)]
 fn slot(dentry: u64) -> u32 {
     // Dentries are slab objects of 192 bytes: the low bits say little.
     ((dentry >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - OWNER_BITS)) as u32
 }
 
-/// The [`Owner`] slot of `dentry` (a plain number) in `cache`'s half of [`OWNERS`].
+/// The [`Owner`] slot of `dentry` (a plain number) for `cache`.
 #[inline(always)]
 fn owner(cache: Cache, dentry: u64) -> Option<*mut Owner> {
-    OWNERS.get_ptr_mut(slot(dentry) | (cache as u32) << OWNER_BITS)
+    let both = OWNERS.get_ptr_mut(slot(dentry))?;
+    // SAFETY: a map value, which lives as long as the program runs; a constant index below 2.
+    Some(unsafe { (&raw mut (*both)[cache as usize]) })
 }
 
 /// A new fill's ticket for `dentry`: never 0 (a cleared slot), unique per CPU and fill (see
@@ -287,13 +290,13 @@ pub(crate) struct Fill {
     pub(crate) local: u64,
 }
 
-/// The [`Fill`] of the decision in `s`, if it may be cached: a positive dentry, a path that does
-/// not depend on the task, at least one op allowed.
+/// The [`Fill`] of the decision in `s`, which allows `(allowed, local)` ([`allowed_ops`]), if it
+/// may be cached: a positive dentry, a path that does not depend on the task, at least one op
+/// allowed.
 #[inline(always)]
-pub(crate) fn cacheable(s: *const Scratch) -> Option<Fill> {
+pub(crate) fn cacheable(s: *const Scratch, (allowed, local): (u64, u64)) -> Option<Fill> {
     // SAFETY: this CPU's scratch value, written by `check`.
     let inode = unsafe { core::ptr::read_volatile(&(*s).walk.inode) };
-    let (allowed, local) = allowed_ops(s);
     (inode != 0 && (allowed | local) != 0).then_some(Fill { inode, allowed, local })
 }
 
@@ -366,14 +369,16 @@ pub(crate) fn forget(dentry: u64) {
         return; // nothing can be cached either: every fill takes its entry in the scratch value
     };
     let dentry = number(s, dentry);
+    let Some(both) = OWNERS.get_ptr_mut(slot(dentry)) else {
+        return;
+    };
     for cache in [Cache::Verdicts, Cache::Dirs] {
-        if let Some(o) = owner(cache, dentry) {
-            // SAFETY: a map value, which lives as long as the program runs.
-            unsafe {
-                if core::ptr::read_volatile(&raw const (*o).dentry) == dentry {
-                    core::ptr::write_volatile(&raw mut (*o).ticket, 0);
-                    core::ptr::write_volatile(&raw mut (*o).dentry, 0);
-                }
+        // SAFETY: a map value, which lives as long as the program runs; a constant index below 2.
+        unsafe {
+            let o = &raw mut (*both)[cache as usize];
+            if core::ptr::read_volatile(&raw const (*o).dentry) == dentry {
+                core::ptr::write_volatile(&raw mut (*o).ticket, 0);
+                core::ptr::write_volatile(&raw mut (*o).dentry, 0);
             }
         }
     }

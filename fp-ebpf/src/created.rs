@@ -53,19 +53,19 @@ impl Created {
 }
 
 /// After the `path_mknod` decision of decision `generation` (crate::decide::begin), whose walk
-/// and outcomes are in the scratch value: what it allowed, if it was intact and decided under the
-/// sequences `intact`; otherwise the slot is emptied.
+/// is in the scratch value: what it allowed (`cache::allowed_ops`), if it was intact and decided
+/// under the sequences `intact`; otherwise the slot is emptied.
 #[inline(always)]
-pub(crate) fn remember(generation: u64, intact: Option<u64>) {
+pub(crate) fn remember(generation: u64, intact: Option<u64>, (allowed, local): (u64, u64)) {
     // Sequences are never 0 once the host has mounted anything; 0 would only make this a miss.
-    fp_created_remember(generation, intact.unwrap_or(0));
+    fp_created_remember(generation, intact.unwrap_or(0), allowed, local);
 }
 
 /// [`remember`] as a global BPF function (see `fp_check`): verified once, whatever the states
 /// of the decision before it. `seqs` 0: nothing to remember.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub extern "C" fn fp_created_remember(generation: u64, seqs: u64) -> i32 {
+pub extern "C" fn fp_created_remember(generation: u64, seqs: u64, allowed: u64, local: u64) -> i32 {
     let (Some(slot), Some(s)) = (CREATED.get_ptr_mut(0), SCRATCH.get_ptr_mut(0)) else {
         return 1;
     };
@@ -77,7 +77,6 @@ pub extern "C" fn fp_created_remember(generation: u64, seqs: u64) -> i32 {
             return 0;
         }
         let w = &raw const (*s).walk;
-        let (allowed, local) = cache::allowed_ops(s);
         if (allowed | local) == 0 {
             return 0;
         }

@@ -277,7 +277,8 @@ pub(crate) fn decide(
     check(s, session.info.tables, vfsmount, dentry, seqs);
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
-    let cacheable = cache::cacheable(s);
+    let allowed_ops = cache::allowed_ops(s);
+    let cacheable = cache::cacheable(s, allowed_ops);
     // A remembered grant answers a prompt of an open or exec here, per op: no pending entry, and
     // no broker needed (fanotify still asks the broker, which answers from its own grants).
     // Looked up before the generation check, which also covers this use of the scratch.
@@ -307,7 +308,7 @@ pub(crate) fn decide(
     // A name being created is a negative dentry, which the cache never keeps: the open that
     // creates it takes this decision from the creation slot instead.
     if hook == Hook::PathMknod {
-        created::remember(generation, intact);
+        created::remember(generation, intact, allowed_ops);
     }
     let outcome = interfered.unwrap_or(outcome);
     // Opens (and execs) with a prompt or defer verdict are the broker's to answer while it lives:

@@ -84,9 +84,9 @@ pub(crate) static VERDICTS: Array<Cached> = Array::with_max_entries(1 << OWNER_B
 pub(crate) static DIRS: LruHashMap<u64, DirCached> = LruHashMap::with_max_entries(8192, 0);
 
 /// Which entry of both caches is live for each dentry address slot (crate::cache::Owner): the
-/// verdict cache's slots, then the directory cache's.
+/// verdict cache's and the directory cache's owner of a slot side by side.
 #[map]
-pub(crate) static OWNERS: Array<Owner> = Array::with_max_entries(2 << OWNER_BITS, 0);
+pub(crate) static OWNERS: Array<[Owner; 2]> = Array::with_max_entries(1 << OWNER_BITS, 0);
 
 /// The creation slot (crate::created), per CPU.
 #[map]
