@@ -151,10 +151,11 @@ impl PromptBroker {
         self.shared.mark(path, MarkFlags::FAN_MARK_FILESYSTEM, true)
     }
 
-    /// Marks the one mount `path` is on: opens through other mounts of its filesystem (those of
-    /// other mount namespaces) raise no event. Renames are watched on the whole filesystem.
+    /// Marks the one mount `path` is on, as the broker marks a scope it made a mount of its own
+    /// in a session's namespace: opens through other mounts of its filesystem raise no event, and
+    /// renames are not watched (its files are not cached).
     pub fn mark_mount(&self, path: &Path) -> anyhow::Result<()> {
-        self.shared.mark(path, MarkFlags::FAN_MARK_MOUNT, true)
+        self.shared.mark(path, MarkFlags::FAN_MARK_MOUNT, false)
     }
 
     /// Removes the permission mark of the one mount `path` is on.
