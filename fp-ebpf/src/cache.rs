@@ -54,10 +54,11 @@ pub(crate) const OWNER_BITS: u32 = 16;
 
 /// Which fill of each dentry address is live, per cache: the ticket of the latest fill of a
 /// dentry that hashes to this slot, and that dentry. Both caches' owners of a slot lie side by
-/// side in one [`OWNERS`] element, so `d_instantiate`, on every dentry of the host, reads one
-/// element (a memory access likely to miss: the array is 2 MiB) rather than two. An entry is used only while the slot of its
-/// dentry still holds its ticket; `d_instantiate` ([`forget`]) clears the slot when it names its
-/// dentry, and any fill of another dentry there writes its own ticket first. So a freed dentry's
+/// side in one [`OWNERS`] element, so `d_instantiate`, on every dentry of the host, touches one
+/// element (a memory access likely to miss: the array is 2 MiB) rather than two. An entry is
+/// used only while the slot of its dentry still holds its ticket; `d_instantiate` ([`forget`])
+/// clears the slot when it names its dentry, and any fill of another dentry there writes its own
+/// ticket first. So a freed dentry's
 /// entries can never be used once its memory is instantiated again, and `d_instantiate` on the
 /// host's every dentry reads one array slot per cache instead of looking up both hash maps.
 ///
@@ -369,16 +370,14 @@ pub(crate) fn forget(dentry: u64) {
         return; // nothing can be cached either: every fill takes its entry in the scratch value
     };
     let dentry = number(s, dentry);
-    let Some(both) = OWNERS.get_ptr_mut(slot(dentry)) else {
-        return;
-    };
     for cache in [Cache::Verdicts, Cache::Dirs] {
-        // SAFETY: a map value, which lives as long as the program runs; a constant index below 2.
-        unsafe {
-            let o = &raw mut (*both)[cache as usize];
-            if core::ptr::read_volatile(&raw const (*o).dentry) == dentry {
-                core::ptr::write_volatile(&raw mut (*o).ticket, 0);
-                core::ptr::write_volatile(&raw mut (*o).dentry, 0);
+        if let Some(o) = owner(cache, dentry) {
+            // SAFETY: a map value, which lives as long as the program runs.
+            unsafe {
+                if core::ptr::read_volatile(&raw const (*o).dentry) == dentry {
+                    core::ptr::write_volatile(&raw mut (*o).ticket, 0);
+                    core::ptr::write_volatile(&raw mut (*o).dentry, 0);
+                }
             }
         }
     }
