@@ -35,7 +35,15 @@ pub(crate) fn current_session() -> Option<Session> {
     if ancestor(level - 1) != global(&SESSION_PARENT_CGROUP) {
         return None;
     }
-    let id = ancestor(level);
+    session_below_parent()
+}
+
+/// The session of the current task, known to be below the sessions' parent cgroup (an
+/// `#[lsm_cgroup]` program, which the kernel runs for no other task). A task in the parent
+/// itself has no ancestor at the session level: 0, no session.
+#[inline(always)]
+pub(crate) fn session_below_parent() -> Option<Session> {
+    let id = ancestor(off(&SESSION_CGROUP_LEVEL) as i32);
     if id == 0 {
         return None;
     }

@@ -203,6 +203,56 @@ fn other_processes_are_never_affected() {
     fp_tests::assert_nothing_left_behind();
 }
 
+/// `run_cnt` of the loaded BPF program `name` (bpf_stats on), by `bpftool`, which shows the
+/// whole name from BTF or the kernel's, cut to 15 bytes.
+fn run_count(name: &str) -> u64 {
+    let out = std::process::Command::new("bpftool").args(["prog", "show", "--json"]).output();
+    let programs: serde_json::Value = serde_json::from_slice(&out.unwrap().stdout).unwrap();
+    let named = |p: &&serde_json::Value| p["name"].as_str().is_some_and(|n| name.starts_with(n));
+    let program = programs.as_array().unwrap().iter().find(named);
+    program.unwrap_or_else(|| panic!("{name} is not loaded"))["run_cnt"].as_u64().unwrap_or(0)
+}
+
+/// The hottest hooks' programs are per cgroup (docs/hooks.md): the kernel runs them for the
+/// session's tasks and never for a process outside every session, whose opens, reads and
+/// writes run none of fp's code.
+#[test]
+fn outsiders_run_none_of_the_per_cgroup_programs() {
+    let _g = exclusive();
+    let t = TempTree::new("percgroup");
+    let f = t.file("open/f", "x\n");
+    let ready = t.join("ready");
+    let stats = "/proc/sys/kernel/bpf_stats_enabled";
+    let was = std::fs::read_to_string(stats).unwrap();
+    std::fs::write(stats, "1").unwrap();
+    // The session opens what `touch` and `sleep` open, then sleeps while the outsider works.
+    let mut session = fp_tests::fp()
+        .args(["run", "--deny"])
+        .arg(t.join("secret"))
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}; exec sleep 6", ready.display()))
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !ready.exists() {
+        assert!(session.try_wait().unwrap().is_none(), "fp run exited before the session started");
+        assert!(std::time::Instant::now() < deadline, "session did not start within 300 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500)); // `sleep`'s own opens
+    let (open, permission) = (run_count("fp_file_open"), run_count("fp_file_permission"));
+    for _ in 0..200 {
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "x\n");
+    }
+    let after = (run_count("fp_file_open"), run_count("fp_file_permission"));
+    let ended = session.wait().unwrap();
+    std::fs::write(stats, was).unwrap();
+    assert!(ended.success());
+    assert!(open > 0 && permission > 0, "the session's own opens and reads ran the programs");
+    assert_eq!(after, (open, permission), "200 opens and reads outside ran fp's programs");
+    fp_tests::assert_nothing_left_behind();
+}
+
 #[test]
 fn exit_status_is_the_commands() {
     let _g = exclusive();

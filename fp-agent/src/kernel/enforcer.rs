@@ -3,6 +3,7 @@
 
 use std::{
     collections::{BTreeMap, HashSet},
+    os::fd::{AsFd as _, BorrowedFd},
     path::{Path, PathBuf},
 };
 
@@ -55,16 +56,19 @@ pub struct MapUsage {
 }
 
 impl Enforcer {
-    /// Loads and attaches the programs for sessions whose cgroups sit where `sessions` says.
-    /// The session tables start empty, so attaching denies nothing yet.
-    pub fn load(sessions: SessionCgroups, pin_dir: PathBuf) -> anyhow::Result<Self> {
+    /// Loads and attaches the programs for sessions whose cgroups sit where `sessions` says, in
+    /// the cgroup `parent` (the per-cgroup programs attach there). The session tables start
+    /// empty, so attaching denies nothing yet.
+    pub fn load(sessions: SessionCgroups, parent: &Path, pin_dir: PathBuf) -> anyhow::Result<Self> {
         // Mounted for good if no caller holds a [`Bpffs`]: the pins must outlive this process.
         ensure_bpffs()?;
         std::fs::create_dir_all(&pin_dir)
             .with_context(|| format!("creating {}", pin_dir.display()))?;
+        let parent = std::fs::File::open(parent)
+            .with_context(|| format!("opening cgroup {}", parent.display()))?;
         let (mut ebpf, btf, hooks) = open(sessions)?;
         let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
-        let attached = this.pin_and_attach(&mut ebpf, btf, &hooks);
+        let attached = this.pin_and_attach(&mut ebpf, btf, &hooks, parent.as_fd());
         // The programs stay loaded through their links; the maps are what userspace keeps.
         for name in maps::PINNED {
             if let Some(map) = ebpf.take_map(name) {
@@ -142,6 +146,7 @@ impl Enforcer {
         ebpf: &mut Ebpf,
         btf: &aya::Btf,
         hooks: &[(&str, Hook)],
+        parent: BorrowedFd,
     ) -> anyhow::Result<()> {
         for name in maps::PINNED {
             let path = self.pin_dir.join(name);
@@ -151,7 +156,7 @@ impl Enforcer {
                 .with_context(|| format!("pinning {}", path.display()))?;
         }
         let programs: Vec<(&str, &str)> = hooks.iter().map(|(p, h)| (*p, h.name())).collect();
-        for ((_, hook), link) in programs.iter().zip(attach(ebpf, btf, &programs)?) {
+        for ((_, hook), link) in programs.iter().zip(attach(ebpf, btf, &programs, Some(parent))?) {
             let path = self.pin_dir.join(format!("link_{hook}"));
             let pinned = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
             self.links.push((path, pinned));

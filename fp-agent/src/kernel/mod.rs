@@ -8,12 +8,12 @@ pub mod tables;
 pub use bpffs::Bpffs;
 pub use enforcer::{BrokerClock, Enforcer, MapUsage};
 
-use std::path::PathBuf;
+use std::{os::fd::BorrowedFd, path::PathBuf};
 
 use anyhow::{Context as _, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    programs::{Lsm, links::FdLink},
+    programs::{Program, links::FdLink},
 };
 use fp_common::kernel::{
     ABI_VERSION, Hook, KERNEL_FIELDS, SEQ_COUNTERS, SEQCOUNT_SEQUENCE, SESSION_CGROUP_LEVEL,
@@ -68,7 +68,8 @@ pub fn attach_noop() -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
         })
         .collect();
     let programs: Vec<(&str, &str)> = names.iter().map(|(p, h)| (p.as_str(), *h)).collect();
-    let links = attach(&mut ebpf, btf, &programs)?;
+    // Every pass-through program is an `#[lsm]` one: the floor of any BPF LSM design.
+    let links = attach(&mut ebpf, btf, &programs, None)?;
     Ok((ebpf, links))
 }
 
@@ -218,24 +219,50 @@ fn available_hooks(btf: &btf::Btf) -> anyhow::Result<HookPrograms> {
 }
 
 /// Loads `programs` (name, hook) into the kernel, then attaches them one by one in their order:
-/// one link each, which detaches its program when dropped.
+/// one link each, which detaches its program when dropped. `#[lsm]` programs attach to their hook
+/// for every task; `#[lsm_cgroup]` programs to their hook for the tasks below `cgroup` (fp's: the
+/// sessions' parent), and there must be one.
 fn attach(
     ebpf: &mut Ebpf,
     btf: &aya::Btf,
     programs: &[(&str, &str)],
+    cgroup: Option<BorrowedFd>,
 ) -> anyhow::Result<Vec<FdLink>> {
     load(ebpf, btf, programs)?;
     programs
         .iter()
         .map(|&(program, hook)| {
-            let prog: &mut Lsm = ebpf
+            let attaching = format!("attaching {program} to {}", section(program, hook, ebpf));
+            match ebpf
                 .program_mut(program)
                 .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
-                .try_into()?;
-            let id = prog.attach().with_context(|| format!("attaching {program} to lsm/{hook}"))?;
-            Ok(prog.take_link(id)?.into())
+            {
+                Program::Lsm(prog) => {
+                    let id = prog.attach().context(attaching)?;
+                    Ok(prog.take_link(id)?.into())
+                }
+                Program::LsmCgroup(prog) => {
+                    let cgroup = cgroup.ok_or_else(|| anyhow!("{attaching}: no cgroup given"))?;
+                    let id = prog.attach(cgroup).with_context(|| {
+                        format!(
+                            "{attaching} (the kernel allows 10 per-cgroup LSM hooks on the whole \
+                             host; E2BIG says other programs hold them)"
+                        )
+                    })?;
+                    Ok(prog.take_link(id)?.into())
+                }
+                _ => bail!("program {program} is not an LSM program"),
+            }
         })
         .collect()
+}
+
+/// `program`'s section as fp-ebpf declares it: `lsm/<hook>` or `lsm_cgroup/<hook>`.
+fn section(program: &str, hook: &str, ebpf: &Ebpf) -> String {
+    match ebpf.program(program) {
+        Some(Program::LsmCgroup(_)) => format!("lsm_cgroup/{hook}"),
+        _ => format!("lsm/{hook}"),
+    }
 }
 
 /// The hooks whose programs the verifier takes longest on, longest first: the two paths of a
@@ -246,15 +273,13 @@ const SLOWEST_TO_VERIFY: [Hook; 3] = [Hook::PathRename, Hook::PathLink, Hook::Fi
 /// session's start (seconds per program under TCG for the path pairs), and the kernel verifies
 /// privileged loads in parallel; nothing is attached here, so the order is free.
 fn load(ebpf: &mut Ebpf, btf: &aya::Btf, programs: &[(&str, &str)]) -> anyhow::Result<()> {
-    let mut by_name: std::collections::HashMap<&str, &mut aya::programs::Program> =
-        ebpf.programs_mut().collect();
+    let mut by_name: std::collections::HashMap<&str, &mut Program> = ebpf.programs_mut().collect();
     let mut queue = std::collections::VecDeque::new();
     for &(name, hook) in programs {
         let program = by_name
             .remove(name)
             .ok_or_else(|| anyhow!("program {name} missing from the BPF object"))?;
-        let lsm: &mut Lsm = program.try_into()?;
-        queue.push_back((name, hook, lsm));
+        queue.push_back((name, hook, program));
     }
     // Longest first: started last, the two-path programs (3-4 s each under TCG, the rest 0.05-1 s)
     // would leave one CPU idle at the end.
@@ -267,13 +292,18 @@ fn load(ebpf: &mut Ebpf, btf: &aya::Btf, programs: &[(&str, &str)]) -> anyhow::R
         let load_next = || -> anyhow::Result<()> {
             loop {
                 let pending = || queue.lock().unwrap_or_else(|e| e.into_inner());
-                let Some((name, hook, lsm)) = pending().pop_front() else { return Ok(()) };
+                let Some((name, hook, program)) = pending().pop_front() else { return Ok(()) };
                 let started = std::time::Instant::now();
-                if let Err(e) = lsm.load(hook, btf) {
+                let loaded = match program {
+                    Program::Lsm(p) => p.load(hook, btf),
+                    Program::LsmCgroup(p) => p.load(hook, btf),
+                    _ => Err(aya::programs::ProgramError::UnexpectedProgramType),
+                };
+                if let Err(e) = loaded {
                     // The load fails as a whole: the other workers stop after their program.
                     pending().clear();
                     return Err(e)
-                        .with_context(|| format!("loading {name} (lsm/{hook}) into the kernel"));
+                        .with_context(|| format!("loading {name} ({hook} hook) into the kernel"));
                 }
                 // Where a session's start goes, per program (FP_LOG=debug).
                 tracing::debug!("loaded {name} in {:.2?}", started.elapsed());
@@ -305,7 +335,7 @@ pub fn probe() -> anyhow::Result<()> {
     // The probe program looks no session up: where sessions sit does not matter.
     let (mut ebpf, btf, _) = open(SessionCgroups { level: 0, parent: 0 })?;
     let link =
-        attach(&mut ebpf, btf, &[(programs::PROBE, Hook::FileOpen.name())]).map_err(|e| {
+        attach(&mut ebpf, btf, &[(programs::PROBE, Hook::FileOpen.name())], None).map_err(|e| {
             // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
             let cause = e.root_cause().to_string();
             let active = std::fs::read_to_string("/sys/kernel/security/lsm")
@@ -342,10 +372,19 @@ mod tests {
         let obj = object().expect("a real BPF object is embedded");
         assert_eq!(&obj[..4], b"\x7fELF");
         let text = String::from_utf8_lossy(obj);
+        let mut per_cgroup = 0;
         for hook in Hook::ALL {
-            let section = format!("lsm/{}", hook.name());
-            assert!(text.contains(&section), "object lacks section {section}");
+            let (section, cgroup) =
+                (format!("lsm/{}", hook.name()), format!("lsm_cgroup/{}", hook.name()));
+            assert!(
+                text.contains(&section) || text.contains(&cgroup),
+                "object lacks section {section}"
+            );
+            per_cgroup += usize::from(text.contains(&cgroup));
         }
+        // The kernel's CGROUP_LSM_NUM: per-cgroup LSM hooks the whole host can use.
+        assert!(per_cgroup <= 10, "{per_cgroup} per-cgroup hooks, the kernel has 10");
+        assert!(per_cgroup > 0, "the hottest hooks are per-cgroup (fp-ebpf/src/hooks)");
         assert!(text.contains("license"));
         for f in KERNEL_FIELDS {
             assert!(text.contains(f.global), "object lacks the global {}", f.global);

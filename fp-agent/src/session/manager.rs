@@ -159,7 +159,7 @@ impl Manager {
     ) -> anyhow::Result<Arc<Self>> {
         let hierarchy = Cgroup2::find()?;
         let sessions = session_cgroups(&hierarchy, &parent)?;
-        let enforcer = kernel::Enforcer::load(sessions, pin_dir).inspect_err(|_| {
+        let enforcer = kernel::Enforcer::load(sessions, &parent, pin_dir).inspect_err(|_| {
             let _ = std::fs::remove_dir(&parent); // nothing stays behind (only if empty)
         })?;
         let outputs = Outputs { sink, observer };

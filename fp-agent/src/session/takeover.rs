@@ -74,7 +74,7 @@ impl Manager {
         let adopting = enforcer.is_some();
         let enforcer = match enforcer {
             Some(enforcer) => enforcer,
-            None => kernel::Enforcer::load(sessions, pin_dir)?,
+            None => kernel::Enforcer::load(sessions, &parent, pin_dir)?,
         };
         let parent = Parent { path: parent, id: sessions.parent };
         let manager = Self::new(hierarchy, parent, enforcer, outputs, Some(state))?;

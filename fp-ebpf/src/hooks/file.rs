@@ -1,8 +1,11 @@
 //! Hooks on open files and executables.
-use aya_ebpf::{macros::lsm, programs::LsmContext};
+use aya_ebpf::{
+    macros::{lsm, lsm_cgroup},
+    programs::LsmContext,
+};
 use fp_common::kernel::{Hook, Op};
 
-use super::in_session;
+use super::{in_session, in_session_cgroup};
 use crate::{
     created,
     decide::{answered, decide_file},
@@ -19,10 +22,10 @@ use crate::{
 /// write for O_WRONLY, exec for execve/uselib, read otherwise. O_TRUNC is checked as a write by
 /// path_truncate (6.1) or file_truncate (6.2+). The open of a file it just created takes
 /// path_mknod's decision on its name (crate::created).
-#[lsm(hook = "file_open")]
+#[lsm_cgroup(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
-    in_session(ctx.arg(1), |session| {
+    in_session_cgroup(ctx.arg(1), |session| {
         let file: u64 = ctx.arg(0);
         let (mode, flags): (u32, u32) =
             (load(file, off(&OFF_FILE_F_MODE)), load(file, off(&OFF_FILE_F_FLAGS)));
@@ -49,10 +52,10 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
 }
 
 /// ftruncate(2) and open(O_TRUNC) since 6.2.
-#[lsm(hook = "file_truncate")]
+#[lsm_cgroup(hook = "file_truncate")]
 pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
     // file_truncate(struct file *file, int ret)
-    in_session(ctx.arg(1), |session| {
+    in_session_cgroup(ctx.arg(1), |session| {
         decide_file(session, Hook::FileTruncate, Op::Write, false, ctx.arg(0))
     })
 }
@@ -70,18 +73,20 @@ pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
 
 /// Every read and write (also the kernel's own reads of an executable): refused only for a file
 /// whose prompt-tier open the broker has not answered.
-#[lsm(hook = "file_permission")]
+#[lsm_cgroup(hook = "file_permission")]
 pub fn fp_file_permission(ctx: LsmContext) -> i32 {
     // file_permission(struct file *file, int mask, int ret)
-    in_session(ctx.arg(2), |session| check_pending(session, Hook::FilePermission, ctx.arg(0)))
+    in_session_cgroup(ctx.arg(2), |session| {
+        check_pending(session, Hook::FilePermission, ctx.arg(0))
+    })
 }
 
 /// Mapping a file: as file_permission.
-#[lsm(hook = "mmap_file")]
+#[lsm_cgroup(hook = "mmap_file")]
 pub fn fp_mmap_file(ctx: LsmContext) -> i32 {
     // mmap_file(struct file *file, unsigned long reqprot, unsigned long prot,
     //           unsigned long flags, int ret)
-    in_session(ctx.arg(4), |session| {
+    in_session_cgroup(ctx.arg(4), |session| {
         let file: u64 = ctx.arg(0);
         if file == 0 { 0 } else { check_pending(session, Hook::MmapFile, file) }
     })

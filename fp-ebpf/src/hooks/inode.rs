@@ -1,28 +1,31 @@
 //! Hooks on inodes (attributes, xattrs, ACLs): they get a dentry but no mount.
-use aya_ebpf::{macros::lsm, programs::LsmContext};
+use aya_ebpf::{
+    macros::{lsm, lsm_cgroup},
+    programs::LsmContext,
+};
 use fp_common::kernel::Hook;
 
-use super::in_session;
+use super::{in_session, in_session_cgroup};
 use crate::{cache, decide::decide_inode};
 
 /// Every attribute change (utimes, and again chmod/chown/truncate after their path hooks). The
 /// hook gets no mount, so it decides by inode identity only.
 #[inline(always)]
 fn inode_setattr(dentry: u64, ret: i32) -> i32 {
-    in_session(ret, |session| decide_inode(session, Hook::InodeSetattr, dentry))
+    in_session_cgroup(ret, |session| decide_inode(session, Hook::InodeSetattr, dentry))
 }
 
 /// inode_setattr before its `idmap` argument (6.1). Userspace loads this program or
 /// [`fp_inode_setattr_idmap`], after the hook's prototype in the kernel's BTF: the arguments
 /// of an LSM context must be read at constant offsets.
-#[lsm(hook = "inode_setattr")]
+#[lsm_cgroup(hook = "inode_setattr")]
 pub fn fp_inode_setattr(ctx: LsmContext) -> i32 {
     // inode_setattr(struct dentry *dentry, struct iattr *attr, int ret)
     inode_setattr(ctx.arg(0), ctx.arg(2))
 }
 
 /// inode_setattr with its leading `idmap` argument (6.12).
-#[lsm(hook = "inode_setattr")]
+#[lsm_cgroup(hook = "inode_setattr")]
 pub fn fp_inode_setattr_idmap(ctx: LsmContext) -> i32 {
     // inode_setattr(struct mnt_idmap *idmap, struct dentry *dentry, struct iattr *attr, int ret)
     inode_setattr(ctx.arg(1), ctx.arg(3))

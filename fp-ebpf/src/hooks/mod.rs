@@ -1,11 +1,19 @@
-//! The `#[lsm]` programs, by the object they guard (docs/hooks.md has the hook -> op table).
+//! The programs, by the object they guard (docs/hooks.md has the hook -> op table).
+//!
+//! The ten hooks every process of the host calls most (opens, reads and writes, maps, creations,
+//! unlinks, renames, truncation and attribute changes) are `#[lsm_cgroup]` programs, attached to the sessions' parent cgroup: the
+//! kernel runs them only for tasks below it, so a task outside every session runs none of fp's
+//! code there. The kernel has 10 such hooks for the whole host (`CGROUP_LSM_NUM`); the other
+//! hooks are `#[lsm]` programs, which every task runs and which return at once outside sessions.
 mod file;
 mod inode;
 mod mount;
 mod path;
 mod task;
 
-use crate::session::{Session, current_session};
+use aya_ebpf::helpers::generated::bpf_set_retval;
+
+use crate::session::{Session, current_session, session_below_parent};
 
 /// The first work of every program: keeps the denial of an earlier BPF LSM program on the same
 /// hook (`ret`: fp never turns another program's denial into an allow), then finds the session of
@@ -22,4 +30,22 @@ pub(crate) fn in_session(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i3
         Some(session) => decision(&session),
         None => 0,
     }
+}
+
+/// [`in_session`] for an `#[lsm_cgroup]` program: the kernel runs it only for tasks below the
+/// sessions' parent cgroup, so the session is looked up without checking the parent first; and
+/// the verdict (0 or -errno, as an `#[lsm]` program returns it) is given as the kernel takes it
+/// from these programs: 1 to allow, 0 to deny with the errno set by `bpf_set_retval`.
+#[inline(always)]
+pub(crate) fn in_session_cgroup(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i32 {
+    let verdict = match ret {
+        0 => session_below_parent().map_or(0, |session| decision(&session)),
+        denied => denied,
+    };
+    if verdict == 0 {
+        return 1;
+    }
+    // SAFETY: a helper call with a plain integer argument.
+    unsafe { bpf_set_retval(verdict) };
+    0
 }

@@ -1,11 +1,14 @@
 //! Hooks on paths: names created, removed, linked and renamed, and attribute changes by path.
-use aya_ebpf::{macros::lsm, programs::LsmContext};
+use aya_ebpf::{
+    macros::{lsm, lsm_cgroup},
+    programs::LsmContext,
+};
 use fp_common::{
     kernel::{Hook, Op},
     refer::MoveKind,
 };
 
-use super::in_session;
+use super::{in_session, in_session_cgroup};
 use crate::{
     decide::{decide_in_dir, decide_path},
     kernel::{OFF_PATH_MNT, RENAME_EXCHANGE, load, off},
@@ -13,10 +16,10 @@ use crate::{
     session::unreadable,
 };
 
-#[lsm(hook = "path_unlink")]
+#[lsm_cgroup(hook = "path_unlink")]
 pub fn fp_path_unlink(ctx: LsmContext) -> i32 {
     // path_unlink(const struct path *dir, struct dentry *dentry, int ret)
-    in_session(ctx.arg(2), |session| {
+    in_session_cgroup(ctx.arg(2), |session| {
         decide_in_dir(session, Hook::PathUnlink, Op::Delete, ctx.arg(0), ctx.arg(1))
     })
 }
@@ -31,10 +34,10 @@ pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
 
 /// Creation of a regular file, FIFO, socket or device node: `open(O_CREAT)` calls it before
 /// creating, so a denied path is never created.
-#[lsm(hook = "path_mknod")]
+#[lsm_cgroup(hook = "path_mknod")]
 pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
     // path_mknod(const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
-    in_session(ctx.arg(4), |session| {
+    in_session_cgroup(ctx.arg(4), |session| {
         decide_in_dir(session, Hook::PathMknod, Op::Write, ctx.arg(0), ctx.arg(1))
     })
 }
@@ -74,11 +77,11 @@ pub fn fp_path_link(ctx: LsmContext) -> i32 {
 
 /// rename(2) and RENAME_EXCHANGE, of files and directories: the accesses the move needs and the
 /// REFER rule (fp_common::refer), both names walked once.
-#[lsm(hook = "path_rename")]
+#[lsm_cgroup(hook = "path_rename")]
 pub fn fp_path_rename(ctx: LsmContext) -> i32 {
     // path_rename(const struct path *old_dir, struct dentry *old_dentry,
     //             const struct path *new_dir, struct dentry *new_dentry, unsigned int flags, int ret)
-    in_session(ctx.arg(5), |session| {
+    in_session_cgroup(ctx.arg(5), |session| {
         let flags: u32 = ctx.arg(4);
         let kind = if flags & RENAME_EXCHANGE != 0 { MoveKind::Exchange } else { MoveKind::Rename };
         let old_mnt = load::<u64>(ctx.arg(0), off(&OFF_PATH_MNT));
@@ -99,18 +102,18 @@ pub fn fp_path_truncate(ctx: LsmContext) -> i32 {
     })
 }
 
-#[lsm(hook = "path_chmod")]
+#[lsm_cgroup(hook = "path_chmod")]
 pub fn fp_path_chmod(ctx: LsmContext) -> i32 {
     // path_chmod(const struct path *path, umode_t mode, int ret)
-    in_session(ctx.arg(2), |session| {
+    in_session_cgroup(ctx.arg(2), |session| {
         decide_path(session, Hook::PathChmod, Op::Write, false, ctx.arg(0))
     })
 }
 
-#[lsm(hook = "path_chown")]
+#[lsm_cgroup(hook = "path_chown")]
 pub fn fp_path_chown(ctx: LsmContext) -> i32 {
     // path_chown(const struct path *path, kuid_t uid, kgid_t gid, int ret)
-    in_session(ctx.arg(3), |session| {
+    in_session_cgroup(ctx.arg(3), |session| {
         decide_path(session, Hook::PathChown, Op::Write, false, ctx.arg(0))
     })
 }
