@@ -177,17 +177,15 @@ fn enforcement_keeps_working_while_fp_is_paused() {
     assert!(got.contains("pinned") && got.contains("paused=1"), "{got}\n{}", stderr(&out));
 }
 
-#[test]
-fn other_processes_are_never_affected() {
-    let _g = exclusive();
-    let t = TempTree::new("outside");
-    let f = t.file("secret/f", "visible outside\n");
+/// Starts `fp run --deny <t>/secret -- sh -c "touch <t>/ready; <then>"` and returns once the
+/// session's command runs.
+fn session_running(t: &TempTree, then: &str) -> std::process::Child {
     let ready = t.join("ready");
     let mut session = fp_tests::fp()
         .args(["run", "--deny"])
         .arg(t.join("secret"))
         .args(["--", "sh", "-c"])
-        .arg(format!("touch {}; sleep 2", ready.display()))
+        .arg(format!("touch {}; {then}", ready.display()))
         .spawn()
         .unwrap();
     // Loading and verifying the programs takes a while under TCG, more on a loaded host: wait
@@ -198,6 +196,15 @@ fn other_processes_are_never_affected() {
         assert!(std::time::Instant::now() < deadline, "session did not start within 300 s");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    session
+}
+
+#[test]
+fn other_processes_are_never_affected() {
+    let _g = exclusive();
+    let t = TempTree::new("outside");
+    let f = t.file("secret/f", "visible outside\n");
+    let mut session = session_running(&t, "sleep 2");
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "visible outside\n");
     assert!(session.wait().unwrap().success());
     fp_tests::assert_nothing_left_behind();
@@ -221,24 +228,11 @@ fn outsiders_run_none_of_the_per_cgroup_programs() {
     let _g = exclusive();
     let t = TempTree::new("percgroup");
     let f = t.file("open/f", "x\n");
-    let ready = t.join("ready");
     let stats = "/proc/sys/kernel/bpf_stats_enabled";
     let was = std::fs::read_to_string(stats).unwrap();
     std::fs::write(stats, "1").unwrap();
     // The session opens what `touch` and `sleep` open, then sleeps while the outsider works.
-    let mut session = fp_tests::fp()
-        .args(["run", "--deny"])
-        .arg(t.join("secret"))
-        .args(["--", "sh", "-c"])
-        .arg(format!("touch {}; exec sleep 6", ready.display()))
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    while !ready.exists() {
-        assert!(session.try_wait().unwrap().is_none(), "fp run exited before the session started");
-        assert!(std::time::Instant::now() < deadline, "session did not start within 300 s");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut session = session_running(&t, "exec sleep 10");
     std::thread::sleep(std::time::Duration::from_millis(500)); // `sleep`'s own opens
     let (open, permission) = (run_count("fp_file_open"), run_count("fp_file_permission"));
     for _ in 0..200 {
