@@ -232,16 +232,18 @@ fn attach(
     programs
         .iter()
         .map(|&(program, hook)| {
-            let attaching = format!("attaching {program} to {}", section(program, hook, ebpf));
             match ebpf
                 .program_mut(program)
                 .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
             {
                 Program::Lsm(prog) => {
-                    let id = prog.attach().context(attaching)?;
+                    let id = prog
+                        .attach()
+                        .with_context(|| format!("attaching {program} to lsm/{hook}"))?;
                     Ok(prog.take_link(id)?.into())
                 }
                 Program::LsmCgroup(prog) => {
+                    let attaching = format!("attaching {program} to lsm_cgroup/{hook}");
                     let cgroup = cgroup.ok_or_else(|| anyhow!("{attaching}: no cgroup given"))?;
                     let id = prog.attach(cgroup).with_context(|| {
                         format!(
@@ -255,14 +257,6 @@ fn attach(
             }
         })
         .collect()
-}
-
-/// `program`'s section as fp-ebpf declares it: `lsm/<hook>` or `lsm_cgroup/<hook>`.
-fn section(program: &str, hook: &str, ebpf: &Ebpf) -> String {
-    match ebpf.program(program) {
-        Some(Program::LsmCgroup(_)) => format!("lsm_cgroup/{hook}"),
-        _ => format!("lsm/{hook}"),
-    }
 }
 
 /// The hooks whose programs the verifier takes longest on, longest first: the two paths of a
