@@ -580,3 +580,92 @@ fn a_sessions_opens_outside_its_prompt_scopes_never_wait_for_the_broker() {
     assert!(out.contains("the secret\nrc=0"), "{out}{}", fp_tests::stderr(&done));
     stop_daemon(daemon, &t);
 }
+
+/// A user who is not root owns the session's mount namespace through a user namespace of their
+/// own: the broker marks that namespace's mounts, never whole filesystems. An outsider writes and
+/// reads in the prompt scope while the broker is stopped, and the session's prompt-tier read is
+/// held for a decision as for root's; the command keeps its user and its exit status.
+#[test]
+fn an_unprivileged_clients_session_gets_a_mount_namespace_of_its_own() {
+    use nix::{sys::signal, unistd::Pid};
+    let _g = exclusive();
+    let t = TempTree::new("prompt-nonroot");
+    let secret = t.file("ws/secret/f", "the secret\n");
+    let config = fp_tests::daemon_config(&t, "[approval]\ntimeout_secs = 120\n");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("[daemon]\n", "[daemon]\nsocket_group = \"nogroup\"\n", 1),
+    )
+    .unwrap();
+    let (socket, ws, go) = (t.join("fp.sock"), t.join("ws"), t.join("go"));
+    let policy = t.file(
+        "policy.toml",
+        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"<workspace>/secret/**\"]\n",
+    );
+    let mut daemon = start_daemon(&config);
+    wait_for_socket(&socket, &mut daemon);
+    let session = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(std::env::var("FP_BIN").unwrap())
+        .arg("run")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--workspace")
+        .arg(&ws)
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "echo mnt=$(readlink /proc/self/ns/mnt); while [ ! -e {go} ]; do sleep 0.1; done; \
+             for i in $(seq 100); do cat {secret} 2>/dev/null && break; sleep 0.2; done; \
+             echo rc=$?; exit 7",
+            go = go.display(),
+            secret = secret.display()
+        ))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !daemon_sessions(&socket).contains("\"pids\"") {
+        assert!(Instant::now() < deadline, "the session never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let daemon_pid = Pid::from_raw(daemon.id() as i32);
+    signal::kill(daemon_pid, signal::SIGSTOP).unwrap();
+    let outside = fp_tests::run_outside(&format!(
+        "timeout 100 sh -c 'echo made > {ws}/secret/outside && cat {ws}/secret/outside {secret}'; \
+         echo rc=$?",
+        ws = ws.display(),
+        secret = secret.display()
+    ));
+    signal::kill(daemon_pid, signal::SIGCONT).unwrap();
+    let said = stdout(&outside);
+    assert!(said.contains("made\nthe secret\nrc=0"), "an outsider waited: {said}");
+
+    std::fs::write(&go, "").unwrap();
+    decide(&socket, "approve", pending_approval(&socket));
+    let done = session.wait_with_output().unwrap();
+    let out = stdout(&done);
+    assert_eq!(
+        done.status.code(),
+        Some(7),
+        "the command's status: {out}{}",
+        fp_tests::stderr(&done)
+    );
+    let host_ns = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    assert!(
+        out.contains("mnt=mnt:[") && !out.contains(&format!("mnt={}", host_ns.display())),
+        "{out}"
+    );
+    assert!(out.contains("the secret\nrc=0"), "{out}{}", fp_tests::stderr(&done));
+    let log = stop_daemon(daemon, &t);
+    assert!(log.contains("\"uid\":65534"), "{log}");
+}
+
+/// `fp sessions --json` of the daemon at `socket`.
+fn daemon_sessions(socket: &Path) -> String {
+    let out = fp().args(["sessions", "--json", "--socket"]).arg(socket).output().unwrap();
+    stdout(&out)
+}

@@ -404,6 +404,9 @@ fn run_placed(
         bail!("only root can run a command as another user ({})", user.name);
     }
     let groups: Vec<libc::gid_t> = run_as.groups.iter().map(|g| g.as_raw()).collect();
+    // Unprivileged, the command runs with this process's own ids: those are what it may map.
+    let own_mounts =
+        UserNamespace::mapping(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())?;
     let cwd = std::env::current_dir().ok().and_then(|dir| {
         std::ffi::CString::new(std::os::unix::ffi::OsStringExt::into_vec(dir.into_os_string())).ok()
     });
@@ -416,9 +419,11 @@ fn run_placed(
         cmd.pre_exec(move || {
             // A mount namespace of its own, a slave of the host's (mounts and unmounts there
             // still reach it): the prompt broker marks its mounts, so that opens outside every
-            // session never wait for the broker. Without CAP_SYS_ADMIN (a daemon's unprivileged
-            // client) the session shares the host's and the broker marks whole filesystems.
-            if libc::unshare(libc::CLONE_NEWNS) == 0
+            // session never wait for the broker. A caller who is not root owns it through a user
+            // namespace that maps only themselves (`own_mounts`). Where neither is allowed the
+            // session shares the host's, and the broker marks whole filesystems.
+            let own = libc::unshare(libc::CLONE_NEWNS) == 0 || (!switch && own_mounts.enter()?);
+            if own
                 && libc::mount(
                     c"none".as_ptr(),
                     c"/".as_ptr(),
@@ -506,6 +511,55 @@ fn run_placed(
         (None, Some(sig)) => exit::SIGNALED + sig as u8,
         _ => exit::FP_ERROR,
     })
+}
+
+/// A user namespace mapping only the caller's own uid and gid to themselves, for a caller who is
+/// not root to own the session's mount namespace: files keep their owners and the caller their
+/// groups, and the command, not uid 0 inside, runs without capabilities. (Inside, other users'
+/// files show as nobody's, and setuid and file capabilities do not apply: docs/prompt.md.)
+struct UserNamespace {
+    uid_map: CString,
+    gid_map: CString,
+}
+
+impl UserNamespace {
+    fn mapping(uid: libc::uid_t, gid: libc::gid_t) -> anyhow::Result<Self> {
+        Ok(Self {
+            uid_map: CString::new(format!("{uid} {uid} 1"))?,
+            gid_map: CString::new(format!("{gid} {gid} 1"))?,
+        })
+    }
+
+    /// Enters a new user namespace and a mount namespace it owns: `Ok(false)` when the host
+    /// does not allow it (unprivileged user namespaces disabled), an error if entered but not
+    /// mapped (the command must not run unmapped). Called between fork and exec: system calls
+    /// only.
+    unsafe fn enter(&self) -> std::io::Result<bool> {
+        // SAFETY: async-signal-safe system calls on buffers prepared before fork.
+        unsafe {
+            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0 {
+                return Ok(false);
+            }
+            // gid_map may be written only once setgroups(2) is refused in the namespace.
+            for (file, text) in [
+                (c"/proc/self/setgroups", c"deny"),
+                (c"/proc/self/uid_map", self.uid_map.as_c_str()),
+                (c"/proc/self/gid_map", self.gid_map.as_c_str()),
+            ] {
+                let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                let len = text.to_bytes().len();
+                let written = fd >= 0 && libc::write(fd, text.as_ptr().cast(), len) == len as isize;
+                let error = std::io::Error::last_os_error();
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                if !written {
+                    return Err(error);
+                }
+            }
+            Ok(true)
+        }
+    }
 }
 
 /// Moves `pid` into the session cgroup `cgroup`.
