@@ -116,6 +116,8 @@ pub mod programs {
     pub const BPF_KERNEL: &str = "fp_bpf_kernel";
     /// The pass-through program `fp kernel probe` attaches to lsm/file_open; it cannot deny.
     pub const PROBE: &str = "fp_probe";
+    /// Its per-cgroup twin, attached to lsm_cgroup/file_open of an empty cgroup; it allows.
+    pub const PROBE_CGROUP: &str = "fp_probe_cgroup";
 }
 
 /// The names of the programs' maps, the one place userspace takes them from. Each is the name of

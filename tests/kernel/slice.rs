@@ -265,6 +265,14 @@ fn probe_reports_bpf_lsm_support() {
     let out = fp_tests::fp().args(["kernel", "probe", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("\"bpf_lsm\":true"), "{}", stdout(&out));
+    // The per-cgroup twin was attached to an empty cgroup of the probe's own, removed after.
+    let cgroup2 = fp_agent_cgroup_mount();
+    let left: Vec<_> = std::fs::read_dir(&cgroup2)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("fp-probe-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     fp_tests::assert_nothing_left_behind();
 }
 

@@ -5,7 +5,8 @@ use crate::{exit, kernel};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Exit 0 when BPF LSM programs load and attach here (attaches a pass-through program briefly).
+    /// Exit 0 when BPF LSM programs load and attach here, globally and per cgroup (attaches
+    /// pass-through programs briefly, the per-cgroup one to an empty cgroup of its own).
     Probe {
         #[arg(long)]
         json: bool,
@@ -21,7 +22,7 @@ pub enum Command {
 pub fn main(cmd: Command) -> ExitCode {
     match cmd {
         Command::Probe { json } => {
-            let result = kernel::probe();
+            let result = crate::session::Cgroup2::find().and_then(|h| kernel::probe(&h.mount));
             if json {
                 let error = result.as_ref().err().map(|e| format!("{e:#}"));
                 println!(

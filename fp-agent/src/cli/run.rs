@@ -161,10 +161,10 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     // Nothing on the host changes before BPF LSM is known to work here: no log file, no bpffs
     // mount, no cgroup. A kernel without it gets the probe's explanation (exit 125).
-    kernel::probe()?;
+    let hierarchy = session::Cgroup2::find()?;
+    kernel::probe(&hierarchy.mount)?;
     // Unmounted when this returns if it mounted it (and nothing else is pinned there by then).
     let _bpffs = kernel::Bpffs::mount()?;
-    let hierarchy = session::Cgroup2::find()?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
     // Its pins, session and cgroup are named after this process (pid and start time), so that
     // the next agent tells whether it died (`session::orphans`).

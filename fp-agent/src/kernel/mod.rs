@@ -8,7 +8,10 @@ pub mod tables;
 pub use bpffs::Bpffs;
 pub use enforcer::{BrokerClock, Enforcer, MapUsage};
 
-use std::{os::fd::BorrowedFd, path::PathBuf};
+use std::{
+    os::fd::{AsFd as _, BorrowedFd},
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, anyhow, bail};
 use aya::{
@@ -311,9 +314,10 @@ fn load(ebpf: &mut Ebpf, btf: &aya::Btf, programs: &[(&str, &str)]) -> anyhow::R
 }
 
 /// Proves BPF LSM works here: loads and attaches the pass-through probe program (it cannot deny
-/// anything), then detaches it. Reading `/sys/kernel/security/lsm` is not enough: some kernels
-/// list `bpf` and still refuse LSM programs.
-pub fn probe() -> anyhow::Result<()> {
+/// anything), then detaches it; then its per-cgroup twin, on an empty cgroup made for it under
+/// `cgroup2` (the hierarchy's mount) and removed after. Reading `/sys/kernel/security/lsm` is not
+/// enough: some kernels list `bpf` and still refuse LSM programs.
+pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
     // Nor is loading enough: a kernel booted without `bpf` in its LSM list (lsm=...) loads and
     // attaches LSM programs but never runs them. The list is read where securityfs shows it.
     if let Ok(active) = std::fs::read_to_string("/sys/kernel/security/lsm")
@@ -343,7 +347,26 @@ pub fn probe() -> anyhow::Result<()> {
             )
         })?;
     drop(link);
-    Ok(())
+    // The hottest hooks are per-cgroup programs, which need more of the kernel.
+    let empty = cgroup2.join(format!("fp-probe-{}", std::process::id()));
+    std::fs::create_dir(&empty).with_context(|| format!("creating {}", empty.display()))?;
+    let attached = std::fs::File::open(&empty).map_err(anyhow::Error::from).and_then(|cgroup| {
+        let programs = [(programs::PROBE_CGROUP, Hook::FileOpen.name())];
+        attach(&mut ebpf, btf, &programs, Some(cgroup.as_fd()))
+    });
+    // Detached (its link closed) before the cgroup goes.
+    let attached = attached.map(drop);
+    let removed = std::fs::remove_dir(&empty);
+    attached.map_err(|e| {
+        anyhow!(
+            "per-cgroup BPF LSM programs are not usable on this kernel: fp needs \
+             BPF_LSM_CGROUP (Linux 6.0+, CONFIG_CGROUP_BPF=y) and one of the 10 per-cgroup hook \
+             slots for each of its 10 hottest hooks (docs/hooks.md); the kernel refused a \
+             pass-through program: {}",
+            e.root_cause()
+        )
+    })?;
+    removed.with_context(|| format!("removing {}", empty.display()))
 }
 
 /// The kernel's `s_dev` encoding (`major << 20 | minor`) of a userspace `st_dev`.
@@ -431,7 +454,12 @@ mod tests {
         let mut found: Vec<&str> = obj.programs.keys().map(String::as_str).collect();
         found.sort_unstable();
         let mut named: Vec<&str> = Hook::ALL.iter().map(|h| h.program(&[])).collect();
-        named.extend([programs::INODE_SETATTR_IDMAP, programs::BPF_KERNEL, programs::PROBE]);
+        named.extend([
+            programs::INODE_SETATTR_IDMAP,
+            programs::BPF_KERNEL,
+            programs::PROBE,
+            programs::PROBE_CGROUP,
+        ]);
         named.sort_unstable();
         assert_eq!(found, named, "the #[lsm] programs of fp-ebpf/src/hooks against fp_common");
     }

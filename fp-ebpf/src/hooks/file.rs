@@ -98,3 +98,10 @@ pub fn fp_probe(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
     ctx.arg(1)
 }
+
+/// Its per-cgroup twin (`BPF_LSM_CGROUP`), attached to an empty cgroup of the probe's own: 1
+/// allows, and no task runs it.
+#[lsm_cgroup(hook = "file_open")]
+pub fn fp_probe_cgroup(_ctx: LsmContext) -> i32 {
+    1
+}
