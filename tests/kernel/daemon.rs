@@ -275,42 +275,19 @@ fn a_user_in_the_socket_group_runs_confined_sessions_through_the_daemon() {
     let open = t.file("ws/open", "open\n");
     let secret = t.file("ws/secret", "secret\n");
     let socket = t.join("fp.sock");
-    let config = fp_tests::daemon_config(&t, "");
-    // socket_group belongs in [daemon], which daemon_config writes first.
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        text.replacen("[daemon]\n", "[daemon]\nsocket_group = \"nogroup\"\n", 1),
-    )
-    .unwrap();
+    let config = fp_tests::daemon_config_for_nobody(&t, "");
     let policy = t.file("policy.toml", &denying(&secret));
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
 
+    let script = format!(
+        "{}; echo uid=$(id -u)",
+        statuses(&format!("open: cat {}\nsecret: cat {}", open.display(), secret.display()))
+            .trim_end()
+            .replace('\n', "; ")
+    );
     let as_nobody = |policy: &Path| {
-        std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(std::env::var("FP_BIN").unwrap())
-            .arg("run")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--policy")
-            .arg(policy)
-            .arg("--workspace")
-            .arg(t.join("ws"))
-            .args(["--", "sh", "-c"])
-            .arg(format!(
-                "{}; echo uid=$(id -u)",
-                statuses(&format!(
-                    "open: cat {}\nsecret: cat {}",
-                    open.display(),
-                    secret.display()
-                ))
-                .trim_end()
-                .replace('\n', "; ")
-            ))
-            .output()
-            .unwrap()
+        fp_tests::fp_run_as_nobody(&socket, policy, &t.join("ws"), &script).output().unwrap()
     };
     // A policy the daemon refuses: fp run says why and exits, its command never runs.
     let bad = t.file("bad.toml", "[file_policy]\ndefault = \"sometimes\"\n");

@@ -591,13 +591,7 @@ fn an_unprivileged_clients_session_gets_a_mount_namespace_of_its_own() {
     let _g = exclusive();
     let t = TempTree::new("prompt-nonroot");
     let secret = t.file("ws/secret/f", "the secret\n");
-    let config = fp_tests::daemon_config(&t, "[approval]\ntimeout_secs = 120\n");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        text.replacen("[daemon]\n", "[daemon]\nsocket_group = \"nogroup\"\n", 1),
-    )
-    .unwrap();
+    let config = fp_tests::daemon_config_for_nobody(&t, "[approval]\ntimeout_secs = 120\n");
     let (socket, ws, go) = (t.join("fp.sock"), t.join("ws"), t.join("go"));
     let policy = t.file(
         "policy.toml",
@@ -605,24 +599,14 @@ fn an_unprivileged_clients_session_gets_a_mount_namespace_of_its_own() {
     );
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
-    let session = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(std::env::var("FP_BIN").unwrap())
-        .arg("run")
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--policy")
-        .arg(&policy)
-        .arg("--workspace")
-        .arg(&ws)
-        .args(["--", "sh", "-c"])
-        .arg(format!(
-            "echo mnt=$(readlink /proc/self/ns/mnt); while [ ! -e {go} ]; do sleep 0.1; done; \
-             for i in $(seq 100); do cat {secret} 2>/dev/null && break; sleep 0.2; done; \
-             echo rc=$?; exit 7",
-            go = go.display(),
-            secret = secret.display()
-        ))
+    let script = format!(
+        "echo mnt=$(readlink /proc/self/ns/mnt); while [ ! -e {go} ]; do sleep 0.1; done; \
+         for i in $(seq 100); do cat {secret} 2>/dev/null && break; sleep 0.2; done; \
+         echo rc=$?; exit 7",
+        go = go.display(),
+        secret = secret.display()
+    );
+    let session = fp_tests::fp_run_as_nobody(&socket, &policy, &ws, &script)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

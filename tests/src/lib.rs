@@ -519,6 +519,34 @@ pub fn daemon_config(t: &TempTree, extra: &str) -> PathBuf {
     )
 }
 
+/// [`daemon_config`] with `socket_group = "nogroup"`: `nobody` may use the daemon's socket.
+pub fn daemon_config_for_nobody(t: &TempTree, extra: &str) -> PathBuf {
+    let config = daemon_config(t, extra);
+    // socket_group belongs in [daemon], which daemon_config writes first.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replacen("[daemon]\n", "[daemon]\nsocket_group = \"nogroup\"\n", 1);
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// `fp run` of `sh -c script` in a session of the daemon at `socket`, under `policy`, run by
+/// `nobody` (uid and gid 65534, no other group), not started yet.
+pub fn fp_run_as_nobody(socket: &Path, policy: &Path, ws: &Path, script: &str) -> Command {
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(std::env::var("FP_BIN").unwrap())
+        .arg("run")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--policy")
+        .arg(policy)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--", "sh", "-c", script]);
+    command
+}
+
 /// `fp run` of `sh -c script` in a session of the daemon at `socket`, under `policy`, as root,
 /// with its output piped.
 pub fn run_with_daemon(
