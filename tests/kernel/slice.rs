@@ -413,3 +413,29 @@ fn files_in_detached_mount_trees_fail_closed() {
     assert!(got.contains("plain=denied") && got.contains("clone=denied"), "{got}{err}");
     assert!(err.contains("unresolved"), "the clone's open is denied as unresolved: {err}");
 }
+
+/// Where BPF LSM works but bpffs is not mounted (some hosts do not mount it at boot), `fp run`
+/// mounts it for the session and unmounts it when the command is done. A private mount namespace
+/// without bpffs stands in for such a host, so the host's own bpffs is never touched.
+#[test]
+fn fp_run_unmounts_the_bpffs_it_mounted() {
+    let _g = exclusive();
+    let t = TempTree::new("bpffs-mount");
+    let fp = std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test");
+    let bpffs = "grep -c ' /sys/fs/bpf bpf ' /proc/self/mounts";
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "umount -l /sys/fs/bpf && echo before=$({bpffs}) \
+             && \"$@\" && echo after=$({bpffs})"
+        ))
+        .args(["sh", &fp, "run", "--deny"])
+        .arg(t.join("secret"))
+        .args(["--", "sh", "-c", &format!("echo during=$({bpffs})")])
+        .output()
+        .unwrap();
+    let got = stdout(&out);
+    assert!(out.status.success(), "{got}{}", stderr(&out));
+    assert_eq!(got, "before=0\nduring=1\nafter=0\n", "{}", stderr(&out));
+    fp_tests::assert_nothing_left_behind();
+}

@@ -50,6 +50,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         env: vm::guest_env(),
         cwd: "/".into(),
         command: vec!["sh".into(), "-c".into(), SCRIPT.replace("@FP@", &fp.display().to_string())],
+        cmdline: None,
     };
     let finished = vm::boot(&kernel, &run)?;
     let denied = finished.output.matches("fp: denied").count();

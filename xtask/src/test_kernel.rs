@@ -77,6 +77,26 @@ impl Target {
     }
 }
 
+/// The test executable that needs a VM booted without BPF LSM, and the kernel parameter that
+/// boots one: it runs alone, in a boot of its own after each kernel's main boot.
+const WITHOUT_BPF_LSM: (&str, &str) = ("no_bpf_lsm", "lsm=capability,yama");
+
+/// One VM boot (or the native run) and the test executables it runs.
+struct Boot<'a> {
+    target: &'a Target,
+    tests: Vec<PathBuf>,
+    cmdline: Option<&'static str>,
+}
+
+impl Boot<'_> {
+    fn name(&self) -> String {
+        match self.cmdline {
+            Some(cmdline) => format!("{} ({cmdline})", self.target.name()),
+            None => self.target.name().to_owned(),
+        }
+    }
+}
+
 fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<Totals> {
     let built = build()?;
     let native = || native_supported(&built.fp_bin);
@@ -96,14 +116,33 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         "native" => bail!("this host cannot load BPF LSM programs (`fp kernel probe` failed)"),
         name => vec![Target::Vm(kernels::find(name)?)],
     };
-    let command = vec!["/bin/sh".to_owned(), "-c".to_owned(), test_script(&built.tests, filter)];
+    let mut boots = Vec::new();
+    for target in &targets {
+        boots.push(Boot { target, tests: built.tests.clone(), cmdline: None });
+        match target {
+            Target::Vm(_) => boots.push(Boot {
+                target,
+                tests: vec![built.without_bpf_lsm.clone()],
+                cmdline: Some(WITHOUT_BPF_LSM.1),
+            }),
+            Target::Native => println!(
+                "xtask: native: {} runs only in the VMs, which can boot without BPF LSM",
+                WITHOUT_BPF_LSM.0
+            ),
+        }
+    }
 
     let mut totals = Totals::default();
-    for target in &targets {
-        let name = target.name();
-        println!("xtask: kernel tests on {name}: {} test executables", built.tests.len());
+    for boot in &boots {
+        let name = boot.name();
+        if !filter.is_empty() && !any_test_matches(&boot.tests, filter)? {
+            println!("xtask: kernel tests on {name}: no test matches the filter; not booted");
+            continue;
+        }
+        println!("xtask: kernel tests on {name}: {} test executables", boot.tests.len());
+        let command = vec!["/bin/sh".to_owned(), "-c".to_owned(), test_script(&boot.tests, filter)];
         let started = Instant::now();
-        let output = match target {
+        let output = match boot.target {
             Target::Vm(pin) => {
                 let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
                 let mut env = vm::guest_env();
@@ -113,14 +152,15 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
                     rw: Vec::new(),
                     env,
                     cwd: built.tests_dir.clone(),
-                    command: command.clone(),
+                    command,
+                    cmdline: boot.cmdline,
                 };
                 vm::boot(&kernel, &run).map(|finished| finished.output)
             }
             Target::Native => run_native(&command, &built, timeout),
         };
         let result = match output {
-            Ok(output) => judge(&output, built.tests.len(), !filter.is_empty()),
+            Ok(output) => judge(&output, boot.tests.len(), !filter.is_empty()),
             Err(e) => KernelResult { problems: vec![format!("{e:#}")], ..KernelResult::default() },
         };
         println!(
@@ -138,6 +178,25 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         totals.failed += result.failed + result.problems.len();
     }
     Ok(totals)
+}
+
+/// Whether libtest, given `filter`, would run any test of `tests` (asked on the host with
+/// `--list`, which runs nothing).
+fn any_test_matches(tests: &[PathBuf], filter: &[String]) -> Result<bool> {
+    for test in tests {
+        let out = Command::new(test)
+            .args(filter)
+            .args(["--list", "--format", "terse"])
+            .output()
+            .with_context(|| format!("cannot list the tests of {}", test.display()))?;
+        if !out.status.success() {
+            bail!("{} --list failed: {}", test.display(), String::from_utf8_lossy(&out.stderr));
+        }
+        if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.ends_with(": test")) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The kernel tests' outcome over all kernels. Every problem that is not a failed test (the VM did
@@ -161,7 +220,9 @@ impl Totals {
 /// The host build: the fp binary and the privileged test executables (never the BPF stub).
 struct Built {
     fp_bin: PathBuf,
+    /// Every test executable but [`WITHOUT_BPF_LSM`]'s.
     tests: Vec<PathBuf>,
+    without_bpf_lsm: PathBuf,
     /// fp-tests' package directory: the tests run there, as under `cargo test`.
     tests_dir: PathBuf,
 }
@@ -178,11 +239,20 @@ pub fn build_fp() -> Result<PathBuf> {
 fn build() -> Result<Built> {
     println!("xtask: building fp and the privileged tests (real BPF object)");
     let fp_bin = build_fp()?;
-    let tests = cargo_executables(&["test", "-p", "fp-tests", "--no-run"], |a| a.profile.test)?;
+    let (without_bpf_lsm, tests): (Vec<PathBuf>, Vec<PathBuf>) =
+        cargo_executables(&["test", "-p", "fp-tests", "--no-run"], |a| a.profile.test)?
+            .into_iter()
+            .partition(|exe| {
+                let stem = exe.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+                stem.rsplit_once('-').map(|(name, _hash)| name) == Some(WITHOUT_BPF_LSM.0)
+            });
+    let Some(without_bpf_lsm) = without_bpf_lsm.into_iter().next() else {
+        bail!("fp-tests has no `{}` test executable", WITHOUT_BPF_LSM.0);
+    };
     if tests.is_empty() {
         bail!("fp-tests has no test executables");
     }
-    Ok(Built { fp_bin, tests, tests_dir: paths::workspace_root().join("tests") })
+    Ok(Built { fp_bin, tests, without_bpf_lsm, tests_dir: paths::workspace_root().join("tests") })
 }
 
 /// Runs cargo with JSON messages and returns the executables of the artifacts `wanted` selects.

@@ -53,6 +53,7 @@ pub fn main(args: VmArgs) -> Result<ExitCode> {
         env: guest_env(),
         cwd: std::env::current_dir()?,
         command: args.command,
+        cmdline: None,
     };
     let finished = boot(&kernel, &run)?;
     Ok(ExitCode::from(u8::try_from(finished.exit_code).unwrap_or(u8::MAX)))
@@ -68,6 +69,8 @@ pub struct VmRun {
     /// Where the command starts (a host path; under the guest's fresh /tmp or /run it won't exist).
     pub cwd: PathBuf,
     pub command: Vec<String>,
+    /// Added to the guest kernel's command line, before `$FP_VM_APPEND`.
+    pub cmdline: Option<&'static str>,
 }
 
 /// A command that ran to the end in the VM.
@@ -147,13 +150,13 @@ fn stopped_early(kernel: &str, status: ExitStatus, output: &str) -> anyhow::Erro
     anyhow!(message)
 }
 
-/// The guest kernel's command line; `FP_VM_APPEND` adds to it (e.g. `lsm=capability,yama` to boot
+/// The guest kernel's command line with `append` added (e.g. `lsm=capability,yama` to boot
 /// without BPF LSM; later parameters win).
-fn kernel_cmdline(append: Option<&str>) -> String {
+fn kernel_cmdline(append: &[Option<&str>]) -> String {
     // loglevel=1: only emergencies reach the console, so a guest that panics says why.
     let mut cmdline =
         format!("console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init {CMDLINE_MARKER}");
-    if let Some(extra) = append.map(str::trim).filter(|e| !e.is_empty()) {
+    for extra in append.iter().flatten().map(|e| e.trim()).filter(|e| !e.is_empty()) {
         cmdline.push(' ');
         cmdline.push_str(extra);
     }
@@ -193,7 +196,7 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
     .arg("-initrd")
     .arg(&kernel.initrd)
     .arg("-append")
-    .arg(kernel_cmdline(std::env::var("FP_VM_APPEND").ok().as_deref()))
+    .arg(kernel_cmdline(&[run.cmdline, std::env::var("FP_VM_APPEND").ok().as_deref()]))
     .args(share("fproot", Path::new("/"), true))
     .args(share("fprun", &run_dir, true));
     for (i, dir) in run.rw.iter().enumerate() {
@@ -390,6 +393,7 @@ fn accelerator(kernel: &PreparedKernel) -> Result<&'static str> {
         env: Vec::new(),
         cwd: PathBuf::from("/"),
         command: vec!["true".into()],
+        cmdline: None,
     };
     let works = boot_with(kernel, &probe, "kvm", Echo::Off).is_ok_and(|f| f.exit_code == 0);
     let verdict = if works { "kvm" } else { "tcg" };
@@ -403,13 +407,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fp_vm_append_extends_the_kernel_command_line() {
-        let plain = kernel_cmdline(None);
+    fn a_run_and_fp_vm_append_extend_the_kernel_command_line() {
+        let plain = kernel_cmdline(&[None, None]);
         assert!(plain.ends_with(CMDLINE_MARKER), "{plain}");
-        assert_eq!(kernel_cmdline(Some(" ")), plain);
+        assert_eq!(kernel_cmdline(&[None, Some(" ")]), plain);
         assert_eq!(
-            kernel_cmdline(Some("lsm=capability,yama")),
-            format!("{plain} lsm=capability,yama")
+            kernel_cmdline(&[Some("lsm=capability,yama"), Some("nokaslr")]),
+            format!("{plain} lsm=capability,yama nokaslr")
         );
     }
 
@@ -435,6 +439,7 @@ mod tests {
             env: vec![("FP_X".into(), "a b'c".into())],
             cwd: PathBuf::from("/tmp/ws/tests"),
             command: vec!["echo".into(), "two words".into()],
+            cmdline: None,
         }
     }
 

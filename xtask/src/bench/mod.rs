@@ -389,6 +389,7 @@ fn run_in_vm(kernel: &PreparedKernel, script: String, timeout: Duration) -> Resu
         env: vm::guest_env(),
         cwd: "/".into(),
         command: vec!["sh".into(), "-c".into(), script],
+        cmdline: None,
     };
     let finished = vm::boot(kernel, &run)?;
     if finished.exit_code != 0 {
