@@ -259,14 +259,24 @@ fn exit_status_is_the_commands() {
     fp_tests::assert_nothing_left_behind();
 }
 
+/// The probe also removes what a probe killed midway left (its empty cgroup), and only that.
 #[test]
 fn probe_reports_bpf_lsm_support() {
     let _g = exclusive();
+    let cgroup2 = fp_agent_cgroup_mount();
+    let mut exited = std::process::Command::new("true").spawn().unwrap();
+    exited.wait().unwrap();
+    let killed_probe = Path::new(&cgroup2).join(format!("fp-probe-{}", exited.id()));
+    let running_probe = Path::new(&cgroup2).join("fp-probe-1"); // pid 1 is alive
+    std::fs::create_dir(&killed_probe).unwrap();
+    std::fs::create_dir(&running_probe).unwrap();
     let out = fp_tests::fp().args(["kernel", "probe", "--json"]).output().unwrap();
+    let kept = running_probe.exists();
+    std::fs::remove_dir(&running_probe).unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("\"bpf_lsm\":true"), "{}", stdout(&out));
+    assert!(kept, "a live process's probe cgroup was removed");
     // The per-cgroup twin was attached to an empty cgroup of the probe's own, removed after.
-    let cgroup2 = fp_agent_cgroup_mount();
     let left: Vec<_> = std::fs::read_dir(&cgroup2)
         .unwrap()
         .flatten()

@@ -348,7 +348,8 @@ pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
         })?;
     drop(link);
     // The hottest hooks are per-cgroup programs, which need more of the kernel.
-    let empty = cgroup2.join(format!("fp-probe-{}", std::process::id()));
+    remove_dead_probes(cgroup2);
+    let empty = cgroup2.join(format!("{PROBE_CGROUP_PREFIX}{}", std::process::id()));
     std::fs::create_dir(&empty).with_context(|| format!("creating {}", empty.display()))?;
     let attached = std::fs::File::open(&empty).map_err(anyhow::Error::from).and_then(|cgroup| {
         let programs = [(programs::PROBE_CGROUP, Hook::FileOpen.name())];
@@ -367,6 +368,26 @@ pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
         )
     })?;
     removed.with_context(|| format!("removing {}", empty.display()))
+}
+
+/// The name of [`probe`]'s cgroup, before the probing process's pid.
+const PROBE_CGROUP_PREFIX: &str = "fp-probe-";
+
+/// Removes the cgroups of probes that were killed before they removed theirs: those of dead
+/// pids, and one under this process's own pid (an earlier process's, not ours yet). They are
+/// empty (nothing ever runs in one), so `rmdir` removes them; what fails stays for a later probe.
+fn remove_dead_probes(cgroup2: &Path) {
+    let Ok(entries) = std::fs::read_dir(cgroup2) else { return };
+    let own = std::process::id().to_string();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(PROBE_CGROUP_PREFIX)) else {
+            continue;
+        };
+        if pid == own || !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 /// The kernel's `s_dev` encoding (`major << 20 | minor`) of a userspace `st_dev`.
