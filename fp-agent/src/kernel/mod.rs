@@ -351,14 +351,18 @@ pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
     remove_dead_probes(cgroup2);
     let empty = cgroup2.join(format!("{PROBE_CGROUP_PREFIX}{}", std::process::id()));
     std::fs::create_dir(&empty).with_context(|| format!("creating {}", empty.display()))?;
-    let attached = std::fs::File::open(&empty).map_err(anyhow::Error::from).and_then(|cgroup| {
-        let programs = [(programs::PROBE_CGROUP, Hook::FileOpen.name())];
-        attach(&mut ebpf, btf, &programs, Some(cgroup.as_fd()))
-    });
-    // Detached (its link closed) before the cgroup goes.
-    let attached = attached.map(drop);
-    let removed = std::fs::remove_dir(&empty);
-    attached.map_err(|e| {
+    let probed = probe_cgroup(&mut ebpf, btf, &empty);
+    let removed =
+        std::fs::remove_dir(&empty).with_context(|| format!("removing {}", empty.display()));
+    probed.and(removed)
+}
+
+/// Attaches the probe's per-cgroup twin to the empty cgroup `empty`, then detaches it.
+fn probe_cgroup(ebpf: &mut Ebpf, btf: &aya::Btf, empty: &Path) -> anyhow::Result<()> {
+    let cgroup =
+        std::fs::File::open(empty).with_context(|| format!("opening {}", empty.display()))?;
+    let programs = [(programs::PROBE_CGROUP, Hook::FileOpen.name())];
+    let links = attach(ebpf, btf, &programs, Some(cgroup.as_fd())).map_err(|e| {
         anyhow!(
             "per-cgroup BPF LSM programs are not usable on this kernel: fp needs \
              BPF_LSM_CGROUP (Linux 6.0+, CONFIG_CGROUP_BPF=y) and one of the 10 per-cgroup hook \
@@ -367,7 +371,8 @@ pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
             e.root_cause()
         )
     })?;
-    removed.with_context(|| format!("removing {}", empty.display()))
+    drop(links); // detached before the cgroup goes
+    Ok(())
 }
 
 /// The name of [`probe`]'s cgroup, before the probing process's pid.
