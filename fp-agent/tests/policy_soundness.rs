@@ -15,6 +15,7 @@ use fp_agent::policy::{
 use fp_common::policy::{
     DirContext, Evaluation, Lookup, MAX_PREFIX, MAX_STEPS, NAME_FILTER_WORDS, NameKind, NameValue,
     OpEntry, PrefixValue, RuleTables, ScopeValue, TableHeader, evaluate, evaluate_seeded,
+    unmatched,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -413,7 +414,9 @@ fn seed() -> impl Strategy<Value = [OpEntry; 3]> {
 /// evaluation learned above it (`Evaluation::context`, `resume_below`): for random rule sets,
 /// paths, sibling names and inode-identity hits, that gives every op the verdict and the deciding
 /// rule of the whole evaluation. In a directory no LPM key lies at or below (not `interior`), it
-/// also takes the sibling's longest match for the name's, which gives the same again.
+/// also takes the sibling's longest match for the name's, which gives the same again; and a name
+/// there that no name entry can match (`unmatched`) gets `DirContext::unmatched_names`' verdict
+/// and deciding rule (the directory cache's verdict for such names, with `own` as the hits above).
 #[test]
 fn sibling_evaluations_resume_exactly() {
     let mut runner = TestRunner::new(Config {
@@ -424,6 +427,7 @@ fn sibling_evaluations_resume_exactly() {
     let siblings = prop::collection::vec((path(), component(), seed(), seed()), SIBLINGS_PER_CASE);
     let options = LoadOptions { workspace: Some("/tmp/ws".into()), ..LoadOptions::default() };
     let (resumed_count, known_count) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let unmatched_count = AtomicUsize::new(0);
     runner
         .run(&(policy_text(), siblings), |(text, siblings)| {
             let file = Path::new("p.toml");
@@ -462,14 +466,38 @@ fn sibling_evaluations_resume_exactly() {
                 known_count.fetch_add(1, Ordering::Relaxed);
                 prop_assert_eq!(known.decisions(), whole.decisions(), "{}", why(" and its match"));
                 prop_assert_eq!(known.prefix_id, whole.prefix_id, "{}", why(" and its match"));
+                // A name no name entry can match: the directory's verdict for such names.
+                let header = tables.header();
+                let cursor = context.cursor as usize;
+                if !unmatched(header, &p[..], (cursor, p.len() - cursor)) {
+                    continue;
+                }
+                let best = context.unmatched_names(header, own, lpm.as_ref());
+                unmatched_count.fetch_add(1, Ordering::Relaxed);
+                for op in Op::ALL {
+                    let (entry, decided) = (op.of(&best), whole.decision(op));
+                    let verdict = TableVerdict::from_u8(entry.verdict);
+                    prop_assert_eq!(
+                        (verdict, entry.rule_id),
+                        (decided.verdict, decided.rule_id),
+                        "{:?}: {}",
+                        op,
+                        why(" as a name no entry matches")
+                    );
+                }
             }
             Ok(())
         })
         .unwrap();
     let (resumed, known) = (resumed_count.into_inner(), known_count.into_inner());
-    eprintln!("{resumed} paths resumed from a sibling's context, {known} with its match");
+    let unmatched = unmatched_count.into_inner();
+    eprintln!(
+        "{resumed} paths resumed from a sibling's context, {known} with its match, \
+         {unmatched} decided as names no entry matches"
+    );
     assert!(resumed > (SIBLING_CASES as usize) * SIBLINGS_PER_CASE / 4, "only {resumed} resumed");
     assert!(known > resumed / 4, "only {known} of {resumed} resumed with the sibling's match");
+    assert!(unmatched > known / 4, "only {unmatched} of {known} were names no entry matches");
 }
 
 /// The evaluation of `path` resumed from a sibling's `context`, run to its end.

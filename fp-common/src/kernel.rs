@@ -145,6 +145,8 @@ pub mod maps {
     pub const VERDICTS: &str = "VERDICTS";
     /// The programs' directory cache (docs/performance.md, The directory cache): likewise.
     pub const DIRS: &str = "DIRS";
+    /// The directory cache's verdicts for names no name entry matches: likewise.
+    pub const DIR_VERDICTS: &str = "DIR_VERDICTS";
     /// The programs' creation slot (docs/performance.md, The creation slot): likewise.
     pub const CREATED: &str = "CREATED";
     /// Which entry of the two caches is live per dentry address (docs/performance.md, The
@@ -158,9 +160,26 @@ pub mod maps {
     ];
 
     /// Every map of the BPF object.
-    pub const ALL: [&str; 18] = [
-        SESSIONS, COUNTERS, HEADERS, PREFIXES, INTERIOR, NAMES, SCOPES, INODES, EVENTS, BROKER,
-        PENDING, PROTECTED, GRANTS, SCRATCH, VERDICTS, DIRS, CREATED, OWNERS,
+    pub const ALL: [&str; 19] = [
+        SESSIONS,
+        COUNTERS,
+        HEADERS,
+        PREFIXES,
+        INTERIOR,
+        NAMES,
+        SCOPES,
+        INODES,
+        EVENTS,
+        BROKER,
+        PENDING,
+        PROTECTED,
+        GRANTS,
+        SCRATCH,
+        VERDICTS,
+        DIRS,
+        DIR_VERDICTS,
+        CREATED,
+        OWNERS,
     ];
 }
 

@@ -26,7 +26,10 @@
 //! only read entries (the same checks apply; the mount does not matter to them), so an
 //! `open` followed by `fchown`, `fchmod` and `utimensat` walks once.
 //! Grants, pending prompts and the broker are applied after the cache, as after a walk.
-use aya_ebpf::helpers::{bpf_get_smp_processor_id, bpf_jiffies64};
+use aya_ebpf::{
+    helpers::{bpf_get_smp_processor_id, bpf_jiffies64},
+    maps::Array,
+};
 use fp_common::policy::{Op as PolicyOp, TableVerdict};
 
 use crate::{
@@ -77,9 +80,10 @@ pub(crate) struct Owner {
     dentry: u64,
 }
 
-/// The slot of `dentry` (a plain number): its index in [`OWNERS`] and in [`VERDICTS`].
+/// The slot of `dentry` (a plain number): its index in [`OWNERS`], in [`VERDICTS`] and in
+/// [`crate::maps::DIR_VERDICTS`].
 #[inline(always)]
-fn slot(dentry: u64) -> u32 {
+pub(crate) fn slot(dentry: u64) -> u32 {
     // Dentries are slab objects of 192 bytes: the low bits say little.
     ((dentry >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - OWNER_BITS)) as u32
 }
@@ -203,6 +207,24 @@ pub(crate) struct Cached {
 }
 
 impl Cached {
+    /// The entry for `stamp` that allows `allowed` and `local`, with its check word.
+    #[inline(always)]
+    pub(crate) fn sealed(stamp: Stamp, allowed: u64, local: u64) -> Cached {
+        let mut entry = Cached { stamp, allowed, local, check: 0 };
+        entry.check = entry.check_word();
+        entry
+    }
+
+    /// What the entry allows ([`PolicyOp::bit`]s), and allows the inode hooks.
+    #[inline(always)]
+    pub(crate) fn ops(&self) -> (u64, u64) {
+        (self.allowed, self.local)
+    }
+
+    pub(crate) fn stamp(&self) -> &Stamp {
+        &self.stamp
+    }
+
     fn check_word(&self) -> u64 {
         let [a, b, c, d, e, f, g] = self.stamp.words();
         [a, b, c, d, e, f, g, self.allowed, self.local]
@@ -252,16 +274,8 @@ pub(crate) fn number(s: *mut Scratch, pointer: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, typed: u64) -> u64 {
     let (vfsmount, dentry) = (number(s, vfsmount), number(s, typed));
-    // SAFETY: a copy out of the map value into the scratch value (an 80-byte copy on the stack
-    // would count against the 512 bytes every call chain shares); checked below before any use.
-    let entry = unsafe {
-        // Another dentry's entry (or none) in the slot: a miss without the copy (a torn read
-        // here only fails the check word below).
-        let Some(found) = VERDICTS.get(slot(dentry)).filter(|e| e.stamp.dentry == dentry) else {
-            return 0;
-        };
-        (*s).entry = *found;
-        &(*s).entry
+    let Some(entry) = copied(s, &VERDICTS, dentry) else {
+        return 0;
     };
     // Inode hooks take the entry of whatever mount the open was through.
     let (ops, vfsmount) = match vfsmount {
@@ -272,13 +286,29 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, typed: u64) -
         return 0;
     };
     match ops != 0
-        && entry.check == entry.check_word()
         && entry.stamp.holds(Cache::Verdicts, (tables, vfsmount, dentry), seqs, || {
             Ok(load(typed, off(&OFF_DENTRY_D_INODE)))
         }) {
         true => ops,
         false => 0,
     }
+}
+
+/// The entry of `dentry` (a plain number) in `map` (the verdict cache, or the directory cache's
+/// verdicts: [`crate::dirs`]), copied into the scratch value (an 80-byte copy on the stack would
+/// count against the 512 bytes every call chain shares), if its check word matches: what it
+/// stands for is the caller's to check ([`Stamp::holds`]).
+#[inline(always)]
+pub(crate) fn copied<'a>(s: *mut Scratch, map: &Array<Cached>, dentry: u64) -> Option<&'a Cached> {
+    // SAFETY: a copy out of the map value into this CPU's scratch value.
+    let entry = unsafe {
+        // Another dentry's entry (or none) in the slot: a miss without the copy (a torn read
+        // here only fails the check word below).
+        let found = map.get(slot(dentry)).filter(|e| e.stamp.dentry == dentry)?;
+        (*s).entry = *found;
+        &(*s).entry
+    };
+    (entry.check == entry.check_word()).then_some(entry)
 }
 
 /// What a decision can leave in the cache: the allows [`crate::decide::check`] left in `s`, and
@@ -353,8 +383,7 @@ pub(crate) fn fill(
     // SAFETY: this CPU's scratch value; a map value, which lives as long as the program runs.
     unsafe {
         let entry = &mut (*s).entry;
-        *entry = Cached { stamp, allowed, local, check: 0 };
-        entry.check = entry.check_word();
+        *entry = Cached::sealed(stamp, allowed, local);
         *at = *entry;
     }
     true

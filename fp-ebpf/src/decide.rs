@@ -11,7 +11,8 @@ use fp_common::{
 };
 
 use crate::{
-    cache, created, dirs,
+    cache::{self, Fill},
+    created, dirs,
     kernel::{EACCES, OFF_MOUNT_MNT, OFF_PATH_MNT, file_path, load, off, path_parts},
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
@@ -52,26 +53,16 @@ impl Outcome {
 /// A call of [`fp_check`], which the verifier checks once per program as a global function
 /// (whatever the callers' states), rather than once per state reaching each call site.
 ///
-/// `in_dir`: the sequences the decision runs under (read before anything of the file) when the
-/// directory's entry in the directory cache ([`crate::dirs`]) may stand for the walk (not for
-/// renames and links, whose walks serve more than the decision); `vfsmount` and `dentry` are
-/// BTF-typed then (see [`load`]).
+/// `named`: [`dirs::read_name`] read the name for the directory cache ([`crate::dirs`]), whose
+/// directory entry may then stand for the walk (not for renames and links, whose walks serve
+/// more than the decision).
 #[inline(always)]
-pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64, in_dir: Option<u64>) {
-    // The arguments go through the scratch value: a global function takes scalars only, and a
-    // hook's dentry argument is a typed pointer to the verifier.
+pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64, named: bool) {
     // SAFETY: this CPU's scratch value.
     unsafe {
         let w = &raw mut (*s).walk;
-        (*w).tables = tables;
-        (*w).vfsmount = vfsmount;
-        (*w).dentry = dentry;
-        let in_dir = match in_dir {
-            Some(seqs) if vfsmount != NO_MOUNT => {
-                dirs::read_name(s, vfsmount, dentry, seqs) && dirs::fp_dir_resolve() == 0
-            }
-            _ => false,
-        };
+        set_file(w, tables, vfsmount, dentry);
+        let in_dir = named && dirs::fp_dir_resolve() == 0;
         (*w).in_dir = in_dir as u64;
         if fp_check() != 0 {
             (*s).outcomes = [Outcome::UNRESOLVED; 3];
@@ -138,6 +129,19 @@ pub extern "C" fn fp_check() -> i32 {
         }
     }
     0
+}
+
+/// Sets the file a decision is about in the walk `w`. The arguments go through the scratch value:
+/// a global function takes scalars only, and a hook's dentry argument is a typed pointer to the
+/// verifier.
+#[inline(always)]
+unsafe fn set_file(w: *mut Walk, tables: u64, vfsmount: u64, dentry: u64) {
+    // SAFETY: the caller's scratch value.
+    unsafe {
+        (*w).tables = tables;
+        (*w).vfsmount = vfsmount;
+        (*w).dentry = dentry;
+    }
 }
 
 /// The walk's state before its first step (also what [`dirs::fp_dir_resolve`] starts from).
@@ -274,7 +278,13 @@ pub(crate) fn decide(
     let generation = begin(s);
     // Inode hooks only read the cache: their entries come from the walks of opens (see cache).
     let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
-    check(s, session.info.tables, vfsmount, dentry, seqs);
+    // SAFETY: this CPU's scratch value.
+    unsafe { set_file(&raw mut (*s).walk, session.info.tables, vfsmount, dentry) };
+    let named = seqs.is_some_and(|seqs| dirs::read_name(s, vfsmount, dentry, seqs));
+    if named && unmatched_in_dir(session, s, generation, (hook, op, and_write)) {
+        return 0;
+    }
+    check(s, session.info.tables, vfsmount, dentry, named);
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
     let allowed_ops = cache::allowed_ops(s);
@@ -326,6 +336,42 @@ pub(crate) fn decide(
         report(session, &outcome, &Report { hook, op: reported, denied: enforced, mv: None });
     }
     if enforced { -EACCES } else { 0 }
+}
+
+/// Whether the directory cache's verdict for unmatched names ([`crate::dirs`]) allows the
+/// decision `generation` on the name [`dirs::read_name`] read (in the file the walk is set to):
+/// what it allows then goes where the decision's allows would (the creation slot for a name being
+/// created, the verdict cache for a file), and nothing is reported, as for any cached allow.
+#[inline(always)]
+fn unmatched_in_dir(
+    session: &Session,
+    s: *mut Scratch,
+    generation: u64,
+    (hook, op, and_write): (Hook, Op, bool),
+) -> bool {
+    let (allowed, local) = dirs::unmatched();
+    if !answered(session, op, and_write, allowed) || interference(session, s, generation).is_some()
+    {
+        return false;
+    }
+    // SAFETY: this CPU's scratch value, as `dirs::read_name` left it.
+    let (seqs, inode) = unsafe {
+        (
+            core::ptr::read_volatile(&raw const (*s).name.seqs),
+            core::ptr::read_volatile(&raw const (*s).name.inode),
+        )
+    };
+    if hook == Hook::PathMknod {
+        created::remember(generation, Some(seqs), (allowed, local));
+    } else if inode != 0 {
+        // SAFETY: as above.
+        let (tables, vfsmount, dentry) = unsafe {
+            let w = &raw const (*s).walk;
+            ((*w).tables, (*w).vfsmount, (*w).dentry)
+        };
+        let _ = cache::fill(s, Fill { inode, allowed, local }, tables, vfsmount, dentry, seqs);
+    }
+    true
 }
 
 /// `decide` for the inode hooks, which get a dentry but no mount: a write decided by identity.

@@ -12,6 +12,15 @@
 //! above `dir`, so all its names have the same longest match, and a decision there skips the
 //! lookup (the property test `sibling_evaluations_resume_exactly` covers this too).
 //!
+//! An entry also has a verdict of its own ([`DIR_VERDICTS`], beside it in a verdict cache entry's
+//! shape and under the same stamp) for the directory's names that no name entry can match
+//! (`fp_common::policy::unmatched`) and that have no inode-table entry of their own: what its
+//! tables allow every such name (`DirContext::unmatched_names`), kept when the directory's longest
+//! LPM match is too. A decision on such a name ([`unmatched`]) reads the name's bytes, proves it
+//! unmatched against the tables' name filter, and answers an allow without the path: no copy of
+//! the directory's entry, no path, no evaluation (the property test
+//! `sibling_evaluations_resume_exactly` again).
+//!
 //! An entry is used under the same checks as a verdict cache entry ([`crate::cache`]): the
 //! tables id, `rename_lock`'s and `mount_lock`'s sequences read before the walk that filled it,
 //! the directory dentry's inode, its lifetime and a check word; [`crate::cache::forget`] drops it
@@ -20,23 +29,26 @@
 //! name moved meanwhile takes the walk. Not used
 //! for a name that is a mount root or whose directory is one (procfs names the task's own
 //! directory after the task there), nor by renames and links.
-use aya_ebpf::helpers::generated::{bpf_probe_read_kernel, bpf_probe_read_kernel_str};
+use aya_ebpf::helpers::generated::{bpf_loop, bpf_probe_read_kernel, bpf_probe_read_kernel_str};
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
-    policy::{DirContext, InodeKey, MAX_PREFIX, Op as PolicyOp, OpEntry, PrefixValue},
+    policy::{
+        DirContext, InodeKey, MAX_COMPONENT, MAX_NAME, MAX_PREFIX, Op as PolicyOp, OpEntry,
+        PrefixValue, TableVerdict, Unmatched, unmatched_step,
+    },
 };
 
 use crate::{
-    cache::{Cache, Stamp, mix, number, sequences},
-    decide::start_walk,
+    cache::{Cache, Cached, Stamp, copied, mix, number, sequences, slot},
+    decide::{by_identity, start_walk},
     kernel::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
         OFF_VFSMOUNT_MNT_ROOT, load, loaded_identity, off,
     },
-    maps::{DIRS, INODES, INTERIOR, SCRATCH, Scratch},
-    tables::{LPM_UNKNOWN, ScratchPath, prefix_key},
-    walk::{NO_MOUNT, RESOLVED},
+    maps::{DIR_VERDICTS, DIRS, HEADERS, INODES, INTERIOR, SCRATCH, Scratch},
+    tables::{LPM_FOUND, LPM_UNKNOWN, ScratchPath, prefix_key},
+    walk::{LOCAL_KNOWN, NO_MOUNT, RESOLVED},
 };
 
 /// One directory's share of its names' decisions; plain integers, as every map value.
@@ -78,12 +90,12 @@ impl DirCached {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct Name {
-    seqs: u64,
+    pub(crate) seqs: u64,
     parent: u64,
     /// The parent's inode, which the directory's entry must still name.
     parent_inode: u64,
     /// The name's own inode (0: a name not created yet).
-    inode: u64,
+    pub(crate) inode: u64,
     /// The identity events report: the name's inode's, or its directory's for a name not created
     /// yet (the walk's first positive dentry).
     ino: u64,
@@ -335,8 +347,177 @@ pub extern "C" fn fp_dir_fill(generation: u64, seqs: u64) -> i32 {
             return 0;
         }
         let _ = DIRS.insert(&dir, &*e, 0);
+        if (*e).lpm_state != LPM_UNKNOWN {
+            fill_unmatched(s, generation, tables, dir);
+        }
     }
     0
+}
+
+/// Stores the verdict of the directory `dir`'s unmatched names (see the module's notes) under
+/// `tables` from its entry just stored from the scratch value, under the entry's stamp.
+#[inline(always)]
+unsafe fn fill_unmatched(s: *mut Scratch, generation: u64, tables: u64, dir: u64) {
+    // SAFETY: this CPU's scratch value, through the raw pointer (see `fp_check`); a map value,
+    // which lives as long as the program runs.
+    unsafe {
+        let e = &raw const (*s).dir;
+        let Some(header) = HEADERS.get(&tables) else {
+            return;
+        };
+        let prefix = ((*e).lpm_state == LPM_FOUND).then_some(&(*e).lpm);
+        let best = (*e).context.unmatched_names(header, &(*e).up, prefix);
+        let local_known = (*e).local_state == LOCAL_KNOWN;
+        let (mut allowed, mut local) = (0u64, 0u64);
+        for op in PolicyOp::ALL {
+            if TableVerdict::from_u8(op.of(&best).verdict) == TableVerdict::Allow {
+                allowed |= op.bit() as u64;
+            }
+            if local_known && by_identity(op.at(&(*e).local_up)).verdict == TableVerdict::Allow {
+                local |= op.bit() as u64;
+            }
+        }
+        let Some(at) = DIR_VERDICTS.get_ptr_mut(slot(dir)) else {
+            return;
+        };
+        (*s).entry = Cached::sealed((*e).stamp, allowed, local);
+        // As for the entry: the scratch value was this decision's until here.
+        if core::ptr::read_volatile(&(*s).generation) != generation {
+            return;
+        }
+        *at = (*s).entry;
+    }
+}
+
+/// What the tables allow the name in `s.name` (see [`read_name`]) by its directory's verdict for
+/// unmatched names (see the module's notes), in the walk's `tables` and `vfsmount`: (the ops
+/// allowed, the ops allowed the inode hooks), as [`PolicyOp::bit`]s; none if it has no usable
+/// verdict or the name may match a name entry.
+#[inline(always)]
+pub(crate) fn unmatched() -> (u64, u64) {
+    let bits = fp_dir_unmatched() as u64;
+    (bits & 7, (bits >> 3) & 7)
+}
+
+/// [`unmatched`] as a global BPF function (see `fp_check`): the allowed ops, then the inode hooks'
+/// allowed ops shifted by 3; 0 for none.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn fp_dir_unmatched() -> i32 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return 0;
+    };
+    match unmatched_ops(s) {
+        Some((allowed, local)) => (allowed | local << 3) as i32,
+        None => 0,
+    }
+}
+
+/// `bpf_loop` states of the name check in [`unmatched_ops`].
+const NAME_PENDING: u64 = 0;
+const NAME_ADMITTED: u64 = 1;
+const NAME_UNMATCHED: u64 = 2;
+
+#[inline(always)]
+fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
+    // SAFETY: this CPU's scratch value, read a field at a time (see `resolve`).
+    let field = |f: *const u64| unsafe { core::ptr::read_volatile(f) };
+    // SAFETY: as above.
+    let (w, n) = unsafe { (&raw const (*s).walk, &raw const (*s).name) };
+    // SAFETY: fields of `w` and `n`.
+    let (tables, vfsmount, seqs, parent, parent_inode) = unsafe {
+        (
+            field(&raw const (*w).tables),
+            field(&raw const (*w).vfsmount),
+            field(&raw const (*n).seqs),
+            field(&raw const (*n).parent),
+            field(&raw const (*n).parent_inode),
+        )
+    };
+    let entry = copied(s, &DIR_VERDICTS, parent)?;
+    let ops = entry.ops();
+    if ops == (0, 0)
+        || !entry.stamp().holds(Cache::Dirs, (tables, vfsmount, parent), seqs, || Ok(parent_inode))
+    {
+        return None;
+    }
+    // SAFETY: fields of `n`.
+    let (inode, ino, dev, len, name) = unsafe {
+        (
+            field(&raw const (*n).inode),
+            field(&raw const (*n).ino),
+            field(&raw const (*n).dev),
+            field(&raw const (*n).len) as usize,
+            field(&raw const (*n).name),
+        )
+    };
+    if inode != 0 {
+        let key = InodeKey { session_id: tables, ino, dev: dev as u32, _pad: 0 };
+        // SAFETY: a lookup; only its presence matters.
+        if unsafe { INODES.get(&key) }.is_some() {
+            return None; // the name's own rule may decide
+        }
+    }
+    if len == 0 || len > MAX_COMPONENT {
+        return None;
+    }
+    // The name's bytes, ending at PATH_MAX as a walk leaves a path, for the name filter.
+    // SAFETY: this CPU's scratch value; the mask keeps the copy inside the 2 * PATH_MAX buffer,
+    // and the helper checks its source.
+    unsafe {
+        let at = PATH_MAX.wrapping_sub(len) & (PATH_MAX - 1);
+        let copied = bpf_probe_read_kernel_str(
+            (*s).path.as_mut_ptr().add(at) as *mut c_void,
+            256,
+            name as *const c_void,
+        );
+        if copied != len as i64 + 1 {
+            return None;
+        }
+        core::ptr::write_volatile(&raw mut (*s).name_from, 0);
+        core::ptr::write_volatile(&raw mut (*s).name_state, NAME_PENDING);
+        bpf_loop(
+            (2 * MAX_NAME + 2) as u32,
+            unmatched_name_step as *mut c_void,
+            core::ptr::null_mut(),
+            0,
+        );
+        if core::ptr::read_volatile(&raw const (*s).name_state) != NAME_UNMATCHED {
+            return None;
+        }
+    }
+    // The name was not moved since the sequences were read, before it was.
+    (sequences() == Some(seqs)).then_some(ops)
+}
+
+/// bpf_loop callback: one lookup of the name check in [`unmatched_ops`]
+/// (`fp_common::policy::unmatched_step`); 1 once it is done.
+extern "C" fn unmatched_name_step(_index: u64, _ctx: *mut c_void) -> i64 {
+    let Some(s) = SCRATCH.get_ptr_mut(0) else {
+        return 1;
+    };
+    // SAFETY: this CPU's scratch value, a field at a time; a read of the map value.
+    unsafe {
+        let tables = core::ptr::read_volatile(&raw const (*s).walk.tables);
+        let len = core::ptr::read_volatile(&raw const (*s).name.len) as usize;
+        let from = core::ptr::read_volatile(&raw const (*s).name_from);
+        let state = match HEADERS.get(&tables) {
+            None => NAME_ADMITTED,
+            Some(header) => {
+                let path = ScratchPath::within(s, PATH_MAX.wrapping_sub(len), len);
+                match unmatched_step(header, &path, (0, len), from) {
+                    Unmatched::Next(next) => {
+                        core::ptr::write_volatile(&raw mut (*s).name_from, next);
+                        return 0;
+                    }
+                    Unmatched::Admitted => NAME_ADMITTED,
+                    Unmatched::Proven => NAME_UNMATCHED,
+                }
+            }
+        };
+        core::ptr::write_volatile(&raw mut (*s).name_state, state);
+    }
+    1
 }
 
 /// Whether an LPM key of `tables` lies at or below the directory of the path in the scratch

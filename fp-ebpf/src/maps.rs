@@ -83,6 +83,11 @@ pub(crate) static VERDICTS: Array<Cached> = Array::with_max_entries(1 << OWNER_B
 #[map]
 pub(crate) static DIRS: LruHashMap<u64, DirCached> = LruHashMap::with_max_entries(8192, 0);
 
+/// The directory cache's verdicts for names no name entry can match (crate::dirs), by the
+/// directory's slot (as [`VERDICTS`]), each under its directory entry's stamp.
+#[map]
+pub(crate) static DIR_VERDICTS: Array<Cached> = Array::with_max_entries(1 << OWNER_BITS, 0);
+
 /// Which entry of both caches is live for each dentry address slot (crate::cache::Owner): the
 /// verdict cache's and the directory cache's owner of a slot side by side.
 #[map]
@@ -134,6 +139,10 @@ pub(crate) struct Scratch {
     pub(crate) dir: DirCached,
     /// The name a decision looks up in the directory cache, as the program read it.
     pub(crate) name: Name,
+    /// The check that no name entry matches the name (crate::dirs): the next lookup, and where
+    /// the check stands.
+    pub(crate) name_from: u64,
+    pub(crate) name_state: u64,
 }
 
 #[map]

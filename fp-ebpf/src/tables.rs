@@ -44,6 +44,17 @@ impl ScratchPath {
     }
 }
 
+impl ScratchPath {
+    /// `len` bytes of the scratch buffer from `start` (a name copied there), read with masked
+    /// indexes.
+    #[inline(always)]
+    pub(crate) fn within(s: *const Scratch, start: usize, len: usize) -> Self {
+        // SAFETY: this CPU's scratch value.
+        let buf = unsafe { (*s).path.as_ptr() };
+        ScratchPath { buf, start: start & (PATH_MAX - 1), len }
+    }
+}
+
 impl PathBytes for ScratchPath {
     #[inline(always)]
     fn len(&self) -> usize {

@@ -203,3 +203,67 @@ echo DONE
     assert!(wrong.is_empty(), "wrong verdicts: {wrong:?}");
     fp_tests::assert_nothing_left_behind();
 }
+
+/// The directory cache's verdict for names no name entry can match (fp-ebpf/src/dirs.rs) answers
+/// only such names: after siblings filled their directory's entries, names that a basename,
+/// suffix or prefix rule matches are still refused when created, opened or removed, and so is a
+/// hardlink (made before the session) of a denied file, which its inode-table entry decides.
+#[test]
+fn a_directorys_verdict_for_unmatched_names_never_answers_a_name_a_rule_matches() {
+    let _g = exclusive();
+    let t = TempTree::new("dir-unmatched");
+    let ws = t.join("ws");
+    let w = ws.display().to_string();
+    sh(&format!(
+        "mkdir -p {w}/plain {w}/secret && echo k > {w}/secret/key && ln {w}/secret/key {w}/plain/alias \
+         && echo e > {w}/plain/.env && echo p > {w}/plain/old.pem && echo i > {w}/plain/id_rsa_old"
+    ));
+    let file = t.join("policy.toml");
+    std::fs::write(
+        &file,
+        "[file_policy]\ndefault = \"read\"\nwrite_paths = [\"<workspace>/**\"]\n\
+         deny_paths = [\"<workspace>/secret/key\", \"**/.env\", \"**/*.pem\", \"**/id_rsa*\"]\n",
+    )
+    .unwrap();
+    let options = LoadOptions {
+        policy_files: vec![file],
+        workspace: Some(ws.clone()),
+        ..LoadOptions::default()
+    };
+    let policy = EffectivePolicy::load(&options).unwrap();
+    let parent = Cgroup2::find().unwrap().mount.join("fp");
+    let manager =
+        Manager::start(parent, kernel::pin_root().join("dir-unmatched-test"), Sink::Stderr, None)
+            .unwrap();
+    let (cgroup, id) = manager_session(&manager, "dir-unmatched-test", policy);
+    // `true`, not `:`: a failed redirection of a special builtin ends the shell.
+    let script = format!(
+        r#"
+P={w}/plain
+for i in $(seq 1 20); do
+  true > $P/f$i || echo "DENIED f$i"; cat $P/f$i >/dev/null || echo "DENIED read f$i"
+  true > $P/g$i.txt || echo "DENIED g$i.txt"; rm $P/g$i.txt || echo "DENIED rm g$i.txt"
+  for n in .env new$i.pem id_rsa$i; do
+    true > $P/$n 2>/dev/null && echo "LEAK create $n"
+  done
+  for n in .env old.pem id_rsa_old alias; do
+    cat $P/$n >/dev/null 2>&1 && echo "LEAK read $n"; rm $P/$n 2>/dev/null && echo "LEAK rm $n"
+  done
+done
+echo DONE
+"#
+    );
+    let out = in_cgroup(&cgroup, &script).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    manager.end(id, None, "test over").unwrap();
+    manager.shutdown("test over").unwrap();
+    assert!(
+        stdout.contains("DONE"),
+        "the session script did not finish: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wrong: Vec<&str> =
+        stdout.lines().filter(|l| l.starts_with("LEAK") || l.starts_with("DENIED")).collect();
+    assert!(wrong.is_empty(), "wrong verdicts: {wrong:?}");
+    fp_tests::assert_nothing_left_behind();
+}

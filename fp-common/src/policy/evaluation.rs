@@ -1,8 +1,8 @@
 //! The evaluation: one bounded walk of a path through a session's tables that answers every op.
 use super::{
     Decisions, HEADER_BASENAMES, HEADER_DIRNAMES, MAX_COMPONENT, MAX_DEPTH, MAX_NAME, MAX_PATH,
-    MAX_PREFIX, NAME_SLOTS, NO_RULE, NameKind, Op, OpEntry, PathBytes, ROOT_SCOPE, RuleTables,
-    TableDecision, TableHeader, TableVerdict,
+    MAX_PREFIX, NAME_SLOTS, NO_RULE, NameKind, Op, OpEntry, PathBytes, PrefixValue, ROOT_SCOPE,
+    RuleTables, TableDecision, TableHeader, TableVerdict,
 };
 
 /// Steps [`evaluate`] needs at most: per component a scan and one step per name slot of its
@@ -139,15 +139,7 @@ impl Evaluation {
         if let Some(value) = prefix {
             self.prefix_id = value.id;
         }
-        for op in Op::ALL {
-            let default = op.of(&header.defaults);
-            *op.of_mut(&mut self.best) =
-                OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] };
-            self.offer(op, op.at(seed));
-            if let Some(value) = prefix {
-                self.offer(op, op.at(&value.ops));
-            }
-        }
+        unnamed(&mut self.best, header, seed, prefix);
         let names = header.flags & (HEADER_BASENAMES | HEADER_DIRNAMES) != 0
             || header.suffix_lengths != 0
             || header.prefix_lengths != 0;
@@ -216,10 +208,7 @@ impl Evaluation {
     }
 
     fn offer(&mut self, op: Op, candidate: &OpEntry) {
-        let best = op.of_mut(&mut self.best);
-        if candidate.outranks(best) {
-            *best = *candidate;
-        }
+        offer(&mut self.best, op, candidate);
     }
 
     /// Stops with a verdict no rule can override.
@@ -244,7 +233,7 @@ impl Evaluation {
         self.name_len = len as u64;
         self.slot = 0;
         self.resume = resume as u64;
-        if len > MAX_NAME || !header.may_have_name(kind, path, start, len) {
+        if !admits(header, path, kind, start, len) {
             self.resume_after_name();
         } else {
             self.phase = PHASE_SLOT;
@@ -394,6 +383,113 @@ fn next_lookup(
         }
     }
     None
+}
+
+/// Whether the evaluation looks up the name entry of `kind` for `path[start..start + len]`: false
+/// when it cannot exist (too long for the table, or not admitted by the header's filter).
+fn admits<P: PathBytes + ?Sized>(
+    header: &TableHeader,
+    path: &P,
+    kind: NameKind,
+    start: usize,
+    len: usize,
+) -> bool {
+    len <= MAX_NAME && header.may_have_name(kind, path, start, len)
+}
+
+/// Where [`unmatched_step`] leaves the check of a final component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unmatched {
+    /// Go on with the lookup `from` this.
+    Next(u64),
+    /// A lookup the evaluation would make (or a component it would not evaluate normally).
+    Admitted,
+    /// No lookup left: no name entry can match the component.
+    Proven,
+}
+
+/// One step of proving that no name entry can match the final component `path[start..start +
+/// len]`: the lookup at or after `from` (0 first) that the evaluation makes on it (the same
+/// [`next_lookup`] and [`admits`]). One lookup per step, for the BPF programs' `bpf_loop`.
+pub fn unmatched_step<P: PathBytes + ?Sized>(
+    header: &TableHeader,
+    path: &P,
+    (start, len): (usize, usize),
+    from: u64,
+) -> Unmatched {
+    if len == 0 || len > MAX_COMPONENT {
+        return Unmatched::Admitted; // not a name the evaluation reaches the lookups with
+    }
+    match next_lookup(header, from, len) {
+        None => Unmatched::Proven,
+        Some((kind, at, n, _)) if admits(header, path, kind, start + at, n) => Unmatched::Admitted,
+        Some((.., next)) => Unmatched::Next(next),
+    }
+}
+
+/// Whether no name entry can match the final component `path[start..start + len]`: then every
+/// name of a directory gets [`DirContext::unmatched_names`]' verdicts.
+pub fn unmatched<P: PathBytes + ?Sized>(
+    header: &TableHeader,
+    path: &P,
+    component: (usize, usize),
+) -> bool {
+    let mut from = 0;
+    for _ in 0..=2 * MAX_NAME + 1 {
+        match unmatched_step(header, path, component, from) {
+            Unmatched::Next(next) => from = next,
+            done => return done == Unmatched::Proven,
+        }
+    }
+    false
+}
+
+impl DirContext {
+    /// The best hit per op of every name in the directory that no name entry can match
+    /// ([`unmatched`]) and that has no inode-table entry of its own, as its evaluation ends: the
+    /// defaults, `up` (the inode-table hits above it), the LPM match `prefix` all its names share
+    /// (none if the directory has no key at or below it) and the directories' hits: the verdicts
+    /// and deciding rules of the whole evaluation (the property test
+    /// `sibling_evaluations_resume_exactly` in fp-agent's tests/policy_soundness.rs).
+    pub fn unmatched_names(
+        &self,
+        header: &TableHeader,
+        up: &[OpEntry; 3],
+        prefix: Option<&PrefixValue>,
+    ) -> [OpEntry; 3] {
+        let mut best = [OpEntry::default(); 3];
+        unnamed(&mut best, header, up, prefix);
+        for op in Op::ALL {
+            offer(&mut best, op, op.at(&self.dirs));
+        }
+        best
+    }
+}
+
+/// Sets `best` to the best hit per op before any name lookup: the defaults, the `seed` hits and
+/// the LPM match. In place: the BPF programs keep an evaluation in map memory (see `restart`).
+fn unnamed(
+    best: &mut [OpEntry; 3],
+    header: &TableHeader,
+    seed: &[OpEntry; 3],
+    prefix: Option<&PrefixValue>,
+) {
+    for op in Op::ALL {
+        let default = op.of(&header.defaults);
+        *op.of_mut(best) = OpEntry { rank: 0, rule_id: NO_RULE, verdict: default, _pad: [0; 3] };
+        offer(best, op, op.at(seed));
+        if let Some(value) = prefix {
+            offer(best, op, op.at(&value.ops));
+        }
+    }
+}
+
+/// Keeps `candidate` as `op`'s best hit if it outranks it.
+fn offer(best: &mut [OpEntry; 3], op: Op, candidate: &OpEntry) {
+    let best = op.of_mut(best);
+    if candidate.outranks(best) {
+        *best = *candidate;
+    }
 }
 
 const fn decision(verdict: TableVerdict, rule_id: u32) -> TableDecision {

@@ -17,7 +17,10 @@ mod names;
 mod tables;
 mod verdict;
 
-pub use evaluation::{DirContext, Evaluation, MAX_STEPS, evaluate, evaluate_all, evaluate_seeded};
+pub use evaluation::{
+    DirContext, Evaluation, MAX_STEPS, Unmatched, evaluate, evaluate_all, evaluate_seeded,
+    unmatched, unmatched_step,
+};
 pub use names::{NameKey, NameKind, NameSlot, NameValue};
 pub use tables::{
     HEADER_BASENAMES, HEADER_DIRNAMES, InodeKey, InodeValue, Lookup, NAME_FILTER_WORDS, PathBytes,
