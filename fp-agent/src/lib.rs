@@ -12,6 +12,7 @@ pub mod exit;
 pub mod host;
 pub mod kernel;
 pub mod op;
+pub mod owner;
 pub mod policy;
 pub mod prompt;
 pub mod session;

@@ -54,7 +54,7 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
                 .trim_end()
                 .replace('\n', "; "),
             go = go.display(),
-            fp = std::env::var("FP_BIN").unwrap(),
+            fp = fp_tests::fp_bin(),
             s = socket.display()
         )
     };

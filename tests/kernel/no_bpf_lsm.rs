@@ -1,5 +1,5 @@
-//! Commands that need BPF LSM check for it before they change anything on the host. These tests
-//! need a VM booted without `bpf` in its LSM list: `cargo xtask test-kernel` runs this executable
+//! Commands that need BPF LSM check for it before they change anything on the host. The test
+//! needs a VM booted without `bpf` in its LSM list: `cargo xtask test-kernel` runs this executable
 //! alone in a boot of its own with `lsm=capability,yama` on each kernel.
 use std::path::Path;
 

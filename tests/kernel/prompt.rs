@@ -157,7 +157,7 @@ fn session_processes_cannot_approve_execs_wait_outsiders_pass_and_nobody_means_d
 
     // A session process that will try to list and decide the approval: started first (a session
     // start is slow under TCG), it waits until `go` names the approval.
-    let fp_bin = std::env::var("FP_BIN").unwrap();
+    let fp_bin = fp_tests::fp_bin();
     let go = t.join("go");
     let inside = fp_tests::run_with_daemon(
         &socket,
@@ -311,7 +311,7 @@ fn fp_run_without_a_daemon_asks_on_its_terminal() {
     );
     let fp_run = format!(
         "{} run --embedded --policy {} --workspace {} --user root -- sh -c 'cat {}; echo rc=$?'",
-        std::env::var("FP_BIN").unwrap(),
+        fp_tests::fp_bin(),
         policy.display(),
         t.join("ws").display(),
         secret.display()

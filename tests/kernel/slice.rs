@@ -1,6 +1,7 @@
 //! The thin vertical slice, for real: `fp run --deny` confines a command in the kernel.
 use std::path::Path;
 
+use fp_agent::owner::Owner;
 use fp_tests::{TempTree, exclusive, run_confined, run_outside, statuses, stderr, stdout};
 
 #[test]
@@ -266,10 +267,19 @@ fn probe_reports_bpf_lsm_support() {
     let cgroup2 = fp_agent_cgroup_mount();
     let mut exited = std::process::Command::new("true").spawn().unwrap();
     exited.wait().unwrap();
-    let killed_probe = Path::new(&cgroup2).join(format!("fp-probe-{}", exited.id()));
-    let running_probe = Path::new(&cgroup2).join("fp-probe-1"); // pid 1 is alive
-    std::fs::create_dir(&killed_probe).unwrap();
-    std::fs::create_dir(&running_probe).unwrap();
+    // Named as probes name them (`fp_agent::owner`): a dead pid's, one with this process's pid
+    // but another start time (a reused pid's), this process's own; and as older fp versions did.
+    let me = Owner::current().unwrap();
+    let reused = Owner { start: me.start.map(|s| s + 1), ..me };
+    let killed = Owner { pid: exited.id(), start: None };
+    let dead: Vec<_> = [reused.name("fp-probe-"), killed.name("fp-probe-")]
+        .iter()
+        .map(|n| Path::new(&cgroup2).join(n))
+        .collect();
+    let running_probe = Path::new(&cgroup2).join(me.name("fp-probe-"));
+    for dir in dead.iter().chain([&running_probe]) {
+        std::fs::create_dir(dir).unwrap();
+    }
     let out = fp_tests::fp().args(["kernel", "probe", "--json"]).output().unwrap();
     let kept = running_probe.exists();
     std::fs::remove_dir(&running_probe).unwrap();
@@ -377,7 +387,7 @@ fn sessions_cannot_change_the_mount_table_even_as_root() {
     }
 
     let inside = TempTree::new("mounts-inside");
-    let fp = std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test");
+    let fp = fp_tests::fp_bin();
     let deny = inside.join("nothing").display().to_string();
     let out = in_private_mount_namespace(
         &inside,
@@ -431,7 +441,7 @@ fn files_in_detached_mount_trees_fail_closed() {
 fn fp_run_unmounts_the_bpffs_it_mounted() {
     let _g = exclusive();
     let t = TempTree::new("bpffs-mount");
-    let fp = std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test");
+    let fp = fp_tests::fp_bin();
     let bpffs = "grep -c ' /sys/fs/bpf bpf ' /proc/self/mounts";
     let out = std::process::Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c"])

@@ -17,7 +17,7 @@ fn mount_type(target: &str) -> Option<String> {
 fn runs_as_root_with_the_fp_binary() {
     place();
     assert_eq!(nix::unistd::geteuid().as_raw(), 0);
-    let fp = std::env::var("FP_BIN").expect("FP_BIN");
+    let fp = fp_tests::fp_bin();
     assert!(Path::new(&fp).is_file(), "{fp}");
 }
 

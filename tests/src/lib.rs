@@ -30,9 +30,14 @@ pub fn place() -> Place {
     }
 }
 
+/// The path of the `fp` binary under test.
+pub fn fp_bin() -> String {
+    std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test")
+}
+
 /// The `fp` binary under test.
 pub fn fp() -> Command {
-    Command::new(std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test"))
+    Command::new(fp_bin())
 }
 
 static SESSIONS: Mutex<()> = Mutex::new(());
@@ -247,7 +252,7 @@ impl Batch {
         let secret_before = watched();
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(format!("{}\nexec \"$@\"", suite.before_fp)).arg("sh");
-        cmd.arg(std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test")).arg("run");
+        cmd.arg(fp_bin()).arg("run");
         let policy_file = tree.0.with_extension("policy.toml");
         match suite.policy {
             Some(policy) => {
@@ -535,7 +540,7 @@ pub fn fp_run_as_nobody(socket: &Path, policy: &Path, ws: &Path, script: &str) -
     let mut command = Command::new("setpriv");
     command
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(std::env::var("FP_BIN").unwrap())
+        .arg(fp_bin())
         .arg("run")
         .arg("--socket")
         .arg(socket)

@@ -239,13 +239,14 @@ pub fn build_fp() -> Result<PathBuf> {
 fn build() -> Result<Built> {
     println!("xtask: building fp and the privileged tests (real BPF object)");
     let fp_bin = build_fp()?;
-    let (without_bpf_lsm, tests): (Vec<PathBuf>, Vec<PathBuf>) =
-        cargo_executables(&["test", "-p", "fp-tests", "--no-run"], |a| a.profile.test)?
-            .into_iter()
-            .partition(|exe| {
-                let stem = exe.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-                stem.rsplit_once('-').map(|(name, _hash)| name) == Some(WITHOUT_BPF_LSM.0)
-            });
+    // Twice (the second finds everything built): the artifacts, not their file names, say which
+    // test executable is which.
+    let test_executables = |without: bool| {
+        cargo_executables(&["test", "-p", "fp-tests", "--no-run"], |a| {
+            a.profile.test && (a.target.name == WITHOUT_BPF_LSM.0) == without
+        })
+    };
+    let (without_bpf_lsm, tests) = (test_executables(true)?, test_executables(false)?);
     let Some(without_bpf_lsm) = without_bpf_lsm.into_iter().next() else {
         bail!("fp-tests has no `{}` test executable", WITHOUT_BPF_LSM.0);
     };

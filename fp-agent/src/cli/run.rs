@@ -19,6 +19,7 @@ use crate::{
     exit,
     host::{self, Host},
     kernel,
+    owner::Owner,
     policy::{EffectivePolicy, LoadOptions},
     prompt,
     session::{self, Mode},
@@ -168,7 +169,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
     // Its pins, session and cgroup are named after this process (pid and start time), so that
     // the next agent tells whether it died (`session::orphans`).
-    let name = session::orphans::Owner::current()?.name();
+    let name = Owner::current()?.name(session::orphans::RUN);
     let audit = match &args.audit_log {
         None => None,
         Some(path) => {

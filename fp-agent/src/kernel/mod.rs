@@ -23,6 +23,8 @@ use fp_common::kernel::{
     SESSION_PARENT_CGROUP, programs,
 };
 
+use crate::owner::Owner;
+
 /// Where session cgroups sit, as the programs are loaded to find a task's session: its ancestor
 /// at `level`, looked up only when its ancestor one level above is `parent`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -349,7 +351,7 @@ pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
     drop(link);
     // The hottest hooks are per-cgroup programs, which need more of the kernel.
     remove_dead_probes(cgroup2);
-    let empty = cgroup2.join(format!("{PROBE_CGROUP_PREFIX}{}", std::process::id()));
+    let empty = cgroup2.join(Owner::current()?.name(PROBE_CGROUP_PREFIX));
     std::fs::create_dir(&empty).with_context(|| format!("creating {}", empty.display()))?;
     let probed = probe_cgroup(&mut ebpf, btf, &empty);
     let removed =
@@ -375,21 +377,19 @@ fn probe_cgroup(ebpf: &mut Ebpf, btf: &aya::Btf, empty: &Path) -> anyhow::Result
     Ok(())
 }
 
-/// The name of [`probe`]'s cgroup, before the probing process's pid.
+/// The name of [`probe`]'s cgroup, before the probing process's pid and start time
+/// ([`Owner`]).
 const PROBE_CGROUP_PREFIX: &str = "fp-probe-";
 
-/// Removes the cgroups of probes that were killed before they removed theirs: those of dead
-/// pids, and one under this process's own pid (an earlier process's, not ours yet). They are
-/// empty (nothing ever runs in one), so `rmdir` removes them; what fails stays for a later probe.
+/// Removes the cgroups of probes that were killed before they removed theirs: those whose
+/// [`Owner`] is gone. They are empty (nothing ever runs in one), so `rmdir` removes them; what
+/// fails stays for a later probe.
 fn remove_dead_probes(cgroup2: &Path) {
     let Ok(entries) = std::fs::read_dir(cgroup2) else { return };
-    let own = std::process::id().to_string();
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(PROBE_CGROUP_PREFIX)) else {
-            continue;
-        };
-        if pid == own || !Path::new("/proc").join(pid).exists() {
+        let owner = name.to_str().and_then(|n| Owner::parse(PROBE_CGROUP_PREFIX, n));
+        if owner.is_some_and(|o| !o.alive()) {
             let _ = std::fs::remove_dir(entry.path());
         }
     }

@@ -15,11 +15,11 @@ use super::{
     event::SessionContext,
     find_cgroup,
     manager::{Live, Manager, Parent, session_cgroups},
-    orphans::Owner,
+    orphans,
     reader::{Observer, Outputs, Sink},
     saved::{self, SavedAgent, SavedSession},
 };
-use crate::{audit, kernel, policy::EffectivePolicy};
+use crate::{audit, kernel, owner::Owner, policy::EffectivePolicy};
 
 impl Manager {
     /// [`Manager::start`] for an agent that restarts (the daemon): takes over the programs and
@@ -244,7 +244,9 @@ fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
     if let Ok(entries) = std::fs::read_dir(parent) {
         for entry in entries.flatten().filter(|e| e.path().is_dir()) {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if Owner::parse(&name).is_some() && kernel::pin_root().join(&name).exists() {
+            if Owner::parse(orphans::RUN, &name).is_some()
+                && kernel::pin_root().join(&name).exists()
+            {
                 continue;
             }
             SessionCgroup::existing(&hierarchy, &entry.path())?.remove()?;
