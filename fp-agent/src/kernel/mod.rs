@@ -56,7 +56,11 @@ static NOOP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// hooks fp attaches on this kernel, with the same choice of prototype, so the benchmark can tell
 /// the cost of a BPF LSM program on these hooks from the cost of fp's. They detach when the
 /// returned links and object are dropped. fp itself never calls this.
-pub fn attach_noop() -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
+///
+/// With `cgroup`, the hooks fp attaches per cgroup get the per-cgroup twins (`noop_cgroup_*`)
+/// attached to that cgroup instead, as fp's programs are to its sessions' parent: the floor of
+/// fp's own design for the tasks below it.
+pub fn attach_noop(cgroup: Option<BorrowedFd>) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     if cfg!(fp_ebpf_stub) || NOOP_OBJECT.is_empty() {
         bail!("this build carries no BPF programs (FP_EBPF_STUB=1)");
     }
@@ -69,12 +73,17 @@ pub fn attach_noop() -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     let names: Vec<(String, &str)> = hooks
         .iter()
         .map(|(program, hook)| {
-            (format!("noop_{}", program.strip_prefix("fp_").unwrap_or(program)), hook.name())
+            let stem = program.strip_prefix("fp_").unwrap_or(program);
+            let twin = format!("noop_cgroup_{stem}");
+            let name = match cgroup.is_some() && ebpf.program(&twin).is_some() {
+                true => twin,
+                false => format!("noop_{stem}"),
+            };
+            (name, hook.name())
         })
         .collect();
     let programs: Vec<(&str, &str)> = names.iter().map(|(p, h)| (p.as_str(), *h)).collect();
-    // Every pass-through program is an `#[lsm]` one: the floor of any BPF LSM design.
-    let links = attach(&mut ebpf, btf, &programs, None)?;
+    let links = attach(&mut ebpf, btf, &programs, cgroup)?;
     Ok((ebpf, links))
 }
 
@@ -407,6 +416,19 @@ mod tests {
 
     use super::enforcer::gone;
     use super::*;
+
+    /// The pass-through object's per-cgroup twins sit on exactly the hooks fp attaches per
+    /// cgroup, so that the benchmark's `noop-cgroup` phase measures fp's design's floor.
+    #[test]
+    #[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
+    fn noop_object_mirrors_the_per_cgroup_hooks() {
+        let (fp, noop) = (object().unwrap(), NOOP_OBJECT);
+        let (fp, noop) = (String::from_utf8_lossy(fp), String::from_utf8_lossy(noop));
+        for hook in Hook::ALL {
+            let section = format!("lsm_cgroup/{}", hook.name());
+            assert_eq!(fp.contains(&section), noop.contains(&section), "{section}");
+        }
+    }
 
     /// The real build embeds a real BPF object: an ELF file with fp's LSM program sections.
     #[test]

@@ -2,11 +2,17 @@
 //! where fp has two), each returning the verdict of the earlier programs (`ret`) and nothing
 //! else. `cargo xtask bench kernel` attaches them in its `noop` phase (`fp-bench-load noop`,
 //! through `fp_agent::kernel::attach_noop`), so its figures separate what any BPF LSM program
-//! costs (the trampoline) from what fp's programs do. Never attached by fp itself.
+//! costs (the trampoline) from what fp's programs do. Its `noop-cgroup` phase attaches the
+//! `noop_cgroup_<hook>` twins instead on the hooks fp attaches per cgroup (the LSM cgroup shim:
+//! what fp's design pays inside a session before any of its own work). Never attached by fp
+//! itself.
 #![no_std]
 #![no_main]
 
-use aya_ebpf::{macros::lsm, programs::LsmContext};
+use aya_ebpf::{
+    macros::{lsm, lsm_cgroup},
+    programs::LsmContext,
+};
 
 #[path = "../runtime.rs"]
 mod runtime;
@@ -62,4 +68,33 @@ noop! {
 #[lsm(hook = "d_instantiate")]
 pub fn noop_d_instantiate(_ctx: LsmContext) -> i32 {
     0
+}
+
+/// `noop_cgroup_<hook>` on `lsm_cgroup/<hook>`, one per hook (and prototype) fp attaches per
+/// cgroup: 1 lets the operation through with the verdict the other LSMs gave.
+macro_rules! noop_cgroup {
+    ($($name:ident = $hook:literal;)*) => {
+        $(
+            #[lsm_cgroup(hook = $hook)]
+            pub fn $name(_ctx: LsmContext) -> i32 {
+                1
+            }
+        )*
+    };
+}
+
+// The hooks of fp-ebpf/src/hooks' `#[lsm_cgroup]` programs (fp-agent's
+// `noop_object_mirrors_the_per_cgroup_hooks` checks).
+noop_cgroup! {
+    noop_cgroup_file_open = "file_open";
+    noop_cgroup_file_truncate = "file_truncate";
+    noop_cgroup_file_permission = "file_permission";
+    noop_cgroup_mmap_file = "mmap_file";
+    noop_cgroup_inode_setattr = "inode_setattr";
+    noop_cgroup_inode_setattr_idmap = "inode_setattr";
+    noop_cgroup_path_unlink = "path_unlink";
+    noop_cgroup_path_mknod = "path_mknod";
+    noop_cgroup_path_rename = "path_rename";
+    noop_cgroup_path_chmod = "path_chmod";
+    noop_cgroup_path_chown = "path_chown";
 }

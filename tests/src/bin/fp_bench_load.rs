@@ -6,9 +6,9 @@
 //!   it reaches, not Rust's allocation of a CString.
 //! - `fp-bench-load churn DIR ITERATIONS RUNS`: the same, for one create (open O_CREAT|O_WRONLY,
 //!   close), rename and unlink of a file in DIR per operation.
-//! - `fp-bench-load noop`: attaches fp-ebpf's pass-through programs to exactly fp's hooks
-//!   (`fp_agent::kernel::attach_noop`), prints `noop: attached N programs` and holds them until
-//!   killed.
+//! - `fp-bench-load noop [CGROUP]`: attaches fp-ebpf's pass-through programs to exactly fp's
+//!   hooks (`fp_agent::kernel::attach_noop`; with CGROUP, a cgroup v2 directory, those fp attaches
+//!   per cgroup to that cgroup), prints `noop: attached N programs` and holds them until killed.
 //! - `fp-bench-load landlock WORKSPACE [--] CMD ARGS...`: runs CMD under a Landlock ruleset of the
 //!   shape of the benchmark's fp policy: read and execute everywhere, everything in WORKSPACE,
 //!   and writing `/dev/null`.
@@ -40,7 +40,7 @@ fn main() -> ExitCode {
 fn run() -> anyhow::Result<()> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     match args.first().and_then(|a| a.to_str()) {
-        Some("noop") => return noop(),
+        Some("noop") => return noop(args.get(1)),
         Some("landlock") => return landlock(&args[1..]),
         _ => {}
     }
@@ -116,9 +116,17 @@ fn one_round(workload: Workload, file: &CString, iterations: u64) -> anyhow::Res
     Ok(())
 }
 
-/// Holds the pass-through programs attached until the process is killed.
-fn noop() -> anyhow::Result<()> {
-    let (_object, links) = fp_agent::kernel::attach_noop()?;
+/// Holds the pass-through programs attached (the per-cgroup ones to `cgroup`, if given) until
+/// the process is killed.
+fn noop(cgroup: Option<&std::ffi::OsString>) -> anyhow::Result<()> {
+    use std::os::fd::AsFd as _;
+    let dir = match cgroup {
+        Some(path) => Some(
+            std::fs::File::open(path).with_context(|| format!("opening the cgroup {path:?}"))?,
+        ),
+        None => None,
+    };
+    let (_object, links) = fp_agent::kernel::attach_noop(dir.as_ref().map(|d| d.as_fd()))?;
     println!("noop: attached {} programs", links.len());
     loop {
         std::thread::park();

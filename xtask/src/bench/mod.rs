@@ -57,13 +57,16 @@ impl KernelBenchArgs {
     }
 }
 
-/// The phases of every round, in the order they run. `inside` runs under the base policy plus 1
+/// The phases of every round, in the order they run. `noop-cgroup` is `noop` with the hooks fp
+/// attaches per cgroup attached per cgroup too, measured in a cgroup below the one they are
+/// attached to (as a session below fp's): the floor of fp's design inside a session. `inside` runs under the base policy plus 1
 /// generated rule, `inside-N` under the base policy plus N generated rules; `outside-prompt` and
 /// `inside-prompt` outside and inside a session whose policy adds a prompt rule
 /// (`<workspace>/secrets/**`, which no workload touches) to the base policy plus 1.
-const PHASES: [&str; 9] = [
+const PHASES: [&str; 10] = [
     "baseline",
     "noop",
+    "noop-cgroup",
     "outside",
     "inside",
     "inside-1000",
@@ -238,6 +241,21 @@ round() {
     [ "$1" != stats ] || sh $W/stats.sh noop
     kill $noop; wait $noop || true
     wait_until "$unloaded"
+  fi
+
+  if has noop-cgroup; then
+    cg=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)/fp-bench
+    mkdir -p $cg/s
+    $LOAD noop $cg > $W/noop.out &
+    noop=$!
+    while ! grep -qs attached $W/noop.out; do alive $noop "fp-bench-load noop $cg"; sleep 0.1; done
+    stats $1 1
+    sh -c "echo \$\$ > $cg/s/cgroup.procs && exec sh $W/measure.sh noop-cgroup $1 $2"
+    stats $1 0
+    [ "$1" != stats ] || sh $W/stats.sh noop-cgroup
+    kill $noop; wait $noop || true
+    wait_until "$unloaded"
+    wait_until "rmdir $cg/s $cg 2> /dev/null"
   fi
 
   if has outside || has inside; then
@@ -539,12 +557,15 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
     )?;
     // The phases besides the baseline, and the columns comparing two of them.
     let measured = |p: &str| phases.contains(&p);
-    let compared: Vec<(&str, &str, &str)> =
-        [("outside", "noop", "outside/noop"), ("inside", "landlock", "inside/landlock")]
-            .into_iter()
-            .chain([("inside-10000", "inside", "10000/1 rules")])
-            .filter(|(phase, to, _)| measured(phase) && measured(to))
-            .collect();
+    let compared: Vec<(&str, &str, &str)> = [
+        ("outside", "noop", "outside/noop"),
+        ("inside", "noop-cgroup", "inside/noop-cgroup"),
+        ("inside", "landlock", "inside/landlock"),
+    ]
+    .into_iter()
+    .chain([("inside-10000", "inside", "10000/1 rules")])
+    .filter(|(phase, to, _)| measured(phase) && measured(to))
+    .collect();
     write!(out, "{:<11} {:>16}", "workload", "baseline")?;
     for phase in &phases[1..] {
         write!(out, "  {phase:<19}")?;
@@ -578,8 +599,11 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
     let programs: std::collections::BTreeSet<&String> =
         results.hooks.keys().map(|(_, program)| program).collect();
     for program in programs {
-        let phases: &[&str] =
-            if program.starts_with("noop_") { &["noop"] } else { &["outside", "inside"] };
+        let phases: &[&str] = if program.starts_with("noop_") {
+            &["noop", "noop-cgroup"]
+        } else {
+            &["outside", "inside"]
+        };
         let called = |phase: &&str| {
             results.hooks.get(&(phase.to_string(), program.clone())).is_some_and(|h| h.1 > 0)
         };
@@ -671,7 +695,8 @@ mod tests {
     #[test]
     fn report_shows_per_round_ratios_and_the_inside_stats() {
         let mut output = String::from(
-            "console noise\nHOOK noop noop_file_open 100 10 5\nHOOK outside fp_file_open 300 10 \
+            "console noise\nHOOK noop noop_file_open 100 10 5\nHOOK noop-cgroup \
+             noop_cgroup_file_open 200 10 5\nHOOK outside fp_file_open 300 10 \
              240314\nHOOK outside+inside fp_file_open 3300 20 240314\nSTART 1 6000000000\n\
              START 2 5000000000\nSTART 3 5500000000\n",
         );
@@ -680,6 +705,7 @@ mod tests {
                 [("baseline", 1.0), ("noop", 1.0), ("outside", 1.01), ("inside", 1.2)]
                     .into_iter()
                     .chain([("inside-1000", 1.2), ("inside-10000", 1.32), ("landlock", 1.1)])
+                    .chain([("noop-cgroup", 1.1)])
                     .chain([("outside-prompt", 1.01), ("inside-prompt", 1.5)])
             {
                 let v = (base as f64 * factor) as u64;
@@ -694,6 +720,9 @@ mod tests {
         assert!(table.contains("1.200x [1.20-1.20]"), "{table}");
         assert!(table.contains("inside     300 ("), "{table}");
         assert!(table.contains("noop      10 (    10)"), "{table}");
+        assert!(table.contains("noop-cgroup      20 (    10)"), "{table}");
+        assert!(table.contains("inside/noop-cgroup"), "{table}");
+        assert!(table.contains("1.091x [1.09-1.09]"), "{table}");
         assert!(table.contains("goal outside/noop open+close <= 1.01x: met"), "{table}");
         assert!(table.contains("goal inside/landlock open+close <= 1.00x: NOT met"), "{table}");
         assert!(table.contains("goal inside/baseline open+close <= 1.25x: met"), "{table}");
