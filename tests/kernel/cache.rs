@@ -145,24 +145,23 @@ fn the_verdict_cache_is_on_in_the_test_kernels() {
     assert_eq!(report["verdict_cache"], true, "{report}");
 }
 
-/// The directory cache keeps a directory's longest LPM match only where no LPM key lies at or
-/// below it (fp-ebpf/src/dirs.rs). Names created beside others in such a directory take it
-/// (allowed by the workspace's subtree rule); in a directory holding an exact rule, the rule
-/// still decides its name after siblings filled the directory's entry. The denied names do not
-/// exist when the session starts, so no inode-table entry stands for their rules: only the path
-/// decides.
-#[test]
-fn a_directorys_longest_match_decides_its_names_only_where_no_rule_lies_below_it() {
+/// Runs the shell `script` in a session under `default = "read"`, the workspace writable and
+/// `deny_paths = [deny]` (TOML strings), after `setup` ran outside it; both get the workspace
+/// (`$W`). The script ends by printing DONE, and reports a wrong verdict as a line starting with
+/// LEAK (allowed) or DENIED (refused).
+fn workspace_session(name: &str, deny: &str, setup: &str, script: &str) {
     let _g = exclusive();
-    let t = TempTree::new("dir-lpm");
+    let t = TempTree::new(name);
     let ws = t.join("ws");
     let w = ws.display().to_string();
-    sh(&format!("mkdir -p {w}/plain {w}/d/deep"));
+    sh(&format!("W={w}\nmkdir -p $W\n{setup}"));
     let file = t.join("policy.toml");
     std::fs::write(
         &file,
-        "[file_policy]\ndefault = \"read\"\nwrite_paths = [\"<workspace>/**\"]\n\
-         deny_paths = [\"<workspace>/d/secret\", \"<workspace>/d/deep/k\"]\n",
+        format!(
+            "[file_policy]\ndefault = \"read\"\nwrite_paths = [\"<workspace>/**\"]\n\
+             deny_paths = [{deny}]\n"
+        ),
     )
     .unwrap();
     let options = LoadOptions {
@@ -172,24 +171,10 @@ fn a_directorys_longest_match_decides_its_names_only_where_no_rule_lies_below_it
     };
     let policy = EffectivePolicy::load(&options).unwrap();
     let parent = Cgroup2::find().unwrap().mount.join("fp");
-    let manager =
-        Manager::start(parent, kernel::pin_root().join("dir-lpm-test"), Sink::Stderr, None)
-            .unwrap();
-    let (cgroup, id) = manager_session(&manager, "dir-lpm-test", policy);
-    // `true`, not `:`: a failed redirection of a special builtin ends the shell.
-    let script = format!(
-        r#"
-W={w}
-for i in $(seq 1 20); do
-  true > $W/plain/f$i || echo "DENIED plain/f$i"; cat $W/plain/f$i >/dev/null || echo "DENIED read plain/f$i"
-  true > $W/d/f$i || echo "DENIED d/f$i"; true > $W/d/deep/f$i || echo "DENIED d/deep/f$i"
-  true > $W/d/secret 2>/dev/null || true; [ -e $W/d/secret ] && echo "LEAK d/secret" && rm $W/d/secret
-  mkfifo $W/d/deep/k 2>/dev/null && echo "LEAK d/deep/k" && rm $W/d/deep/k
-done
-echo DONE
-"#
-    );
-    let out = in_cgroup(&cgroup, &script).output().unwrap();
+    let pins = kernel::pin_root().join(format!("{name}-test"));
+    let manager = Manager::start(parent, pins, Sink::Stderr, None).unwrap();
+    let (cgroup, id) = manager_session(&manager, &format!("{name}-test"), policy);
+    let out = in_cgroup(&cgroup, &format!("W={w}\n{script}\necho DONE")).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     manager.end(id, None, "test over").unwrap();
     manager.shutdown("test over").unwrap();
@@ -204,42 +189,42 @@ echo DONE
     fp_tests::assert_nothing_left_behind();
 }
 
+/// The directory cache keeps a directory's longest LPM match only where no LPM key lies at or
+/// below it (fp-ebpf/src/dirs.rs). Names created beside others in such a directory take it
+/// (allowed by the workspace's subtree rule); in a directory holding an exact rule, the rule
+/// still decides its name after siblings filled the directory's entry. The denied names do not
+/// exist when the session starts, so no inode-table entry stands for their rules: only the path
+/// decides.
+#[test]
+fn a_directorys_longest_match_decides_its_names_only_where_no_rule_lies_below_it() {
+    // `true`, not `:`: a failed redirection of a special builtin ends the shell.
+    workspace_session(
+        "dir-lpm",
+        r#""<workspace>/d/secret", "<workspace>/d/deep/k""#,
+        "mkdir -p $W/plain $W/d/deep",
+        r#"
+for i in $(seq 1 20); do
+  true > $W/plain/f$i || echo "DENIED plain/f$i"; cat $W/plain/f$i >/dev/null || echo "DENIED read plain/f$i"
+  true > $W/d/f$i || echo "DENIED d/f$i"; true > $W/d/deep/f$i || echo "DENIED d/deep/f$i"
+  true > $W/d/secret 2>/dev/null || true; [ -e $W/d/secret ] && echo "LEAK d/secret" && rm $W/d/secret
+  mkfifo $W/d/deep/k 2>/dev/null && echo "LEAK d/deep/k" && rm $W/d/deep/k
+done"#,
+    );
+}
+
 /// The directory cache's verdict for names no name entry can match (fp-ebpf/src/dirs.rs) answers
 /// only such names: after siblings filled their directory's entries, names that a basename,
 /// suffix or prefix rule matches are still refused when created, opened or removed, and so is a
 /// hardlink (made before the session) of a denied file, which its inode-table entry decides.
 #[test]
 fn a_directorys_verdict_for_unmatched_names_never_answers_a_name_a_rule_matches() {
-    let _g = exclusive();
-    let t = TempTree::new("dir-unmatched");
-    let ws = t.join("ws");
-    let w = ws.display().to_string();
-    sh(&format!(
-        "mkdir -p {w}/plain {w}/secret && echo k > {w}/secret/key && ln {w}/secret/key {w}/plain/alias \
-         && echo e > {w}/plain/.env && echo p > {w}/plain/old.pem && echo i > {w}/plain/id_rsa_old"
-    ));
-    let file = t.join("policy.toml");
-    std::fs::write(
-        &file,
-        "[file_policy]\ndefault = \"read\"\nwrite_paths = [\"<workspace>/**\"]\n\
-         deny_paths = [\"<workspace>/secret/key\", \"**/.env\", \"**/*.pem\", \"**/id_rsa*\"]\n",
-    )
-    .unwrap();
-    let options = LoadOptions {
-        policy_files: vec![file],
-        workspace: Some(ws.clone()),
-        ..LoadOptions::default()
-    };
-    let policy = EffectivePolicy::load(&options).unwrap();
-    let parent = Cgroup2::find().unwrap().mount.join("fp");
-    let manager =
-        Manager::start(parent, kernel::pin_root().join("dir-unmatched-test"), Sink::Stderr, None)
-            .unwrap();
-    let (cgroup, id) = manager_session(&manager, "dir-unmatched-test", policy);
-    // `true`, not `:`: a failed redirection of a special builtin ends the shell.
-    let script = format!(
+    workspace_session(
+        "dir-unmatched",
+        r#""<workspace>/secret/key", "**/.env", "**/*.pem", "**/id_rsa*""#,
+        "mkdir -p $W/plain $W/secret && echo k > $W/secret/key && ln $W/secret/key $W/plain/alias\n\
+         echo e > $W/plain/.env && echo p > $W/plain/old.pem && echo i > $W/plain/id_rsa_old",
         r#"
-P={w}/plain
+P=$W/plain
 for i in $(seq 1 20); do
   true > $P/f$i || echo "DENIED f$i"; cat $P/f$i >/dev/null || echo "DENIED read f$i"
   true > $P/g$i.txt || echo "DENIED g$i.txt"; rm $P/g$i.txt || echo "DENIED rm g$i.txt"
@@ -249,21 +234,6 @@ for i in $(seq 1 20); do
   for n in .env old.pem id_rsa_old alias; do
     cat $P/$n >/dev/null 2>&1 && echo "LEAK read $n"; rm $P/$n 2>/dev/null && echo "LEAK rm $n"
   done
-done
-echo DONE
-"#
+done"#,
     );
-    let out = in_cgroup(&cgroup, &script).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    manager.end(id, None, "test over").unwrap();
-    manager.shutdown("test over").unwrap();
-    assert!(
-        stdout.contains("DONE"),
-        "the session script did not finish: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let wrong: Vec<&str> =
-        stdout.lines().filter(|l| l.starts_with("LEAK") || l.starts_with("DENIED")).collect();
-    assert!(wrong.is_empty(), "wrong verdicts: {wrong:?}");
-    fp_tests::assert_nothing_left_behind();
 }
