@@ -351,9 +351,10 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
              host)",
             kernel.name,
             phases.join(", "),
-            4 + rounds as usize * 5 * phases.len() / (2 * PHASES.len())
+            // 6.1 took 1,282 s for 5 rounds of the ten phases at `98249eb`, 6.12 992 s.
+            2 + rounds as usize * phases.len() * 2 / 5
         );
-        // 6.1 took 1091 s for 5 rounds on a quiet 2-core host; leave room for a busier one.
+        // Leave room for a busier host.
         let timeout = Duration::from_secs(1200 + 600 * u64::from(rounds));
         let output = run_in_vm(&kernel, script(&fp, &load, args.quick, rounds, &phases), timeout)?;
         let results = parse(&output, &phases)?;
