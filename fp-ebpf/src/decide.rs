@@ -41,12 +41,12 @@ impl Outcome {
         Outcome { verdict: TableVerdict::Deny, reason: Reason::Reloaded, rule_id: NO_RULE };
 }
 
-/// Resolves (`vfsmount`, `dentry`) to its path from the root of the mount tree (not the task's
-/// root: chroot does not change it), offering every dentry's inode-table entry on the way, then
-/// evaluates the path against the session's tables with the decision core, for all three ops at
-/// once. Leaves the walk's results in `s.walk` for the event. With [`NO_MOUNT`] only inode
-/// identity decides: a path relative to a filesystem root must never be matched against rules
-/// written from the system root.
+/// Resolves the file [`set_file`] left in the walk (`vfsmount`, `dentry`) to its path from the
+/// root of the mount tree (not the task's root: chroot does not change it), offering every
+/// dentry's inode-table entry on the way, then evaluates the path against the session's tables
+/// with the decision core, for all three ops at once. Leaves the walk's results in `s.walk` for
+/// the event. With [`NO_MOUNT`] only inode identity decides: a path relative to a filesystem root
+/// must never be matched against rules written from the system root.
 ///
 /// The outcomes are in `s.outcomes` (read them with [`outcome_of`]).
 ///
@@ -57,11 +57,10 @@ impl Outcome {
 /// directory entry may then stand for the walk (not for renames and links, whose walks serve
 /// more than the decision).
 #[inline(always)]
-pub(crate) fn check(s: *mut Scratch, tables: u64, vfsmount: u64, dentry: u64, named: bool) {
+pub(crate) fn check(s: *mut Scratch, named: bool) {
     // SAFETY: this CPU's scratch value.
     unsafe {
         let w = &raw mut (*s).walk;
-        set_file(w, tables, vfsmount, dentry);
         let in_dir = named && dirs::fp_dir_resolve() == 0;
         (*w).in_dir = in_dir as u64;
         if fp_check() != 0 {
@@ -135,7 +134,7 @@ pub extern "C" fn fp_check() -> i32 {
 /// a global function takes scalars only, and a hook's dentry argument is a typed pointer to the
 /// verifier.
 #[inline(always)]
-unsafe fn set_file(w: *mut Walk, tables: u64, vfsmount: u64, dentry: u64) {
+pub(crate) unsafe fn set_file(w: *mut Walk, tables: u64, vfsmount: u64, dentry: u64) {
     // SAFETY: the caller's scratch value.
     unsafe {
         (*w).tables = tables;
@@ -284,7 +283,7 @@ pub(crate) fn decide(
     if named && unmatched_in_dir(session, s, generation, (hook, op, and_write)) {
         return 0;
     }
-    check(s, session.info.tables, vfsmount, dentry, named);
+    check(s, named);
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
     let allowed_ops = cache::allowed_ops(s);

@@ -199,18 +199,17 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
     // SAFETY: as above.
     let len = field(unsafe { &raw const (*n).len });
     let (len, cursor) = (len as usize, e.context.cursor as usize);
-    if len == 0 || len > 255 || cursor < 2 || cursor > MAX_PREFIX {
+    if len == 0 || len > MAX_COMPONENT || cursor < 2 || cursor > MAX_PREFIX {
         return None;
     }
     // The path, `dir/name`, ending at PATH_MAX as the walk leaves it: the directory's bytes
-    // first (a constant-size copy that may run past PATH_MAX), then the '/' and the name, whose
-    // NUL lands on PATH_MAX.
+    // first (a constant-size copy that may run past PATH_MAX), then the '/' and the name.
     // Indexes from a number the compiler cannot bound, so that it keeps the masks the verifier
     // needs (it proves them redundant from the checks above, which the verifier does not follow).
     let cursor = number(s, cursor as u64) as usize;
     let pos = PATH_MAX.wrapping_sub(cursor + len);
     // SAFETY: this CPU's scratch value; every range stays inside the 2 * PATH_MAX buffer by the
-    // masks, and the helpers check their sources.
+    // masks, and the helper checks its source.
     unsafe {
         let path = (*s).path.as_mut_ptr();
         let at = pos & (PATH_MAX - 1);
@@ -223,15 +222,8 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
             return None;
         }
         *path.add((at + cursor - 1) & (2 * PATH_MAX - 1)) = b'/';
-        let copied = bpf_probe_read_kernel_str(
-            path.add((PATH_MAX - len) & (PATH_MAX - 1)) as *mut c_void,
-            256,
-            field(&raw const (*n).name) as *const c_void,
-        );
-        if copied != len as i64 + 1 {
-            return None;
-        }
     }
+    copy_name(s)?;
     // The name was not moved since the sequences were read, before it was.
     if sequences() != Some(seqs) {
         return None;
@@ -442,14 +434,8 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
         return None;
     }
     // SAFETY: fields of `n`.
-    let (inode, ino, dev, len, name) = unsafe {
-        (
-            field(&raw const (*n).inode),
-            field(&raw const (*n).ino),
-            field(&raw const (*n).dev),
-            field(&raw const (*n).len) as usize,
-            field(&raw const (*n).name),
-        )
+    let (inode, ino, dev) = unsafe {
+        (field(&raw const (*n).inode), field(&raw const (*n).ino), field(&raw const (*n).dev))
     };
     if inode != 0 {
         let key = InodeKey { session_id: tables, ino, dev: dev as u32, _pad: 0 };
@@ -458,22 +444,10 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
             return None; // the name's own rule may decide
         }
     }
-    if len == 0 || len > MAX_COMPONENT {
-        return None;
-    }
-    // The name's bytes, ending at PATH_MAX as a walk leaves a path, for the name filter.
-    // SAFETY: this CPU's scratch value; the mask keeps the copy inside the 2 * PATH_MAX buffer,
-    // and the helper checks its source.
+    // The name's bytes, for the name filter.
+    copy_name(s)?;
+    // SAFETY: this CPU's scratch value.
     unsafe {
-        let at = PATH_MAX.wrapping_sub(len) & (PATH_MAX - 1);
-        let copied = bpf_probe_read_kernel_str(
-            (*s).path.as_mut_ptr().add(at) as *mut c_void,
-            256,
-            name as *const c_void,
-        );
-        if copied != len as i64 + 1 {
-            return None;
-        }
         core::ptr::write_volatile(&raw mut (*s).name_from, 0);
         core::ptr::write_volatile(&raw mut (*s).name_state, NAME_PENDING);
         bpf_loop(
@@ -491,7 +465,8 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
 }
 
 /// bpf_loop callback: one lookup of the name check in [`unmatched_ops`]
-/// (`fp_common::policy::unmatched_step`); 1 once it is done.
+/// (`fp_common::policy::unmatched_step`); 1 once it is done. One per step: a loop of them here
+/// would cost the verifier each lookup again in every program, for a few hash lookups saved.
 extern "C" fn unmatched_name_step(_index: u64, _ctx: *mut c_void) -> i64 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return 1;
@@ -518,6 +493,28 @@ extern "C" fn unmatched_name_step(_index: u64, _ctx: *mut c_void) -> i64 {
         core::ptr::write_volatile(&raw mut (*s).name_state, state);
     }
     1
+}
+
+/// Copies the name [`read_name`] read into the scratch path, ending at PATH_MAX (where its NUL
+/// lands) as a walk leaves a path; None if it cannot be read whole. The caller re-reads the
+/// sequences after it: the name was not moved meanwhile if they did not change.
+#[inline(always)]
+fn copy_name(s: *mut Scratch) -> Option<()> {
+    // SAFETY: this CPU's scratch value; the mask keeps the copy inside the 2 * PATH_MAX buffer,
+    // and the helper checks its source.
+    unsafe {
+        let n = &raw const (*s).name;
+        let len = core::ptr::read_volatile(&raw const (*n).len) as usize;
+        if len == 0 || len > MAX_COMPONENT {
+            return None;
+        }
+        let copied = bpf_probe_read_kernel_str(
+            (*s).path.as_mut_ptr().add(PATH_MAX.wrapping_sub(len) & (PATH_MAX - 1)) as *mut c_void,
+            MAX_COMPONENT as u32 + 1,
+            core::ptr::read_volatile(&raw const (*n).name) as *const c_void,
+        );
+        (copied == len as i64 + 1).then_some(())
+    }
 }
 
 /// Whether an LPM key of `tables` lies at or below the directory of the path in the scratch

@@ -12,7 +12,7 @@ use fp_common::{
 };
 
 use crate::{
-    decide::{Outcome, begin, check, outcome_of, settle},
+    decide::{Outcome, begin, check, outcome_of, set_file, settle},
     kernel::{EACCES, EXDEV, dentry_kind},
     maps::{INTERIOR, SCRATCH, Scratch},
     report::{MoveEvent, Report, report},
@@ -165,7 +165,8 @@ pub(crate) fn decide_move(
         (*names).dir = [src_dir as u64, dst_dir as u64];
         let mut resolved = [0; 2];
         for (side, (mnt, dentry)) in [src, dst].into_iter().enumerate() {
-            check(s, tables, mnt, dentry, false);
+            set_file(&raw mut (*s).walk, tables, mnt, dentry);
+            check(s, false);
             resolved[side] = fp_move_side(side as u64);
             if resolved[side] != 0 && dirs {
                 fp_move_below(side as u64);
