@@ -41,11 +41,11 @@ impl Outcome {
         Outcome { verdict: TableVerdict::Deny, reason: Reason::Reloaded, rule_id: NO_RULE };
 }
 
-/// Resolves the file [`set_file`] left in the walk (`vfsmount`, `dentry`) to its path from the
-/// root of the mount tree (not the task's root: chroot does not change it), offering every
-/// dentry's inode-table entry on the way, then evaluates the path against the session's tables
-/// with the decision core, for all three ops at once. Leaves the walk's results in `s.walk` for
-/// the event. With [`NO_MOUNT`] only inode identity decides: a path relative to a filesystem root
+/// Resolves the file [`set_file`] left in the walk (`vfsmount`, `dentry`; `file` is its proof)
+/// to its path from the root of the mount tree (not the task's root: chroot does not change it),
+/// offering every dentry's inode-table entry on the way, then evaluates the path against the
+/// session's tables with the decision core, for all three ops at once. Leaves the walk's results
+/// in `s.walk` for the event. With [`NO_MOUNT`] only inode identity decides: a path relative to a filesystem root
 /// must never be matched against rules written from the system root.
 ///
 /// The outcomes are in `s.outcomes` (read them with [`outcome_of`]).
@@ -57,7 +57,8 @@ impl Outcome {
 /// directory entry may then stand for the walk (not for renames and links, whose walks serve
 /// more than the decision).
 #[inline(always)]
-pub(crate) fn check(s: *mut Scratch, named: bool) {
+pub(crate) fn check(s: *mut Scratch, file: FileSet, named: bool) {
+    let FileSet(()) = file;
     // SAFETY: this CPU's scratch value.
     unsafe {
         let w = &raw mut (*s).walk;
@@ -130,17 +131,21 @@ pub extern "C" fn fp_check() -> i32 {
     0
 }
 
+/// What [`check`] takes to show that its file was set in the walk: only [`set_file`] makes one.
+pub(crate) struct FileSet(());
+
 /// Sets the file a decision is about in the walk `w`. The arguments go through the scratch value:
 /// a global function takes scalars only, and a hook's dentry argument is a typed pointer to the
 /// verifier.
 #[inline(always)]
-pub(crate) unsafe fn set_file(w: *mut Walk, tables: u64, vfsmount: u64, dentry: u64) {
+pub(crate) unsafe fn set_file(w: *mut Walk, tables: u64, vfsmount: u64, dentry: u64) -> FileSet {
     // SAFETY: the caller's scratch value.
     unsafe {
         (*w).tables = tables;
         (*w).vfsmount = vfsmount;
         (*w).dentry = dentry;
     }
+    FileSet(())
 }
 
 /// The walk's state before its first step (also what [`dirs::fp_dir_resolve`] starts from).
@@ -278,12 +283,12 @@ pub(crate) fn decide(
     // Inode hooks only read the cache: their entries come from the walks of opens (see cache).
     let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
     // SAFETY: this CPU's scratch value.
-    unsafe { set_file(&raw mut (*s).walk, session.info.tables, vfsmount, dentry) };
+    let file = unsafe { set_file(&raw mut (*s).walk, session.info.tables, vfsmount, dentry) };
     let named = seqs.is_some_and(|seqs| dirs::read_name(s, vfsmount, dentry, seqs));
     if named && unmatched_in_dir(session, s, generation, (hook, op, and_write)) {
         return 0;
     }
-    check(s, named);
+    check(s, file, named);
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
     let allowed_ops = cache::allowed_ops(s);

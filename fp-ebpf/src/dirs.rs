@@ -196,10 +196,8 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
     {
         return None;
     }
-    // SAFETY: as above.
-    let len = field(unsafe { &raw const (*n).len });
-    let (len, cursor) = (len as usize, e.context.cursor as usize);
-    if len == 0 || len > MAX_COMPONENT || cursor < 2 || cursor > MAX_PREFIX {
+    let (len, cursor) = (name_len(s)?, e.context.cursor as usize);
+    if cursor < 2 || cursor > MAX_PREFIX {
         return None;
     }
     // The path, `dir/name`, ending at PATH_MAX as the walk leaves it: the directory's bytes
@@ -207,7 +205,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
     // Indexes from a number the compiler cannot bound, so that it keeps the masks the verifier
     // needs (it proves them redundant from the checks above, which the verifier does not follow).
     let cursor = number(s, cursor as u64) as usize;
-    let pos = PATH_MAX.wrapping_sub(cursor + len);
+    let pos = PATH_MAX.wrapping_sub(cursor + len.0);
     // SAFETY: this CPU's scratch value; every range stays inside the 2 * PATH_MAX buffer by the
     // masks, and the helper checks its source.
     unsafe {
@@ -223,7 +221,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
         }
         *path.add((at + cursor - 1) & (2 * PATH_MAX - 1)) = b'/';
     }
-    copy_name(s)?;
+    copy_name(s, len)?;
     // The name was not moved since the sequences were read, before it was.
     if sequences() != Some(seqs) {
         return None;
@@ -445,7 +443,7 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
         }
     }
     // The name's bytes, for the name filter.
-    copy_name(s)?;
+    copy_name(s, name_len(s)?)?;
     // SAFETY: this CPU's scratch value.
     unsafe {
         core::ptr::write_volatile(&raw mut (*s).name_from, 0);
@@ -495,23 +493,33 @@ extern "C" fn unmatched_name_step(_index: u64, _ctx: *mut c_void) -> i64 {
     1
 }
 
-/// Copies the name [`read_name`] read into the scratch path, ending at PATH_MAX (where its NUL
-/// lands) as a walk leaves a path; None if it cannot be read whole. The caller re-reads the
-/// sequences after it: the name was not moved meanwhile if they did not change.
+/// The length of the name [`read_name`] read, if a name of it can be copied whole.
+#[derive(Clone, Copy)]
+struct NameLen(usize);
+
+/// [`NameLen`] of the name in `s.name`; None if it is empty or longer than a component can be.
 #[inline(always)]
-fn copy_name(s: *mut Scratch) -> Option<()> {
+fn name_len(s: *const Scratch) -> Option<NameLen> {
+    // SAFETY: this CPU's scratch value.
+    let len = unsafe { core::ptr::read_volatile(&raw const (*s).name.len) } as usize;
+    (len != 0 && len <= MAX_COMPONENT).then_some(NameLen(len))
+}
+
+/// Copies the name [`read_name`] read, `len` bytes, into the scratch path, ending at PATH_MAX
+/// (where its NUL lands) as a walk leaves a path; None if it cannot be read whole. The caller
+/// re-reads the sequences after it: the name was not moved meanwhile if they did not change.
+#[inline(always)]
+fn copy_name(s: *mut Scratch, NameLen(len): NameLen) -> Option<()> {
+    // Masked from a number the compiler cannot bound (see `resolve`): it knows `len`'s range
+    // from `name_len` and would drop the mask the verifier needs.
+    let at = number(s, PATH_MAX.wrapping_sub(len) as u64) as usize & (PATH_MAX - 1);
     // SAFETY: this CPU's scratch value; the mask keeps the copy inside the 2 * PATH_MAX buffer,
     // and the helper checks its source.
     unsafe {
-        let n = &raw const (*s).name;
-        let len = core::ptr::read_volatile(&raw const (*n).len) as usize;
-        if len == 0 || len > MAX_COMPONENT {
-            return None;
-        }
         let copied = bpf_probe_read_kernel_str(
-            (*s).path.as_mut_ptr().add(PATH_MAX.wrapping_sub(len) & (PATH_MAX - 1)) as *mut c_void,
+            (*s).path.as_mut_ptr().add(at) as *mut c_void,
             MAX_COMPONENT as u32 + 1,
-            core::ptr::read_volatile(&raw const (*n).name) as *const c_void,
+            core::ptr::read_volatile(&raw const (*s).name.name) as *const c_void,
         );
         (copied == len as i64 + 1).then_some(())
     }
