@@ -45,8 +45,8 @@ impl Outcome {
 /// to its path from the root of the mount tree (not the task's root: chroot does not change it),
 /// offering every dentry's inode-table entry on the way, then evaluates the path against the
 /// session's tables with the decision core, for all three ops at once. Leaves the walk's results
-/// in `s.walk` for the event. With [`NO_MOUNT`] only inode identity decides: a path relative to a filesystem root
-/// must never be matched against rules written from the system root.
+/// in `s.walk` for the event. With [`NO_MOUNT`] only inode identity decides: a path relative to
+/// a filesystem root must never be matched against rules written from the system root.
 ///
 /// The outcomes are in `s.outcomes` (read them with [`outcome_of`]).
 ///
