@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 9;
+pub const ABI_VERSION: u32 = 10;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -126,6 +126,7 @@ pub mod programs {
 /// object's maps are exactly [`ALL`](maps::ALL).
 pub mod maps {
     pub const SESSIONS: &str = "SESSIONS";
+    pub const CGROUP_SESSION: &str = "CGROUP_SESSION";
     pub const COUNTERS: &str = "COUNTERS";
     pub const HEADERS: &str = "HEADERS";
     pub const PREFIXES: &str = "PREFIXES";
@@ -154,14 +155,27 @@ pub mod maps {
     pub const OWNERS: &str = "OWNERS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`SCRATCH`].
-    pub const PINNED: [&str; 13] = [
-        SESSIONS, COUNTERS, HEADERS, PREFIXES, INTERIOR, NAMES, SCOPES, INODES, EVENTS, BROKER,
-        PENDING, PROTECTED, GRANTS,
+    pub const PINNED: [&str; 14] = [
+        SESSIONS,
+        CGROUP_SESSION,
+        COUNTERS,
+        HEADERS,
+        PREFIXES,
+        INTERIOR,
+        NAMES,
+        SCOPES,
+        INODES,
+        EVENTS,
+        BROKER,
+        PENDING,
+        PROTECTED,
+        GRANTS,
     ];
 
     /// Every map of the BPF object.
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 20] = [
         SESSIONS,
+        CGROUP_SESSION,
         COUNTERS,
         HEADERS,
         PREFIXES,
@@ -271,6 +285,18 @@ pub struct SessionInfo {
     pub tables: u64,
     /// `SESSION_*` flags.
     pub flags: u64,
+}
+
+/// Value of the `CGROUP_SESSION` cgroup storage: the session a session cgroup's attachment of the
+/// per-cgroup programs serves, which those programs read without a lookup. The kernel allocates it
+/// (zeroed) when the programs are attached to the cgroup; userspace writes it before any task joins
+/// the cgroup, and again on every reload, as it writes `SESSIONS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CgroupSession {
+    /// The session's cgroup id (0: not written yet).
+    pub cgroup: u64,
+    pub info: SessionInfo,
 }
 
 /// Value of the `COUNTERS` map, keyed by the session's cgroup id; updated atomically by the
@@ -512,6 +538,7 @@ kernel_fields! {
 mod pod {
     // SAFETY: all of these are repr(C), Copy, with explicit padding and no invalid bit patterns.
     unsafe impl aya::Pod for super::SessionInfo {}
+    unsafe impl aya::Pod for super::CgroupSession {}
     unsafe impl aya::Pod for super::SessionCounters {}
     unsafe impl aya::Pod for super::DecisionEvent {}
     unsafe impl aya::Pod for super::GrantValue {}
@@ -525,6 +552,7 @@ mod tests {
     #[test]
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<SessionInfo>(), 16);
+        assert_eq!(size_of::<CgroupSession>(), 24);
         assert_eq!(size_of::<SessionCounters>(), 40);
         assert_eq!(size_of::<GrantValue>(), 16);
         assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 2 * PATH_MAX);

@@ -5,7 +5,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, RingBuf, lpm_trie::Key},
 };
 use fp_common::{
-    kernel::{GrantValue, PATH_MAX, SessionCounters, SessionInfo},
+    kernel::{CgroupSession, GrantValue, PATH_MAX, SessionCounters, SessionInfo},
     policy::{
         Evaluation, InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey,
         ScopeValue, TableHeader,
@@ -24,6 +24,13 @@ use crate::{
 
 #[map]
 pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
+
+/// The session each session cgroup's attachment of the `#[lsm_cgroup]` programs serves, in the
+/// cgroup's own storage. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
+#[expect(deprecated, reason = "the storage lsm_cgroup programs can read on Linux 6.1")]
+#[map]
+pub(crate) static CGROUP_SESSION: aya_ebpf::maps::CgroupStorage<CgroupSession> =
+    aya_ebpf::maps::CgroupStorage::new();
 
 #[map]
 pub(crate) static COUNTERS: HashMap<u64, SessionCounters> = HashMap::with_max_entries(1024, 0);

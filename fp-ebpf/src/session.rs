@@ -5,7 +5,7 @@ use fp_common::kernel::{SESSION_AUDIT_ONLY, SessionCounters, SessionInfo};
 
 use crate::{
     kernel::{EACCES, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, global, off},
-    maps::{COUNTERS, SESSIONS},
+    maps::{CGROUP_SESSION, COUNTERS, SESSIONS},
 };
 
 /// The session of the current task: its cgroup id (the ancestor at the session level) and its
@@ -35,19 +35,23 @@ pub(crate) fn current_session() -> Option<Session> {
     if ancestor(level - 1) != global(&SESSION_PARENT_CGROUP) {
         return None;
     }
-    session_below_parent()
-}
-
-/// The session of the current task, known to be below the sessions' parent cgroup (an
-/// `#[lsm_cgroup]` program, which the kernel runs for no other task). A task in the parent
-/// itself has no ancestor at the session level: 0, no session.
-#[inline(always)]
-pub(crate) fn session_below_parent() -> Option<Session> {
-    let id = ancestor(off(&SESSION_CGROUP_LEVEL) as i32);
+    // A task in the parent itself has no ancestor at the session level: 0, no session.
+    let id = ancestor(level);
     if id == 0 {
         return None;
     }
     session_info(id).map(|info| Session { id, info })
+}
+
+/// The session of an `#[lsm_cgroup]` program's task: the one whose cgroup the program is attached
+/// to (the kernel runs it for no other task), read from that cgroup's storage with no lookup.
+/// `None` while userspace has not written it, which it does before any task joins the cgroup.
+#[inline(always)]
+pub(crate) fn attached_session() -> Option<Session> {
+    // SAFETY: the helper returns the storage of the cgroup this program runs for, never null;
+    // copied out at once (userspace replaces the value on reload).
+    let here = unsafe { *CGROUP_SESSION.get_ptr_mut() };
+    (here.cgroup != 0).then_some(Session { id: here.cgroup, info: here.info })
 }
 
 #[inline(always)]

@@ -223,7 +223,8 @@ fn run_count(name: &str) -> u64 {
 
 /// The hottest hooks' programs are per cgroup (docs/hooks.md): the kernel runs them for the
 /// session's tasks and never for a process outside every session, whose opens, reads and
-/// writes run none of fp's code.
+/// writes run none of fp's code; nor for one in the cgroup that holds the sessions, since they
+/// are attached to each session's own cgroup.
 #[test]
 fn outsiders_run_none_of_the_per_cgroup_programs() {
     let _g = exclusive();
@@ -232,19 +233,35 @@ fn outsiders_run_none_of_the_per_cgroup_programs() {
     let stats = "/proc/sys/kernel/bpf_stats_enabled";
     let was = std::fs::read_to_string(stats).unwrap();
     std::fs::write(stats, "1").unwrap();
-    // The session opens what `touch` and `sleep` open, then sleeps while the outsider works.
-    let mut session = session_running(&t, "exec sleep 10");
+    // The session opens what `touch`, `cat` and `sleep` open, then sleeps while outsiders work.
+    let cgroup = t.join("cgroup");
+    let mut session = session_running(
+        &t,
+        &format!("cat /proc/self/cgroup > {}; exec sleep 10", cgroup.display()),
+    );
     std::thread::sleep(std::time::Duration::from_millis(500)); // `sleep`'s own opens
     let (open, permission) = (run_count("fp_file_open"), run_count("fp_file_permission"));
     for _ in 0..200 {
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "x\n");
     }
     let after = (run_count("fp_file_open"), run_count("fp_file_permission"));
+    // `0::/<parent>/<session>`: the parent as this host's cgroup2 mount shows it.
+    let line = std::fs::read_to_string(&cgroup).unwrap();
+    let session_cgroup = line.trim().trim_start_matches("0::");
+    let parent = Path::new(&fp_agent_cgroup_mount())
+        .join(session_cgroup.trim_start_matches('/'))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let script = format!("for i in $(seq 50); do cat {} >/dev/null; done", f.display());
+    let in_parent = fp_tests::in_cgroup(&parent, &script).status().unwrap();
+    let after_parent = (run_count("fp_file_open"), run_count("fp_file_permission"));
     let ended = session.wait().unwrap();
     std::fs::write(stats, was).unwrap();
-    assert!(ended.success());
+    assert!(ended.success() && in_parent.success());
     assert!(open > 0 && permission > 0, "the session's own opens and reads ran the programs");
     assert_eq!(after, (open, permission), "200 opens and reads outside ran fp's programs");
+    assert_eq!(after_parent, after, "50 cats in the sessions' parent cgroup ran fp's programs");
     fp_tests::assert_nothing_left_behind();
 }
 

@@ -3,18 +3,18 @@
 
 use std::{
     collections::{BTreeMap, HashSet},
-    os::fd::{AsFd as _, BorrowedFd},
+    os::fd::AsFd as _,
     path::{Path, PathBuf},
 };
 
 use anyhow::{Context as _, anyhow, bail};
 use aya::{
     Ebpf,
-    maps::{HashMap, LpmTrie, MapData, RingBuf, lpm_trie::Key},
-    programs::links::PinnedLink,
+    maps::{CgroupStorageKey, HashMap, LpmTrie, MapData, RingBuf, lpm_trie::Key},
+    programs::{LsmCgroup, Program, links::PinnedLink},
 };
 use fp_common::{
-    kernel::{GrantValue, Hook, SessionCounters, SessionInfo, maps},
+    kernel::{CgroupSession, GrantValue, Hook, SessionCounters, SessionInfo, maps},
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
         TableHeader,
@@ -22,16 +22,25 @@ use fp_common::{
 };
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
-use super::{SessionCgroups, attach, available_hooks, btf, kernel_dev, open, tables};
+use super::{SessionCgroups, attach_loaded, available_hooks, btf, kernel_dev, load, open, tables};
 use crate::policy::KernelTables;
 
-/// The LSM programs of one enforcement scope, attached, with their maps and links pinned under
-/// `pin_dir` so enforcement survives the loader being paused or killed.
+/// The LSM programs of one enforcement scope, with their maps, programs and links pinned under
+/// `pin_dir` so enforcement survives the loader being paused or killed: the `#[lsm]` programs
+/// attached for every task (`link_<hook>`), the `#[lsm_cgroup]` ones (`prog_<hook>`) attached to
+/// each session's cgroup as the session starts ([`SESSION_LINKS`]`/<cgroup id>/link_<hook>`).
 pub struct Enforcer {
     maps: BTreeMap<&'static str, aya::maps::Map>,
     pin_dir: PathBuf,
     links: Vec<(PathBuf, PinnedLink)>,
+    per_session: Vec<(PathBuf, LsmCgroup)>,
 }
+
+/// The directory in a pin directory that holds each session's links, by cgroup id.
+pub const SESSION_LINKS: &str = "sessions";
+
+/// `bpf_attach_type::BPF_LSM_CGROUP`: the attach type of the `CGROUP_SESSION` storage's keys.
+const BPF_LSM_CGROUP: u32 = 43;
 
 /// The `INTERIOR` keys of tables `id`: each directory with its NUL, so that the longest-prefix
 /// lookup of `dir\0` finds exactly it. Directories too long for a key are left out: the
@@ -56,19 +65,17 @@ pub struct MapUsage {
 }
 
 impl Enforcer {
-    /// Loads and attaches the programs for sessions whose cgroups sit where `sessions` says, in
-    /// the cgroup `parent` (the per-cgroup programs attach there). The session tables start
-    /// empty, so attaching denies nothing yet.
-    pub fn load(sessions: SessionCgroups, parent: &Path, pin_dir: PathBuf) -> anyhow::Result<Self> {
+    /// Loads the programs for sessions whose cgroups sit where `sessions` says and attaches those
+    /// that every task runs; the per-cgroup ones wait for [`Self::attach_session`]. The session
+    /// tables start empty, so attaching denies nothing yet.
+    pub fn load(sessions: SessionCgroups, pin_dir: PathBuf) -> anyhow::Result<Self> {
         // Mounted for good if no caller holds a [`Bpffs`]: the pins must outlive this process.
         ensure_bpffs()?;
         std::fs::create_dir_all(&pin_dir)
             .with_context(|| format!("creating {}", pin_dir.display()))?;
-        let parent = std::fs::File::open(parent)
-            .with_context(|| format!("opening cgroup {}", parent.display()))?;
         let (mut ebpf, btf, hooks) = open(sessions)?;
-        let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
-        let attached = this.pin_and_attach(&mut ebpf, btf, &hooks, parent.as_fd());
+        let mut this = Self::empty(pin_dir);
+        let attached = this.pin_and_attach(&mut ebpf, btf, &hooks);
         // The programs stay loaded through their links; the maps are what userspace keeps.
         for name in maps::PINNED {
             if let Some(map) = ebpf.take_map(name) {
@@ -115,7 +122,7 @@ impl Enforcer {
     /// its maps that are pinned (an agent killed while loading pins its maps, then its links).
     /// Dropping it changes nothing; [`Enforcer::unload`] removes it all.
     pub fn open_pinned(pin_dir: PathBuf) -> anyhow::Result<Self> {
-        let mut this = Self { maps: BTreeMap::new(), pin_dir, links: Vec::new() };
+        let mut this = Self::empty(pin_dir);
         for name in maps::PINNED {
             let path = this.pin_dir.join(name);
             if !path.exists() {
@@ -125,20 +132,21 @@ impl Enforcer {
                 .with_context(|| format!("opening the pinned map {}", path.display()))?;
             this.maps.insert(name, aya::maps::Map::from_map_data(data)?);
         }
-        let mut links: Vec<PathBuf> = std::fs::read_dir(&this.pin_dir)
-            .with_context(|| format!("reading {}", this.pin_dir.display()))?
-            .filter_map(|e| Some(e.ok()?.path()))
-            .filter(|p| {
-                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("link_"))
-            })
-            .collect();
-        links.sort();
-        for path in links {
+        for path in pinned_files(&this.pin_dir, "link_")? {
             let link = PinnedLink::from_pin(&path)
                 .with_context(|| format!("opening the pinned link {}", path.display()))?;
             this.links.push((path, link));
         }
+        for path in pinned_files(&this.pin_dir, "prog_")? {
+            let program = LsmCgroup::from_pin(&path)
+                .with_context(|| format!("opening the pinned program {}", path.display()))?;
+            this.per_session.push((path, program));
+        }
         Ok(this)
+    }
+
+    fn empty(pin_dir: PathBuf) -> Self {
+        Self { maps: BTreeMap::new(), pin_dir, links: Vec::new(), per_session: Vec::new() }
     }
 
     fn pin_and_attach(
@@ -146,7 +154,6 @@ impl Enforcer {
         ebpf: &mut Ebpf,
         btf: &aya::Btf,
         hooks: &[(&str, Hook)],
-        parent: BorrowedFd,
     ) -> anyhow::Result<()> {
         for name in maps::PINNED {
             let path = self.pin_dir.join(name);
@@ -156,7 +163,21 @@ impl Enforcer {
                 .with_context(|| format!("pinning {}", path.display()))?;
         }
         let programs: Vec<(&str, &str)> = hooks.iter().map(|(p, h)| (*p, h.name())).collect();
-        for ((_, hook), link) in programs.iter().zip(attach(ebpf, btf, &programs, Some(parent))?) {
+        load(ebpf, btf, &programs)?;
+        let (global, per_session): (Vec<_>, Vec<_>) = programs
+            .into_iter()
+            .partition(|(p, _)| !matches!(ebpf.program(p), Some(Program::LsmCgroup(_))));
+        for (program, hook) in per_session {
+            let path = self.pin_dir.join(format!("prog_{hook}"));
+            let Some(Program::LsmCgroup(prog)) = ebpf.program_mut(program) else {
+                bail!("program {program} missing from the BPF object");
+            };
+            prog.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+            let pinned = LsmCgroup::from_pin(&path)
+                .with_context(|| format!("opening the pinned program {}", path.display()))?;
+            self.per_session.push((path, pinned));
+        }
+        for ((_, hook), link) in global.iter().zip(attach_loaded(ebpf, &global, None)?) {
             let path = self.pin_dir.join(format!("link_{hook}"));
             let pinned = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
             self.links.push((path, pinned));
@@ -164,14 +185,55 @@ impl Enforcer {
         Ok(())
     }
 
-    /// The hooks whose programs are attached.
+    /// The hooks fp's programs are on: attached for every task, or to each session's cgroup.
     pub fn hooks(&self) -> Vec<String> {
-        self.links
-            .iter()
-            .filter_map(|(path, _)| {
-                path.file_name()?.to_str()?.strip_prefix("link_").map(Into::into)
+        let links = self.links.iter().map(|(path, _)| (path, "link_"));
+        let per_session = self.per_session.iter().map(|(path, _)| (path, "prog_"));
+        links
+            .chain(per_session)
+            .filter_map(|(path, prefix)| {
+                path.file_name()?.to_str()?.strip_prefix(prefix).map(Into::into)
             })
             .collect()
+    }
+
+    /// Where the links of the session of cgroup `cgroup` are pinned.
+    fn session_links(&self, cgroup: u64) -> PathBuf {
+        self.pin_dir.join(SESSION_LINKS).join(cgroup.to_string())
+    }
+
+    /// Attaches the per-cgroup programs to the cgroup `path` (id `cgroup`) of a session about to
+    /// start, before any task joins it: from then on its tasks run them, and until
+    /// [`Self::set_session`] writes the cgroup's session they deny. On error nothing of it stays
+    /// attached.
+    pub fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
+        let dir = self.session_links(cgroup);
+        let attached = self.attach_to(path, &dir);
+        if attached.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        attached
+    }
+
+    fn attach_to(&mut self, cgroup: &Path, dir: &Path) -> anyhow::Result<()> {
+        let fd = std::fs::File::open(cgroup)
+            .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (pinned, program) in &mut self.per_session {
+            let hook = pinned.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let hook = hook.strip_prefix("prog_").unwrap_or(hook);
+            let id = program.attach(fd.as_fd()).with_context(|| {
+                format!(
+                    "attaching the lsm_cgroup/{hook} program to {} (the kernel allows 10 \
+                     per-cgroup LSM hooks on the whole host; E2BIG says other programs hold them)",
+                    cgroup.display()
+                )
+            })?;
+            let link: aya::programs::links::FdLink = program.take_link(id)?.into();
+            let path = dir.join(format!("link_{hook}"));
+            link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+        }
+        Ok(())
     }
 
     /// Entries in use and capacity of each pinned hash map (what fills up as sessions start).
@@ -338,10 +400,22 @@ impl Enforcer {
         if counters.get(&cgroup, 0).is_err() {
             counters.insert(cgroup, SessionCounters::default(), 0)?;
         }
+        self.write_cgroup_session(cgroup, info)?;
         let mut map: HashMap<_, u64, SessionInfo> =
             HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         map.insert(cgroup, info, 0)?;
         Ok(())
+    }
+
+    /// The per-cgroup programs' copy of the session, in its cgroup's storage, which exists while
+    /// they are attached there. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
+    #[expect(deprecated, reason = "the storage lsm_cgroup programs can read on Linux 6.1")]
+    fn write_cgroup_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
+        let mut here: aya::maps::CgroupStorage<_, CgroupSession> =
+            aya::maps::CgroupStorage::try_from(self.map_mut(maps::CGROUP_SESSION)?)?;
+        let key = CgroupStorageKey::new(cgroup, BPF_LSM_CGROUP);
+        here.insert(key, CgroupSession { cgroup, info }, 0)
+            .with_context(|| format!("writing the session of cgroup {cgroup} (not attached?)"))
     }
 
     pub fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo> {
@@ -349,14 +423,17 @@ impl Enforcer {
         Ok(map.get(&cgroup, 0)?)
     }
 
-    /// Forgets the session of cgroup `cgroup` (its tables are removed separately).
+    /// Forgets the session of cgroup `cgroup` and detaches its programs (its tables are removed
+    /// separately). What is already gone is not an error.
     pub fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        let links = self.session_links(cgroup);
+        remove_pins(&links)?;
         let mut map: HashMap<_, u64, SessionInfo> =
             HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
-        map.remove(&cgroup)?;
+        gone(map.remove(&cgroup))?;
         let mut counters: HashMap<_, u64, SessionCounters> =
             HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
-        counters.remove(&cgroup)?;
+        gone(counters.remove(&cgroup))?;
         Ok(())
     }
 
@@ -416,6 +493,12 @@ impl Enforcer {
         })?;
         sweep::<u64, SessionCounters>(self.map_mut(maps::COUNTERS)?, |c| !cgroups.contains(c))?;
         sweep::<InodeKey, u64>(self.map_mut(maps::PENDING)?, |k| !cgroups.contains(&k.session_id))?;
+        for dir in pinned_files(&self.pin_dir.join(SESSION_LINKS), "")? {
+            let id = dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse().ok());
+            if id.is_none_or(|id| !cgroups.contains(&id)) {
+                remove_pins(&dir)?;
+            }
+        }
         Ok(removed.len())
     }
 
@@ -503,9 +586,13 @@ impl Enforcer {
     /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously
     /// once their last reference is gone.
     pub fn unload(self) -> anyhow::Result<()> {
-        let Self { maps, pin_dir, links } = self;
+        let Self { maps, pin_dir, links, per_session } = self;
         for (path, link) in links {
             link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
+        }
+        remove_pins(&pin_dir.join(SESSION_LINKS))?;
+        for (path, _) in per_session {
+            remove_pins(&path)?;
         }
         for name in maps::PINNED {
             let path = pin_dir.join(name);
@@ -519,6 +606,35 @@ impl Enforcer {
         drop(maps);
         remove_empty_dirs(&pin_dir, Path::new("/sys/fs/bpf"));
         Ok(())
+    }
+}
+
+/// The entries of `dir` whose names start with `prefix`, sorted; none if `dir` does not exist.
+fn pinned_files(dir: &Path, prefix: &str) -> anyhow::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        entries => entries.with_context(|| format!("reading {}", dir.display()))?,
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)))
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
+/// Unpins `path`: a pinned file, or a directory of them (removed with it). Whatever a pin held
+/// (a link: its attachment) goes with its last reference. Already gone is not an error.
+fn remove_pins(path: &Path) -> anyhow::Result<()> {
+    let removed = match path.is_dir() {
+        true => std::fs::remove_dir_all(path),
+        false => std::fs::remove_file(path),
+    };
+    match removed {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("unpinning {}", path.display()))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -6,7 +6,7 @@ mod enforcer;
 pub mod tables;
 
 pub use bpffs::Bpffs;
-pub use enforcer::{BrokerClock, Enforcer, MapUsage};
+pub use enforcer::{BrokerClock, Enforcer, MapUsage, SESSION_LINKS};
 
 use std::{
     os::fd::{AsFd as _, BorrowedFd},
@@ -232,10 +232,7 @@ fn available_hooks(btf: &btf::Btf) -> anyhow::Result<HookPrograms> {
     Ok(hooks)
 }
 
-/// Loads `programs` (name, hook) into the kernel, then attaches them one by one in their order:
-/// one link each, which detaches its program when dropped. `#[lsm]` programs attach to their hook
-/// for every task; `#[lsm_cgroup]` programs to their hook for the tasks below `cgroup` (fp's: the
-/// sessions' parent), and there must be one.
+/// Loads `programs` (name, hook) into the kernel, then attaches them ([`attach_loaded`]).
 fn attach(
     ebpf: &mut Ebpf,
     btf: &aya::Btf,
@@ -243,6 +240,17 @@ fn attach(
     cgroup: Option<BorrowedFd>,
 ) -> anyhow::Result<Vec<FdLink>> {
     load(ebpf, btf, programs)?;
+    attach_loaded(ebpf, programs, cgroup)
+}
+
+/// Attaches loaded `programs` (name, hook) one by one in their order: one link each, which
+/// detaches its program when dropped. `#[lsm]` programs attach to their hook for every task;
+/// `#[lsm_cgroup]` programs to their hook for the tasks in `cgroup`, and there must be one.
+fn attach_loaded(
+    ebpf: &mut Ebpf,
+    programs: &[(&str, &str)],
+    cgroup: Option<BorrowedFd>,
+) -> anyhow::Result<Vec<FdLink>> {
     programs
         .iter()
         .map(|&(program, hook)| {

@@ -1,7 +1,7 @@
 //! What the session manager needs from the kernel layer: [`kernel::Enforcer`] on a host, a fake
 //! in the manager's tests; and the manager's calls passed through to it for the prompt broker and
 //! the host's status.
-use std::collections::HashSet;
+use std::{collections::HashSet, path::Path};
 
 use fp_common::{
     kernel::{GrantValue, SessionCounters, SessionInfo},
@@ -32,8 +32,12 @@ pub(super) trait Enforce: Send {
         tables: &KernelTables,
         inodes: &InodeTable,
     ) -> anyhow::Result<()>;
+    /// Attaches the per-cgroup programs to a new session's cgroup; on error nothing stays.
+    fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()>;
+    /// Writes the session of an attached cgroup (fails for one not attached).
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()>;
     fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo>;
+    /// Forgets a session and detaches its programs; what is already gone is not an error.
     fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()>;
     fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>>;
     fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters>;
@@ -62,6 +66,9 @@ impl Enforce for kernel::Enforcer {
         inodes: &InodeTable,
     ) -> anyhow::Result<()> {
         kernel::Enforcer::remove_tables(self, id, tables, inodes)
+    }
+    fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
+        kernel::Enforcer::attach_session(self, cgroup, path)
     }
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
         kernel::Enforcer::set_session(self, cgroup, info)

@@ -159,7 +159,7 @@ impl Manager {
     ) -> anyhow::Result<Arc<Self>> {
         let hierarchy = Cgroup2::find()?;
         let sessions = session_cgroups(&hierarchy, &parent)?;
-        let enforcer = kernel::Enforcer::load(sessions, &parent, pin_dir).inspect_err(|_| {
+        let enforcer = kernel::Enforcer::load(sessions, pin_dir).inspect_err(|_| {
             let _ = std::fs::remove_dir(&parent); // nothing stays behind (only if empty)
         })?;
         let outputs = Outputs { sink, observer };
@@ -279,10 +279,16 @@ impl Manager {
             SessionContext::new(spec.name.clone(), spec.agent, cgroup.id, Arc::new(spec.policy));
         let flags = if spec.mode == Mode::Audit { SESSION_AUDIT_ONLY } else { 0 }
             | if spec.full_audit { SESSION_FULL_AUDIT } else { 0 };
-        let (tables_id, inodes) = match self.install(&context, flags) {
+        // Attached before any task can join: a session cgroup never runs without its programs.
+        let installed = self
+            .with_enforcer(|e| e.attach_session(cgroup.id, &cgroup.path))
+            .and_then(|()| self.install(&context, flags));
+        let (tables_id, inodes) = match installed {
             Ok(installed) => installed,
             Err(e) => {
+                let id = cgroup.id;
                 let _ = cgroup.remove();
+                let _ = self.with_enforcer(|e| e.end_session(id));
                 return Err(e);
             }
         };

@@ -33,6 +33,8 @@ use crate::{
 struct Maps {
     /// Installed tables ids.
     tables: HashSet<u64>,
+    /// Cgroups the per-cgroup programs are attached to.
+    attached: HashSet<u64>,
     sessions: HashMap<u64, SessionInfo>,
     counters: HashMap<u64, SessionCounters>,
     settled: Vec<(u64, u64, u64)>,
@@ -52,11 +54,17 @@ impl Enforce for FakeKernel {
         self.0.lock().unwrap().tables.remove(&id);
         Ok(())
     }
+    fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
+        assert!(path.is_dir(), "attached to a cgroup that is not there");
+        assert!(self.0.lock().unwrap().attached.insert(cgroup), "{cgroup} attached twice");
+        Ok(())
+    }
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
         let mut maps = self.0.lock().unwrap();
         if maps.fail_set_session {
             anyhow::bail!("SESSIONS is full");
         }
+        anyhow::ensure!(maps.attached.contains(&cgroup), "cgroup {cgroup} is not attached");
         maps.sessions.insert(cgroup, info);
         maps.counters.entry(cgroup).or_default();
         Ok(())
@@ -67,6 +75,7 @@ impl Enforce for FakeKernel {
     }
     fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         let mut maps = self.0.lock().unwrap();
+        maps.attached.remove(&cgroup);
         maps.sessions.remove(&cgroup);
         maps.counters.remove(&cgroup);
         Ok(())
@@ -220,6 +229,7 @@ fn a_session_the_kernel_refuses_leaves_nothing_behind() {
     let err = f.manager.create(spec("s1", deny(&["/srv/x"]), Mode::Enforce, false)).unwrap_err();
     assert!(format!("{err:#}").contains("SESSIONS is full"), "{err:#}");
     assert!(f.maps.lock().unwrap().tables.is_empty(), "the new tables are rolled back");
+    assert!(f.maps.lock().unwrap().attached.is_empty(), "the programs are detached");
     assert!(!f.parent.join("s1").exists(), "the cgroup is removed");
     assert!(f.records().is_empty());
     assert!(f.manager.sessions().is_empty());
@@ -341,6 +351,7 @@ fn a_restarted_agent_takes_over_saved_sessions_and_kills_the_rest() {
     let unsaved = SessionInfo { tables: 99, flags: 0 };
     let pending = InodeKey { session_id: id, ino: 5, dev: 8, _pad: 0 };
     let maps = Maps {
+        attached: HashSet::from([id, 4242]),
         sessions: HashMap::from([(id, info), (4242, unsaved)]),
         pending: vec![pending],
         ..Maps::default()

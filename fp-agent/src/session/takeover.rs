@@ -74,7 +74,7 @@ impl Manager {
         let adopting = enforcer.is_some();
         let enforcer = match enforcer {
             Some(enforcer) => enforcer,
-            None => kernel::Enforcer::load(sessions, &parent, pin_dir)?,
+            None => kernel::Enforcer::load(sessions, pin_dir)?,
         };
         let parent = Parent { path: parent, id: sessions.parent };
         let manager = Self::new(hierarchy, parent, enforcer, outputs, Some(state))?;
@@ -255,8 +255,11 @@ fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
     }
     for entry in std::fs::read_dir(pin_dir)? {
         let path = entry?.path();
-        // Directories are the pins of other agents (`fp run`'s), alive or not: not ours.
-        if !path.is_dir() {
+        // Other directories are the pins of other agents (`fp run`'s), alive or not: not ours.
+        if path.file_name().is_some_and(|n| n == kernel::SESSION_LINKS) {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("unpinning {}", path.display()))?;
+        } else if !path.is_dir() {
             std::fs::remove_file(&path).with_context(|| format!("unpinning {}", path.display()))?;
         }
     }

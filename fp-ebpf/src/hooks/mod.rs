@@ -1,9 +1,10 @@
 //! The programs, by the object they guard (docs/hooks.md has the hook -> op table).
 //!
 //! The ten hooks every process of the host calls most (opens, reads and writes, maps, creations,
-//! unlinks, renames, truncation and attribute changes) are `#[lsm_cgroup]` programs, attached to the sessions' parent cgroup: the
-//! kernel runs them only for tasks below it, so a task outside every session runs none of fp's
-//! code there. The kernel has 10 such hooks for the whole host (`CGROUP_LSM_NUM`); the other
+//! unlinks, renames, truncation and attribute changes) are `#[lsm_cgroup]` programs, attached to
+//! each session's cgroup: the kernel runs them only for the tasks in sessions, so a task outside
+//! every session runs none of fp's code there, and a session's task finds its session in its
+//! cgroup's storage. The kernel has 10 such hooks for the whole host (`CGROUP_LSM_NUM`); the other
 //! hooks are `#[lsm]` programs, which every task runs and which return at once outside sessions.
 mod file;
 mod inode;
@@ -13,7 +14,10 @@ mod task;
 
 use aya_ebpf::helpers::generated::bpf_set_retval;
 
-use crate::session::{Session, current_session, session_below_parent};
+use crate::{
+    kernel::EACCES,
+    session::{Session, attached_session, current_session},
+};
 
 /// The first work of every program: keeps the denial of an earlier BPF LSM program on the same
 /// hook (`ret`: fp never turns another program's denial into an allow), then finds the session of
@@ -32,14 +36,14 @@ pub(crate) fn in_session(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i3
     }
 }
 
-/// [`in_session`] for an `#[lsm_cgroup]` program: the kernel runs it only for tasks below the
-/// sessions' parent cgroup, so the session is looked up without checking the parent first; and
-/// the verdict (0 or -errno, as an `#[lsm]` program returns it) is given as the kernel takes it
+/// [`in_session`] for an `#[lsm_cgroup]` program: the kernel runs it only for the tasks of the
+/// session whose cgroup it is attached to, and the session is read from that cgroup's storage (a
+/// storage not written yet denies: fail closed); and the verdict (0 or -errno, as an `#[lsm]` program returns it) is given as the kernel takes it
 /// from these programs: 1 to allow, 0 to deny with the errno set by `bpf_set_retval`.
 #[inline(always)]
 pub(crate) fn in_session_cgroup(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i32 {
     let verdict = match ret {
-        0 => session_below_parent().map_or(0, |session| decision(&session)),
+        0 => attached_session().map_or(-EACCES, |session| decision(&session)),
         denied => denied,
     };
     if verdict == 0 {
