@@ -187,14 +187,9 @@ impl Enforcer {
 
     /// The hooks fp's programs are on: attached for every task, or to each session's cgroup.
     pub fn hooks(&self) -> Vec<String> {
-        let links = self.links.iter().map(|(path, _)| (path, "link_"));
-        let per_session = self.per_session.iter().map(|(path, _)| (path, "prog_"));
-        links
-            .chain(per_session)
-            .filter_map(|(path, prefix)| {
-                path.file_name()?.to_str()?.strip_prefix(prefix).map(Into::into)
-            })
-            .collect()
+        let links = self.links.iter().filter_map(|(path, _)| hook_of(path, "link_"));
+        let per_session = self.per_session.iter().filter_map(|(path, _)| hook_of(path, "prog_"));
+        links.chain(per_session).map(Into::into).collect()
     }
 
     /// Where the links of the session of cgroup `cgroup` are pinned.
@@ -220,8 +215,7 @@ impl Enforcer {
             .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         for (pinned, program) in &mut self.per_session {
-            let hook = pinned.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            let hook = hook.strip_prefix("prog_").unwrap_or(hook);
+            let hook = hook_of(pinned, "prog_").unwrap_or_default();
             let id = program.attach(fd.as_fd()).with_context(|| {
                 format!(
                     "attaching the lsm_cgroup/{hook} program to {} (the kernel allows 10 \
@@ -607,6 +601,11 @@ impl Enforcer {
         remove_empty_dirs(&pin_dir, Path::new("/sys/fs/bpf"));
         Ok(())
     }
+}
+
+/// The hook a pin is for, by its name: `<prefix><hook>`.
+fn hook_of<'a>(pin: &'a Path, prefix: &str) -> Option<&'a str> {
+    pin.file_name()?.to_str()?.strip_prefix(prefix)
 }
 
 /// The entries of `dir` whose names start with `prefix`, sorted; none if `dir` does not exist.

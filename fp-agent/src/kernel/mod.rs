@@ -58,8 +58,9 @@ static NOOP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// returned links and object are dropped. fp itself never calls this.
 ///
 /// With `cgroup`, the hooks fp attaches per cgroup get the per-cgroup twins (`noop_cgroup_*`)
-/// attached to that cgroup instead, as fp's programs are to its sessions' parent: the floor of
-/// fp's own design for the tasks below it.
+/// attached to that cgroup instead, as fp's programs are to each session's cgroup: the floor of
+/// fp's own design for the tasks in it or below it (the kernel's per-cgroup dispatch runs the
+/// programs of a cgroup and its ancestors alike, from one array per cgroup).
 pub fn attach_noop(cgroup: Option<BorrowedFd>) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     if cfg!(fp_ebpf_stub) || NOOP_OBJECT.is_empty() {
         bail!("this build carries no BPF programs (FP_EBPF_STUB=1)");

@@ -59,7 +59,8 @@ impl KernelBenchArgs {
 
 /// The phases of every round, in the order they run. `noop-cgroup` is `noop` with the hooks fp
 /// attaches per cgroup attached per cgroup too, measured in a cgroup below the one they are
-/// attached to (as a session below fp's): the floor of fp's design inside a session. `inside` runs under the base policy plus 1
+/// attached to (the kernel runs a cgroup's and its ancestors' programs alike): the floor of fp's
+/// design inside a session. `inside` runs under the base policy plus 1
 /// generated rule, `inside-N` under the base policy plus N generated rules; `outside-prompt` and
 /// `inside-prompt` outside and inside a session whose policy adds a prompt rule
 /// (`<workspace>/secrets/**`, which no workload touches) to the base policy plus 1.
