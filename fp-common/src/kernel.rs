@@ -123,7 +123,7 @@ pub mod programs {
 /// The names of the programs' maps, the one place userspace takes them from. Each is the name of
 /// a `#[map]` static in fp-ebpf (aya-ebpf 0.2's `#[map(name = ...)]` takes only a literal, so the
 /// statics cannot use these): fp-agent's `object_maps_are_the_named_ones` checks that the built
-/// object's maps are exactly [`ALL`](maps::ALL).
+/// object's maps are exactly [`PINNED`](maps::PINNED) and [`UNPINNED`](maps::UNPINNED).
 pub mod maps {
     pub const SESSIONS: &str = "SESSIONS";
     pub const CGROUP_SESSION: &str = "CGROUP_SESSION";
@@ -154,7 +154,7 @@ pub mod maps {
     /// verdict cache): likewise.
     pub const OWNERS: &str = "OWNERS";
 
-    /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`SCRATCH`].
+    /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`UNPINNED`].
     pub const PINNED: [&str; 14] = [
         SESSIONS,
         CGROUP_SESSION,
@@ -172,29 +172,8 @@ pub mod maps {
         GRANTS,
     ];
 
-    /// Every map of the BPF object.
-    pub const ALL: [&str; 20] = [
-        SESSIONS,
-        CGROUP_SESSION,
-        COUNTERS,
-        HEADERS,
-        PREFIXES,
-        INTERIOR,
-        NAMES,
-        SCOPES,
-        INODES,
-        EVENTS,
-        BROKER,
-        PENDING,
-        PROTECTED,
-        GRANTS,
-        SCRATCH,
-        VERDICTS,
-        DIRS,
-        DIR_VERDICTS,
-        CREATED,
-        OWNERS,
-    ];
+    /// The maps only the programs use, never pinned: the scratch value and the caches.
+    pub const UNPINNED: [&str; 6] = [SCRATCH, VERDICTS, DIRS, DIR_VERDICTS, CREATED, OWNERS];
 }
 
 /// What an operation does to the file it touches, as hooks report it.
