@@ -22,7 +22,10 @@ use fp_common::{
 };
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
-use super::{SessionCgroups, attach_loaded, available_hooks, btf, kernel_dev, load, open, tables};
+use super::{
+    SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, btf, kernel_dev, load, open,
+    tables,
+};
 use crate::policy::KernelTables;
 
 /// The LSM programs of one enforcement scope, with their maps, programs and links pinned under
@@ -76,7 +79,7 @@ impl Enforcer {
         let (mut ebpf, btf, hooks) = open(sessions)?;
         let mut this = Self::empty(pin_dir);
         let attached = this.pin_and_attach(&mut ebpf, btf, &hooks);
-        // The programs stay loaded through their links; the maps are what userspace keeps.
+        // The programs stay loaded through their links and pins; the maps are what userspace keeps.
         for name in maps::PINNED {
             if let Some(map) = ebpf.take_map(name) {
                 this.maps.insert(name, map);
@@ -173,6 +176,8 @@ impl Enforcer {
                 bail!("program {program} missing from the BPF object");
             };
             prog.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+            // A handle of its own (aya 0.14 cannot take a program out of its `Ebpf`), as an agent
+            // that adopts the pins gets.
             let pinned = LsmCgroup::from_pin(&path)
                 .with_context(|| format!("opening the pinned program {}", path.display()))?;
             self.per_session.push((path, pinned));
@@ -205,7 +210,7 @@ impl Enforcer {
         let dir = self.session_links(cgroup);
         let attached = self.attach_to(path, &dir);
         if attached.is_err() {
-            let _ = std::fs::remove_dir_all(&dir);
+            let _ = remove_pins(&dir);
         }
         attached
     }
@@ -216,14 +221,8 @@ impl Enforcer {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         for (pinned, program) in &mut self.per_session {
             let hook = hook_of(pinned, "prog_").unwrap_or_default();
-            let id = program.attach(fd.as_fd()).with_context(|| {
-                format!(
-                    "attaching the lsm_cgroup/{hook} program to {} (the kernel allows 10 \
-                     per-cgroup LSM hooks on the whole host; E2BIG says other programs hold them)",
-                    cgroup.display()
-                )
-            })?;
-            let link: aya::programs::links::FdLink = program.take_link(id)?.into();
+            let what = format!("the lsm_cgroup/{hook} program to {}", cgroup.display());
+            let link = attach_to_cgroup(program, fd.as_fd(), &what)?;
             let path = dir.join(format!("link_{hook}"));
             link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
         }
@@ -589,13 +588,7 @@ impl Enforcer {
             remove_pins(&path)?;
         }
         for name in maps::PINNED {
-            let path = pin_dir.join(name);
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(e).with_context(|| format!("unpinning {}", path.display()));
-                }
-                _ => {}
-            }
+            remove_pins(&pin_dir.join(name))?;
         }
         drop(maps);
         remove_empty_dirs(&pin_dir, Path::new("/sys/fs/bpf"));
@@ -624,7 +617,7 @@ fn pinned_files(dir: &Path, prefix: &str) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Unpins `path`: a pinned file, or a directory of them (removed with it). Whatever a pin held
 /// (a link: its attachment) goes with its last reference. Already gone is not an error.
-fn remove_pins(path: &Path) -> anyhow::Result<()> {
+pub fn remove_pins(path: &Path) -> anyhow::Result<()> {
     let removed = match path.is_dir() {
         true => std::fs::remove_dir_all(path),
         false => std::fs::remove_file(path),

@@ -6,7 +6,7 @@ mod enforcer;
 pub mod tables;
 
 pub use bpffs::Bpffs;
-pub use enforcer::{BrokerClock, Enforcer, MapUsage, SESSION_LINKS};
+pub use enforcer::{BrokerClock, Enforcer, MapUsage, SESSION_LINKS, remove_pins};
 
 use std::{
     os::fd::{AsFd as _, BorrowedFd},
@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context as _, anyhow, bail};
 use aya::{
     Ebpf, EbpfLoader,
-    programs::{Program, links::FdLink},
+    programs::{LsmCgroup, Program, links::FdLink},
 };
 use fp_common::kernel::{
     ABI_VERSION, Hook, KERNEL_FIELDS, SEQ_COUNTERS, SEQCOUNT_SEQUENCE, SESSION_CGROUP_LEVEL,
@@ -266,20 +266,30 @@ fn attach_loaded(
                     Ok(prog.take_link(id)?.into())
                 }
                 Program::LsmCgroup(prog) => {
-                    let attaching = format!("attaching {program} to lsm_cgroup/{hook}");
+                    let attaching = format!("{program} to lsm_cgroup/{hook}");
                     let cgroup = cgroup.ok_or_else(|| anyhow!("{attaching}: no cgroup given"))?;
-                    let id = prog.attach(cgroup).with_context(|| {
-                        format!(
-                            "{attaching} (the kernel allows 10 per-cgroup LSM hooks on the whole \
-                             host; E2BIG says other programs hold them)"
-                        )
-                    })?;
-                    Ok(prog.take_link(id)?.into())
+                    attach_to_cgroup(prog, cgroup, &attaching)
                 }
                 _ => bail!("program {program} is not an LSM program"),
             }
         })
         .collect()
+}
+
+/// Attaches the loaded per-cgroup program `prog` (`what`, for the error) to `cgroup`: one link,
+/// which detaches it when dropped.
+fn attach_to_cgroup(
+    prog: &mut LsmCgroup,
+    cgroup: BorrowedFd,
+    what: &str,
+) -> anyhow::Result<FdLink> {
+    let id = prog.attach(cgroup).with_context(|| {
+        format!(
+            "attaching {what} (the kernel allows 10 per-cgroup LSM hooks on the whole host; E2BIG \
+             says other programs hold them)"
+        )
+    })?;
+    Ok(prog.take_link(id)?.into())
 }
 
 /// The hooks whose programs the verifier takes longest on, longest first: the two paths of a

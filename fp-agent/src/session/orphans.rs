@@ -74,7 +74,7 @@ impl Manager {
             Ok(pins) => pins,
             Err(e) => return kept(None, 0, Some(format!("its pins cannot be read: {e:#}"))),
         };
-        // No link pinned: no program of it is attached (maps are pinned before links).
+        // Only maps pinned: no program of it is attached (maps are pinned before programs).
         let sessions = if pins.hooks().is_empty() {
             Vec::new()
         } else {

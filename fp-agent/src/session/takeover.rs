@@ -256,11 +256,8 @@ fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
     for entry in std::fs::read_dir(pin_dir)? {
         let path = entry?.path();
         // Other directories are the pins of other agents (`fp run`'s), alive or not: not ours.
-        if path.file_name().is_some_and(|n| n == kernel::SESSION_LINKS) {
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("unpinning {}", path.display()))?;
-        } else if !path.is_dir() {
-            std::fs::remove_file(&path).with_context(|| format!("unpinning {}", path.display()))?;
+        if !path.is_dir() || path.file_name().is_some_and(|n| n == kernel::SESSION_LINKS) {
+            kernel::remove_pins(&path)?;
         }
     }
     let _ = std::fs::remove_dir(pin_dir);

@@ -38,8 +38,9 @@ pub(crate) fn in_session(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i3
 
 /// [`in_session`] for an `#[lsm_cgroup]` program: the kernel runs it only for the tasks of the
 /// session whose cgroup it is attached to, and the session is read from that cgroup's storage (a
-/// storage not written yet denies: fail closed); and the verdict (0 or -errno, as an `#[lsm]` program returns it) is given as the kernel takes it
-/// from these programs: 1 to allow, 0 to deny with the errno set by `bpf_set_retval`.
+/// storage not written yet denies: fail closed); and the verdict (0 or -errno, as an `#[lsm]`
+/// program returns it) is given as the kernel takes it from these programs: 1 to allow, 0 to deny
+/// with the errno set by `bpf_set_retval`.
 #[inline(always)]
 pub(crate) fn in_session_cgroup(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i32 {
     let verdict = match ret {
