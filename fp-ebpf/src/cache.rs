@@ -244,16 +244,19 @@ pub(crate) fn mix(h: u64, word: u64) -> u64 {
 /// userspace found no counters (the cache is off).
 #[inline(always)]
 pub(crate) fn sequences() -> Option<u64> {
-    let (rename, mount) = (global(&RENAME_SEQ), global(&MOUNT_SEQ));
-    if rename == 0 || mount == 0 {
+    Some((sequence(&RENAME_SEQ)? as u64) << 32 | sequence(&MOUNT_SEQ)? as u64)
+}
+
+/// The sequence at the address in `counter` (one of the globals [`sequences`] reads); None while
+/// it is odd or when userspace found no counter.
+#[inline(always)]
+fn sequence(counter: &u64) -> Option<u32> {
+    let at = global(counter);
+    if at == 0 {
         return None;
     }
-    let rename: u32 = read(rename, 0).ok()?;
-    let mount: u32 = read(mount, 0).ok()?;
-    if (rename | mount) & 1 != 0 {
-        return None;
-    }
-    Some(((rename as u64) << 32) | mount as u64)
+    let value: u32 = read(at, 0).ok()?;
+    (value & 1 == 0).then_some(value)
 }
 
 /// `pointer` as a plain number: the verifier refuses arithmetic (the check word) on typed kernel
@@ -277,12 +280,19 @@ pub(crate) fn allowed(s: *mut Scratch, tables: u64, vfsmount: u64, typed: u64) -
     let Some(entry) = copied(s, &VERDICTS, dentry) else {
         return 0;
     };
-    // Inode hooks take the entry of whatever mount the open was through.
-    let (ops, vfsmount) = match vfsmount {
-        NO_MOUNT => (entry.local, entry.stamp.vfsmount),
-        _ => (entry.allowed, vfsmount),
+    // Inode hooks take the entry of whatever mount the open was through, and only renames
+    // change what it says for them: `local` comes from the dentries up to the filesystem's root
+    // and their inode-table entries, which no mount, umount or propagation changes. So they
+    // compare `rename_lock`'s sequence only, and take the entry's own `mount_lock` half.
+    let (ops, vfsmount, seqs) = match vfsmount {
+        NO_MOUNT => (
+            entry.local,
+            entry.stamp.vfsmount,
+            sequence(&RENAME_SEQ).map(|r| (r as u64) << 32 | entry.stamp.seqs & 0xffff_ffff),
+        ),
+        _ => (entry.allowed, vfsmount, sequences()),
     };
-    let Some(seqs) = sequences() else {
+    let Some(seqs) = seqs else {
         return 0;
     };
     match ops != 0

@@ -35,7 +35,7 @@ use fp_common::{
     kernel::PATH_MAX,
     policy::{
         DirContext, InodeKey, MAX_COMPONENT, MAX_NAME, MAX_PREFIX, Op as PolicyOp, OpEntry,
-        PrefixValue, TableVerdict, Unmatched, unmatched_step,
+        PrefixValue, TableHeader, TableVerdict, Unmatched, unmatched_step,
     },
 };
 
@@ -444,14 +444,17 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
     }
     // The name's bytes, for the name filter.
     copy_name(s, name_len(s)?)?;
-    // SAFETY: this CPU's scratch value.
+    // SAFETY: a read of the map value, for the steps below (see `NameCheck`).
+    let header = unsafe { HEADERS.get(&tables) }?;
+    let mut check = NameCheck { s, header };
+    // SAFETY: this CPU's scratch value; the callback reads `check` only, which outlives the call.
     unsafe {
         core::ptr::write_volatile(&raw mut (*s).name_from, 0);
         core::ptr::write_volatile(&raw mut (*s).name_state, NAME_PENDING);
         bpf_loop(
             (2 * MAX_NAME + 2) as u32,
             unmatched_name_step as *mut c_void,
-            core::ptr::null_mut(),
+            &raw mut check as *mut c_void,
             0,
         );
         if core::ptr::read_volatile(&raw const (*s).name_state) != NAME_UNMATCHED {
@@ -462,31 +465,33 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
     (sequences() == Some(seqs)).then_some(ops)
 }
 
+/// What the name check's `bpf_loop` callback gets from [`unmatched_ops`], on its stack: the
+/// scratch value and the session's header, looked up once per name rather than once per step.
+/// The check's state stays in the scratch value, where the verifier sees unknown values (on the
+/// stack it would follow every step's value as a state of its own).
+struct NameCheck {
+    s: *mut Scratch,
+    header: *const TableHeader,
+}
+
 /// bpf_loop callback: one lookup of the name check in [`unmatched_ops`]
 /// (`fp_common::policy::unmatched_step`); 1 once it is done. One per step: a loop of them here
-/// would cost the verifier each lookup again in every program, for a few hash lookups saved.
-extern "C" fn unmatched_name_step(_index: u64, _ctx: *mut c_void) -> i64 {
-    let Some(s) = SCRATCH.get_ptr_mut(0) else {
-        return 1;
-    };
-    // SAFETY: this CPU's scratch value, a field at a time; a read of the map value.
+/// would cost the verifier each lookup again in every program.
+extern "C" fn unmatched_name_step(_index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `ctx` is the caller's `NameCheck`: this CPU's scratch value, read and written a
+    // field at a time, and a map value, both live while the program runs.
     unsafe {
-        let tables = core::ptr::read_volatile(&raw const (*s).walk.tables);
+        let NameCheck { s, header } = *(ctx as *const NameCheck);
         let len = core::ptr::read_volatile(&raw const (*s).name.len) as usize;
         let from = core::ptr::read_volatile(&raw const (*s).name_from);
-        let state = match HEADERS.get(&tables) {
-            None => NAME_ADMITTED,
-            Some(header) => {
-                let path = ScratchPath::within(s, PATH_MAX.wrapping_sub(len), len);
-                match unmatched_step(header, &path, (0, len), from) {
-                    Unmatched::Next(next) => {
-                        core::ptr::write_volatile(&raw mut (*s).name_from, next);
-                        return 0;
-                    }
-                    Unmatched::Admitted => NAME_ADMITTED,
-                    Unmatched::Proven => NAME_UNMATCHED,
-                }
+        let path = ScratchPath::within(s, PATH_MAX.wrapping_sub(len), len);
+        let state = match unmatched_step(&*header, &path, (0, len), from) {
+            Unmatched::Next(next) => {
+                core::ptr::write_volatile(&raw mut (*s).name_from, next);
+                return 0;
             }
+            Unmatched::Admitted => NAME_ADMITTED,
+            Unmatched::Proven => NAME_UNMATCHED,
         };
         core::ptr::write_volatile(&raw mut (*s).name_state, state);
     }

@@ -147,7 +147,7 @@ pub(crate) struct Scratch {
     /// The name a decision looks up in the directory cache, as the program read it.
     pub(crate) name: Name,
     /// The check that no name entry matches the name (crate::dirs): the next lookup, and where
-    /// the check stands.
+    /// the check stands (here, not on the stack: the verifier would follow every value).
     pub(crate) name_from: u64,
     pub(crate) name_state: u64,
 }
