@@ -52,13 +52,16 @@ pub(crate) enum Cache {
 }
 
 /// log2 of the [`Owner`] slots per cache, and of the verdict cache's entries: a fill of another
-/// dentry in the slot retires the entry (a miss, never a hit).
-pub(crate) const OWNER_BITS: u32 = 16;
+/// dentry in the slot retires the entry (a miss, never a hit). 4,096: `OWNERS` takes 128 KiB and
+/// each verdict array 320 KiB, where 65,536 took 2 MiB and 5 MiB each, and every file a program
+/// met landed on pages of its own. Measured: `d_instantiate` 0.63x, `tar -x` 0.95x
+/// (docs/performance.md, "Smaller cache arrays").
+pub(crate) const OWNER_BITS: u32 = 12;
 
 /// Which fill of each dentry address is live, per cache: the ticket of the latest fill of a
 /// dentry that hashes to this slot, and that dentry. Both caches' owners of a slot lie side by
 /// side in one [`OWNERS`] element, so `d_instantiate`, on every dentry of the host, touches one
-/// element (a memory access likely to miss: the array is 2 MiB) rather than two. An entry is
+/// element rather than two. An entry is
 /// used only while the slot of its dentry still holds its ticket; `d_instantiate` ([`forget`])
 /// clears the slot when it names its dentry, and any fill of another dentry there writes its own
 /// ticket first. So a freed dentry's
