@@ -45,11 +45,12 @@ fn main() -> anyhow::Result<()> {
         ebpf.manifest_path.parent().ok_or_else(|| anyhow!("fp-ebpf manifest has no parent"))?;
     // fp-ebpf is a build-dependency, so its library changes rerun this; its binaries need this.
     println!("cargo:rerun-if-changed={root}");
-    build_ebpf(&out_dir)
+    build_ebpf(&out_dir, &metadata.target_directory.join("fp-ebpf").into_std_path_buf())
 }
 
-/// `cargo build` of fp-ebpf's binaries for the BPF target; each is copied to `OUT_DIR/<name>`.
-fn build_ebpf(out_dir: &Path) -> anyhow::Result<()> {
+/// `cargo build` of fp-ebpf's binaries for the BPF target in `target_dir`; each is copied to
+/// `OUT_DIR/<name>`.
+fn build_ebpf(out_dir: &Path, target_dir: &Path) -> anyhow::Result<()> {
     println!("cargo:rerun-if-env-changed=FP_EBPF_VERBOSE");
     let started = Instant::now();
     let env = |key: &str| std::env::var(key).with_context(|| format!("{key} is not set"));
@@ -66,12 +67,13 @@ fn build_ebpf(out_dir: &Path) -> anyhow::Result<()> {
         }
         None => Command::new("cargo"),
     };
-    // The target directory stays apart from OUT_DIR's artifacts (a binary named like the
-    // package would collide with it) and from the outer build's (cargo locks it).
-    let target_dir = out_dir.join("aya-build").join("target").join("fp-ebpf");
+    // One target directory (`target/fp-ebpf`) for every profile and feature set of the outer
+    // build: the object does not depend on them, so only the first build script to run compiles
+    // it (about a minute) and the others find it fresh. It is apart from the outer build's
+    // directories, which cargo locks; two build scripts running at once wait on its own lock.
     cmd.args(["build", "--package", "fp-ebpf", "--bins", "--message-format=json", "--release"])
         .args(["--target", target, "-Z", "build-std=core", "--target-dir"])
-        .arg(&target_dir)
+        .arg(target_dir)
         .env(
             "CARGO_ENCODED_RUSTFLAGS",
             [

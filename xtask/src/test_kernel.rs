@@ -116,68 +116,107 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         "native" => bail!("this host cannot load BPF LSM programs (`fp kernel probe` failed)"),
         name => vec![Target::Vm(kernels::find(name)?)],
     };
-    let mut boots = Vec::new();
-    for target in &targets {
-        boots.push(Boot { target, tests: built.tests.clone(), cmdline: None });
-        match target {
-            Target::Vm(_) => boots.push(Boot {
-                target,
-                tests: vec![built.without_bpf_lsm.clone()],
-                cmdline: Some(WITHOUT_BPF_LSM.1),
-            }),
-            Target::Native => println!(
-                "xtask: native: {} runs only in the VMs, which can boot without BPF LSM",
-                WITHOUT_BPF_LSM.0
-            ),
-        }
-    }
-
-    let mut totals = Totals::default();
-    for boot in &boots {
-        let name = boot.name();
-        if !filter.is_empty() && !any_test_matches(&boot.tests, filter)? {
-            println!("xtask: kernel tests on {name}: no test matches the filter; not booted");
-            continue;
-        }
-        println!("xtask: kernel tests on {name}: {} test executables", boot.tests.len());
-        let command = vec!["/bin/sh".to_owned(), "-c".to_owned(), test_script(&boot.tests, filter)];
-        let started = Instant::now();
-        let output = match boot.target {
-            Target::Vm(pin) => {
-                let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
-                let mut env = vm::guest_env();
-                env.push(("FP_BIN".into(), built.fp_bin.display().to_string()));
-                let run = VmRun {
-                    timeout,
-                    rw: Vec::new(),
-                    env,
-                    cwd: built.tests_dir.clone(),
-                    command,
-                    cmdline: boot.cmdline,
-                };
-                vm::boot(&kernel, &run).map(|finished| finished.output)
+    // One lane per target: its boots run in order. The VMs' lanes run side by side (a VM under
+    // TCG leaves much of the host idle while the guest waits on RCU and timers: two at once take
+    // about 1.35 times as long as one, not twice); the native lane runs after them.
+    let lanes: Vec<Vec<Boot>> = targets
+        .iter()
+        .map(|target| {
+            let mut lane = vec![Boot { target, tests: built.tests.clone(), cmdline: None }];
+            match target {
+                Target::Vm(_) => lane.push(Boot {
+                    target,
+                    tests: vec![built.without_bpf_lsm.clone()],
+                    cmdline: Some(WITHOUT_BPF_LSM.1),
+                }),
+                Target::Native => println!(
+                    "xtask: native: {} runs only in the VMs, which can boot without BPF LSM",
+                    WITHOUT_BPF_LSM.0
+                ),
             }
-            Target::Native => run_native(&command, &built, timeout),
-        };
-        let result = match output {
-            Ok(output) => judge(&output, boot.tests.len(), !filter.is_empty()),
-            Err(e) => KernelResult { problems: vec![format!("{e:#}")], ..KernelResult::default() },
-        };
-        println!(
-            "kernel {name}: {} passed, {} failed, {} ignored, {} filtered out in {:.1} s",
-            result.passed,
-            result.failed,
-            result.ignored,
-            result.filtered_out,
-            started.elapsed().as_secs_f64()
-        );
-        for problem in &result.problems {
-            println!("kernel {name}: FAILED: {problem}");
+            lane
+        })
+        .collect();
+    let (vm_lanes, native_lanes): (Vec<_>, Vec<_>) =
+        lanes.into_iter().partition(|lane| matches!(lane[0].target, Target::Vm(_)));
+    let side_by_side = vm_lanes.len() > 1;
+    let run_lane = |lane: &Vec<Boot>| -> Result<Totals> {
+        let mut totals = Totals::default();
+        for boot in lane {
+            let echo = match boot.target {
+                Target::Vm(pin) if side_by_side => Echo::Tagged(pin.name),
+                _ => Echo::On,
+            };
+            totals.add(run_boot(boot, &built, timeout, filter, echo)?);
         }
-        totals.passed += result.passed;
-        totals.failed += result.failed + result.problems.len();
+        Ok(totals)
+    };
+    let mut totals = Totals::default();
+    let vm_totals = std::thread::scope(|scope| {
+        let lanes: Vec<_> = vm_lanes.iter().map(|lane| scope.spawn(|| run_lane(lane))).collect();
+        lanes
+            .into_iter()
+            .map(|lane| lane.join().expect("a kernel test lane panicked"))
+            .collect::<Vec<_>>()
+    });
+    for lane in vm_totals {
+        totals.add(lane?);
+    }
+    for lane in &native_lanes {
+        totals.add(run_lane(lane)?);
     }
     Ok(totals)
+}
+
+/// Runs one boot's test executables and prints its outcome.
+fn run_boot(
+    boot: &Boot,
+    built: &Built,
+    timeout: Duration,
+    filter: &[String],
+    echo: Echo,
+) -> Result<Totals> {
+    let name = boot.name();
+    if !filter.is_empty() && !any_test_matches(&boot.tests, filter)? {
+        println!("xtask: kernel tests on {name}: no test matches the filter; not booted");
+        return Ok(Totals::default());
+    }
+    println!("xtask: kernel tests on {name}: {} test executables", boot.tests.len());
+    let command = vec!["/bin/sh".to_owned(), "-c".to_owned(), test_script(&boot.tests, filter)];
+    let started = Instant::now();
+    let output = match boot.target {
+        Target::Vm(pin) => {
+            let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
+            let mut env = vm::guest_env();
+            env.push(("FP_BIN".into(), built.fp_bin.display().to_string()));
+            let run = VmRun {
+                timeout,
+                rw: Vec::new(),
+                env,
+                cwd: built.tests_dir.clone(),
+                command,
+                cmdline: boot.cmdline,
+            };
+            vm::boot_echoing(&kernel, &run, echo).map(|finished| finished.output)
+        }
+        Target::Native => run_native(&command, built, timeout),
+    };
+    let result = match output {
+        Ok(output) => judge(&output, boot.tests.len(), !filter.is_empty()),
+        Err(e) => KernelResult { problems: vec![format!("{e:#}")], ..KernelResult::default() },
+    };
+    println!(
+        "kernel {name}: {} passed, {} failed, {} ignored, {} filtered out in {:.1} s",
+        result.passed,
+        result.failed,
+        result.ignored,
+        result.filtered_out,
+        started.elapsed().as_secs_f64()
+    );
+    for problem in &result.problems {
+        println!("kernel {name}: FAILED: {problem}");
+    }
+    Ok(Totals { passed: result.passed, failed: result.failed + result.problems.len() })
 }
 
 /// Whether libtest, given `filter`, would run any test of `tests` (asked on the host with
@@ -208,6 +247,11 @@ struct Totals {
 }
 
 impl Totals {
+    fn add(&mut self, other: Totals) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+    }
+
     fn print(&self) {
         println!("kernel-tests: {} passed, {} failed", self.passed, self.failed);
     }
@@ -227,33 +271,44 @@ struct Built {
     tests_dir: PathBuf,
 }
 
-/// Builds the `fp` binary with the real BPF object, as it ships (release): an unoptimized fp
-/// takes twice as long to load the object at each session start under the VMs' TCG (measured on
-/// 6.1: 66 s against 24-31 s on a loaded host, 30-37 s against 20-21 s on a quiet one).
+/// Builds the `fp` binary with the real BPF object, as it ships (release): the demo and the
+/// benchmarks run it.
 pub fn build_fp() -> Result<PathBuf> {
     let args = ["build", "--release", "-p", "fp-agent", "--bin", "fp"];
     let fp = cargo_executables(&args, |a| a.target.name == "fp")?;
     fp.into_iter().next().ok_or_else(|| anyhow!("cargo built no `fp` executable"))
 }
 
+/// The kernel tests' build: one `cargo test --no-run` of the workspace, whose dev-profile `fp`
+/// (built for fp-agent's own tests) and fp-tests' executables come out of the same dependency
+/// build as `cargo test` of the default members. A `-p fp-tests` or `--release` build would
+/// unify features differently and compile fp and its dependencies again (4-8 min on 2 cores).
+/// The dev profile optimizes what loading the BPF object runs (Cargo.toml), so this `fp` starts a
+/// session about as fast as a release build under the VMs' TCG.
 fn build() -> Result<Built> {
     println!("xtask: building fp and the privileged tests (real BPF object)");
-    let fp_bin = build_fp()?;
-    // Twice (the second finds everything built): the artifacts, not their file names, say which
-    // test executable is which.
-    let test_executables = |without: bool| {
-        cargo_executables(&["test", "-p", "fp-tests", "--no-run"], |a| {
-            a.profile.test && (a.target.name == WITHOUT_BPF_LSM.0) == without
-        })
-    };
-    let (without_bpf_lsm, tests) = (test_executables(true)?, test_executables(false)?);
-    let Some(without_bpf_lsm) = without_bpf_lsm.into_iter().next() else {
+    let args = ["test", "--workspace", "--exclude", "fp-ebpf", "--no-run"];
+    let tests_dir = paths::workspace_root().join("tests");
+    let (mut fp_bin, mut tests, mut without_bpf_lsm) = (None, Vec::new(), None);
+    for (artifact, exe) in cargo_artifacts(&args)? {
+        if artifact.target.name == "fp" && !artifact.profile.test {
+            fp_bin = Some(exe);
+        } else if artifact.profile.test && artifact.target.src_path.starts_with(&tests_dir) {
+            if artifact.target.name == WITHOUT_BPF_LSM.0 {
+                without_bpf_lsm = Some(exe);
+            } else {
+                tests.push(exe);
+            }
+        }
+    }
+    let fp_bin = fp_bin.ok_or_else(|| anyhow!("cargo built no `fp` executable"))?;
+    let Some(without_bpf_lsm) = without_bpf_lsm else {
         bail!("fp-tests has no `{}` test executable", WITHOUT_BPF_LSM.0);
     };
     if tests.is_empty() {
         bail!("fp-tests has no test executables");
     }
-    Ok(Built { fp_bin, tests, without_bpf_lsm, tests_dir: paths::workspace_root().join("tests") })
+    Ok(Built { fp_bin, tests, without_bpf_lsm, tests_dir })
 }
 
 /// Runs cargo with JSON messages and returns the executables of the artifacts `wanted` selects.
@@ -261,6 +316,12 @@ pub fn cargo_executables(
     args: &[&str],
     wanted: impl Fn(&cargo_metadata::Artifact) -> bool,
 ) -> Result<Vec<PathBuf>> {
+    let artifacts = cargo_artifacts(args)?;
+    Ok(artifacts.into_iter().filter(|(a, _)| wanted(a)).map(|(_, exe)| exe).collect())
+}
+
+/// Runs cargo with JSON messages and returns every executable it built, with its artifact.
+fn cargo_artifacts(args: &[&str]) -> Result<Vec<(cargo_metadata::Artifact, PathBuf)>> {
     let mut command = Command::new("cargo");
     command
         .args(args)
@@ -273,11 +334,10 @@ pub fn cargo_executables(
     let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout pipe"))?;
     let mut executables = Vec::new();
     for message in cargo_metadata::Message::parse_stream(BufReader::new(stdout)) {
-        if let cargo_metadata::Message::CompilerArtifact(artifact) = message?
-            && wanted(&artifact)
-            && let Some(exe) = artifact.executable
+        if let cargo_metadata::Message::CompilerArtifact(mut artifact) = message?
+            && let Some(exe) = artifact.executable.take()
         {
-            executables.push(exe.into_std_path_buf());
+            executables.push((artifact, exe.into_std_path_buf()));
         }
     }
     let status = child.wait()?;

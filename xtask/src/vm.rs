@@ -99,10 +99,15 @@ pub fn guest_env() -> Vec<(String, String)> {
 /// Under TCG, a guest that stops on a stale live-patching breakpoint ([`StalePatch`]) is booted
 /// again, at most twice.
 pub fn boot(kernel: &PreparedKernel, run: &VmRun) -> Result<Finished> {
+    boot_echoing(kernel, run, Echo::On)
+}
+
+/// [`boot`], with the guest's output echoed as `echo` says (tagged when VMs run side by side).
+pub fn boot_echoing(kernel: &PreparedKernel, run: &VmRun, echo: Echo) -> Result<Finished> {
     let accel = accelerator(kernel)?;
     let mut retries = 2;
     loop {
-        match boot_with(kernel, run, accel, Echo::On) {
+        match boot_with(kernel, run, accel, echo) {
             Err(e) if retries > 0 && accel == "tcg" && e.downcast_ref::<StalePatch>().is_some() => {
                 retries -= 1;
                 eprintln!(
@@ -167,6 +172,8 @@ fn kernel_cmdline(append: &[Option<&str>]) -> String {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Echo {
     On,
+    /// Each line after `[tag] `: the output of VMs that run at the same time.
+    Tagged(&'static str),
     Off,
 }
 
@@ -174,7 +181,10 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
     let target = paths::target_dir()?;
     let runs = target.join("fp-vm/runs");
     remove_stale_runs(&runs);
-    let run_dir = runs.join(std::process::id().to_string());
+    // `<pid>-<n>`: one xtask may boot several VMs at once (the kernel tests do).
+    static BOOTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = BOOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let run_dir = runs.join(format!("{}-{n}", std::process::id()));
     std::fs::create_dir_all(&run_dir)?;
     // The command needs these even when they lie under the guest's fresh /tmp or /run.
     let keep = [paths::workspace_root(), target, run.cwd.clone()];
@@ -211,7 +221,7 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
     else {
         return Err(stopped_early(kernel.name, status, &output));
     };
-    if echo == Echo::On {
+    if echo != Echo::Off {
         eprintln!(
             "xtask: kernel {} VM finished in {:.1} s",
             kernel.name,
@@ -226,10 +236,9 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
 fn remove_stale_runs(runs: &Path) {
     let Ok(entries) = std::fs::read_dir(runs) else { return };
     for entry in entries.flatten() {
-        let pid = entry.file_name();
-        if pid.to_str().is_some_and(|p| p.parse::<u32>().is_ok())
-            && !Path::new("/proc").join(&pid).exists()
-        {
+        let name = entry.file_name();
+        let pid = name.to_str().and_then(|n| n.split('-').next()?.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new("/proc").join(pid.to_string()).exists()) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -357,10 +366,17 @@ pub fn stream(
     loop {
         match lines_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(line) => {
-                if echo == Echo::On {
-                    let _ = stdout.write_all(line.as_bytes());
-                    let _ = stdout.flush();
+                match echo {
+                    Echo::On => {
+                        let _ = stdout.write_all(line.as_bytes());
+                    }
+                    Echo::Tagged(tag) => {
+                        // One write per line, so lines of VMs running at once never mix.
+                        let _ = stdout.write_all(format!("[{tag}] {line}").as_bytes());
+                    }
+                    Echo::Off => {}
                 }
+                let _ = stdout.flush();
                 output += &line;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
