@@ -51,6 +51,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         cwd: "/".into(),
         command: vec!["sh".into(), "-c".into(), SCRIPT.replace("@FP@", &fp.display().to_string())],
         cmdline: None,
+        cpus: vm::CPUS,
     };
     let finished = vm::boot(&kernel, &run)?;
     let denied = finished.output.matches("fp: denied").count();

@@ -116,9 +116,11 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         "native" => bail!("this host cannot load BPF LSM programs (`fp kernel probe` failed)"),
         name => vec![Target::Vm(kernels::find(name)?)],
     };
-    // One lane per target: its boots run in order. The VMs' lanes run side by side (a VM under
-    // TCG leaves much of the host idle while the guest waits on RCU and timers: two at once take
-    // about 1.35 times as long as one, not twice); the native lane runs after them.
+    // One lane per target: its boots run in order. The VMs' lanes run side by side, each VM with
+    // one CPU; the native lane runs after them. Measured 2026-11-28 on a 2-core host (6.12,
+    // `fp run -- true`): 13.3 s alone with 2 CPUs, 18.6 s alone with 1, 20 s with 1 beside
+    // another such VM. Two VMs of 2 CPUs each run slower together than one after the other
+    // (TCG's vCPU threads wait on each other), 2.2 times as long per test.
     let lanes: Vec<Vec<Boot>> = targets
         .iter()
         .map(|target| {
@@ -143,11 +145,7 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
     let run_lane = |lane: &Vec<Boot>| -> Result<Totals> {
         let mut totals = Totals::default();
         for boot in lane {
-            let echo = match boot.target {
-                Target::Vm(pin) if side_by_side => Echo::Tagged(pin.name),
-                _ => Echo::On,
-            };
-            totals.add(run_boot(boot, &built, timeout, filter, echo)?);
+            totals.add(run_boot(boot, &built, timeout, filter, side_by_side)?);
         }
         Ok(totals)
     };
@@ -168,13 +166,14 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
     Ok(totals)
 }
 
-/// Runs one boot's test executables and prints its outcome.
+/// Runs one boot's test executables and prints its outcome; `side_by_side`: other VMs run at
+/// the same time (one CPU each, output tagged).
 fn run_boot(
     boot: &Boot,
     built: &Built,
     timeout: Duration,
     filter: &[String],
-    echo: Echo,
+    side_by_side: bool,
 ) -> Result<Totals> {
     let name = boot.name();
     if !filter.is_empty() && !any_test_matches(&boot.tests, filter)? {
@@ -196,7 +195,9 @@ fn run_boot(
                 cwd: built.tests_dir.clone(),
                 command,
                 cmdline: boot.cmdline,
+                cpus: if side_by_side { 1 } else { vm::CPUS },
             };
+            let echo = if side_by_side { Echo::Tagged(pin.name) } else { Echo::On };
             vm::boot_echoing(&kernel, &run, echo).map(|finished| finished.output)
         }
         Target::Native => run_native(&command, built, timeout),

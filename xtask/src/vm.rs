@@ -54,6 +54,7 @@ pub fn main(args: VmArgs) -> Result<ExitCode> {
         cwd: std::env::current_dir()?,
         command: args.command,
         cmdline: None,
+        cpus: CPUS,
     };
     let finished = boot(&kernel, &run)?;
     Ok(ExitCode::from(u8::try_from(finished.exit_code).unwrap_or(u8::MAX)))
@@ -71,7 +72,12 @@ pub struct VmRun {
     pub command: Vec<String>,
     /// Added to the guest kernel's command line, before `$FP_VM_APPEND`.
     pub cmdline: Option<&'static str>,
+    /// The guest's CPUs: [`CPUS`], or 1 for VMs that run side by side on the host's cores.
+    pub cpus: u32,
 }
+
+/// The guest's CPUs for a VM that has the host to itself.
+pub const CPUS: u32 = 2;
 
 /// A command that ran to the end in the VM.
 pub struct Finished {
@@ -199,7 +205,8 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
         "-cpu",
         if accel == "kvm" { "host" } else { "max" },
     ])
-    .args(["-smp", "2", "-m", "2G", "-nodefaults", "-display", "none", "-serial", "stdio"])
+    .args(["-smp", &run.cpus.to_string()])
+    .args(["-m", "2G", "-nodefaults", "-display", "none", "-serial", "stdio"])
     .arg("-no-reboot")
     .arg("-kernel")
     .arg(&kernel.vmlinux)
@@ -410,6 +417,7 @@ fn accelerator(kernel: &PreparedKernel) -> Result<&'static str> {
         cwd: PathBuf::from("/"),
         command: vec!["true".into()],
         cmdline: None,
+        cpus: CPUS,
     };
     let works = boot_with(kernel, &probe, "kvm", Echo::Off).is_ok_and(|f| f.exit_code == 0);
     let verdict = if works { "kvm" } else { "tcg" };
@@ -456,6 +464,7 @@ mod tests {
             cwd: PathBuf::from("/tmp/ws/tests"),
             command: vec!["echo".into(), "two words".into()],
             cmdline: None,
+            cpus: CPUS,
         }
     }
 

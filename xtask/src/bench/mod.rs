@@ -410,6 +410,7 @@ fn run_in_vm(kernel: &PreparedKernel, script: String, timeout: Duration) -> Resu
         cwd: "/".into(),
         command: vec!["sh".into(), "-c".into(), script],
         cmdline: None,
+        cpus: vm::CPUS,
     };
     let finished = vm::boot(kernel, &run)?;
     if finished.exit_code != 0 {
