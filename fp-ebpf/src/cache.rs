@@ -250,6 +250,14 @@ pub(crate) fn sequences() -> Option<u64> {
     Some((sequence(&RENAME_SEQ)? as u64) << 32 | sequence(&MOUNT_SEQ)? as u64)
 }
 
+/// Whether `rename_lock`'s sequence still reads as in `seqs` (from [`sequences`]): no dentry was
+/// moved or renamed since, so a name read after `seqs` is the one the dentry had then (mounts do
+/// not change names).
+#[inline(always)]
+pub(crate) fn unrenamed(seqs: u64) -> bool {
+    sequence(&RENAME_SEQ) == Some((seqs >> 32) as u32)
+}
+
 /// The sequence at the address in `counter` (one of the globals [`sequences`] reads); None while
 /// it is odd or when userspace found no counter.
 #[inline(always)]

@@ -276,7 +276,17 @@ pub(crate) fn decide(
         return -EACCES; // fail closed: no scratch space means no check
     };
     let (first, second) = (op.policy_op(), PolicyOp::Write);
-    if answered(session, op, and_write, cache::allowed(s, session.info.tables, vfsmount, dentry)) {
+    // A name being created is a negative dentry, which the cache never keeps: no lookup (its slot
+    // would be a page touched for nothing).
+    let creates = matches!(hook, Hook::PathMknod | Hook::PathMkdir | Hook::PathSymlink);
+    if !creates
+        && answered(
+            session,
+            op,
+            and_write,
+            cache::allowed(s, session.info.tables, vfsmount, dentry),
+        )
+    {
         return 0;
     }
     let generation = begin(s);

@@ -25,8 +25,8 @@
 //! tables id, `rename_lock`'s and `mount_lock`'s sequences read before the walk that filled it,
 //! the directory dentry's inode, its lifetime and a check word; [`crate::cache::forget`] drops it
 //! when the dentry's memory gets an inode. The name's own dentry is read after the sequences the
-//! decision runs under (the ones the entry must match) and the sequences again after it, so a
-//! name moved meanwhile takes the walk. Not used
+//! decision runs under (the ones the entry must match) and `rename_lock`'s sequence again after
+//! it, so a name moved meanwhile takes the walk. Not used
 //! for a name that is a mount root or whose directory is one (procfs names the task's own
 //! directory after the task there), nor by renames and links.
 use aya_ebpf::helpers::generated::{bpf_loop, bpf_probe_read_kernel, bpf_probe_read_kernel_str};
@@ -40,7 +40,7 @@ use fp_common::{
 };
 
 use crate::{
-    cache::{Cache, Cached, Stamp, copied, mix, number, sequences, slot},
+    cache::{Cache, Cached, Stamp, copied, mix, number, slot, unrenamed},
     decide::{by_identity, start_walk},
     kernel::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
@@ -223,7 +223,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
     }
     copy_name(s, len)?;
     // The name was not moved since the sequences were read, before it was.
-    if sequences() != Some(seqs) {
+    if !unrenamed(seqs) {
         return None;
     }
     // SAFETY: as above.
@@ -462,7 +462,7 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
         }
     }
     // The name was not moved since the sequences were read, before it was.
-    (sequences() == Some(seqs)).then_some(ops)
+    unrenamed(seqs).then_some(ops)
 }
 
 /// What the name check's `bpf_loop` callback gets from [`unmatched_ops`], on its stack: the
@@ -512,7 +512,8 @@ fn name_len(s: *const Scratch) -> Option<NameLen> {
 
 /// Copies the name [`read_name`] read, `len` bytes, into the scratch path, ending at PATH_MAX
 /// (where its NUL lands) as a walk leaves a path; None if it cannot be read whole. The caller
-/// re-reads the sequences after it: the name was not moved meanwhile if they did not change.
+/// re-reads `rename_lock`'s sequence after it: the name was not moved meanwhile if it did not
+/// change.
 #[inline(always)]
 fn copy_name(s: *mut Scratch, NameLen(len): NameLen) -> Option<()> {
     // Masked from a number the compiler cannot bound (see `resolve`): it knows `len`'s range
