@@ -117,10 +117,8 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         name => vec![Target::Vm(kernels::find(name)?)],
     };
     // One lane per target: its boots run in order. The VMs' lanes run side by side, each VM with
-    // one CPU; the native lane runs after them. Measured 2026-11-28 on a 2-core host (6.12,
-    // `fp run -- true`): 13.3 s alone with 2 CPUs, 18.6 s alone with 1, 20 s with 1 beside
-    // another such VM. Two VMs of 2 CPUs each run slower together than one after the other
-    // (TCG's vCPU threads wait on each other), 2.2 times as long per test.
+    // one CPU (two VMs of two CPUs run slower together than one after the other: the figures are
+    // in docs/testing.md); the native lane runs after them.
     let lanes: Vec<Vec<Boot>> = targets
         .iter()
         .map(|target| {
@@ -284,8 +282,8 @@ pub fn build_fp() -> Result<PathBuf> {
 /// (built for fp-agent's own tests) and fp-tests' executables come out of the same dependency
 /// build as `cargo test` of the default members. A `-p fp-tests` or `--release` build would
 /// unify features differently and compile fp and its dependencies again (4-8 min on 2 cores).
-/// The dev profile optimizes what loading the BPF object runs (Cargo.toml), so this `fp` starts a
-/// session about as fast as a release build under the VMs' TCG.
+/// The dev profile optimizes every dependency and fp's own crates (Cargo.toml), so this `fp` runs
+/// about as fast as a release build under the VMs' TCG.
 fn build() -> Result<Built> {
     println!("xtask: building fp and the privileged tests (real BPF object)");
     let args = ["test", "--workspace", "--exclude", "fp-ebpf", "--no-run"];
