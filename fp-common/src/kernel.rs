@@ -33,7 +33,7 @@ macro_rules! hooks {
         impl Hook {
             pub const ALL: &[Hook] = &[$(Self::$variant,)*];
 
-            pub fn name(self) -> &'static str {
+            pub const fn name(self) -> &'static str {
                 match self {
                     $(Self::$variant => $name,)*
                 }

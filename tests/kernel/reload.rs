@@ -55,3 +55,35 @@ fn reloads_swap_tables_without_a_gap() {
     assert_eq!(leaks, 0, "the denied file was read {leaks} times during reloads");
     fp_tests::assert_nothing_left_behind();
 }
+
+/// A session whose tables cannot prompt has no check of pending files on its reads, writes and
+/// maps (`kernel::HOLD_HOOKS`); the reload that gives it a prompt rule attaches them before its
+/// tables are switched.
+#[test]
+fn a_reload_to_tables_that_can_prompt_attaches_the_pending_checks_first() {
+    let _g = exclusive();
+    let t = TempTree::new("reload-holds");
+    let file = t.file("f", "x\n");
+    let pins = kernel::pin_root().join("reload-holds-test");
+    let parent = Cgroup2::find().unwrap().mount.join("fp");
+    let manager = Manager::start(parent, pins.clone(), Sink::Stderr, None).unwrap();
+    let (cgroup, id) = manager_session(&manager, "reload-holds", deny(&[t.join("secret")]));
+    let links = pins.join(kernel::SESSION_LINKS).join(id.to_string());
+    let attached = |hook: &str| links.join(format!("link_{hook}")).exists();
+    let read = || {
+        in_cgroup(&cgroup, &format!("cat {}", file.display())).output().unwrap().status.success()
+    };
+    assert!(attached("file_open") && read());
+    assert!(!kernel::HOLD_HOOKS.iter().any(|h| attached(h)), "no prompt rule, no pending checks");
+    let asks = format!(
+        "[file_policy]\ndefault = \"write\"\nprompt_paths = [\"{}/**\"]\n",
+        t.join("asked").display()
+    );
+    let options = LoadOptions { policy_text: Some(asks), ..LoadOptions::default() };
+    manager.reload(id, EffectivePolicy::load(&options).unwrap(), "test").unwrap();
+    assert!(kernel::HOLD_HOOKS.iter().all(|h| attached(h)), "attached by the reload");
+    assert!(read(), "a file no prompt holds is read as before");
+    manager.end(id, None, "test over").unwrap();
+    manager.shutdown("test over").unwrap();
+    fp_tests::assert_nothing_left_behind();
+}

@@ -28,6 +28,12 @@ use super::{
 };
 use crate::policy::KernelTables;
 
+/// The per-cgroup hooks whose programs only refuse reads, writes and maps of a file whose open a
+/// prompt holds (fp-ebpf's `check_pending`): a session whose tables have no prompt or defer
+/// verdict never holds one, and its reads and writes run none of fp's code
+/// ([`Enforcer::attach_holds`]).
+pub const HOLD_HOOKS: [&str; 2] = [Hook::FilePermission.name(), Hook::MmapFile.name()];
+
 /// The LSM programs of one enforcement scope, with their maps, programs and links pinned under
 /// `pin_dir` so enforcement survives the loader being paused or killed: the `#[lsm]` programs
 /// attached for every task (`link_<hook>`), the `#[lsm_cgroup]` ones (`prog_<hook>`) attached to
@@ -204,29 +210,60 @@ impl Enforcer {
 
     /// Attaches the per-cgroup programs to the cgroup `path` (id `cgroup`) of a session about to
     /// start, before any task joins it: from then on its tasks run them, and until
-    /// [`Self::set_session`] writes the cgroup's session they deny. On error nothing of it stays
-    /// attached.
+    /// [`Self::set_session`] writes the cgroup's session they deny. All but the [`HOLD_HOOKS`]'
+    /// ([`Self::attach_holds`]). On error nothing of it stays attached.
     pub fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
         let dir = self.session_links(cgroup);
-        let attached = self.attach_to(path, &dir);
+        let attached = self.attach_to(path, &dir, |hook| !HOLD_HOOKS.contains(&hook));
         if attached.is_err() {
             let _ = remove_pins(&dir);
         }
-        attached
+        attached.map(drop)
     }
 
-    fn attach_to(&mut self, cgroup: &Path, dir: &Path) -> anyhow::Result<()> {
+    /// Attaches the [`HOLD_HOOKS`]' programs to the attached session cgroup `path` (id `cgroup`),
+    /// unless they are already: before the session gets tables that can hold an open for the
+    /// prompt broker. Once attached they stay (files may be pending after a reload to tables that
+    /// cannot hold one). On error, nothing this call attached stays.
+    pub fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
+        let dir = self.session_links(cgroup);
+        self.attach_to(path, &dir, |hook| HOLD_HOOKS.contains(&hook)).map(drop)
+    }
+
+    /// Attaches to `cgroup` the per-cgroup programs whose hook `wanted` names and that have no
+    /// link pinned in `dir` yet, pinning each link there; returns the links it pinned. On error
+    /// those are removed again.
+    fn attach_to(
+        &mut self,
+        cgroup: &Path,
+        dir: &Path,
+        wanted: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<Vec<PathBuf>> {
         let fd = std::fs::File::open(cgroup)
             .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (pinned, program) in &mut self.per_session {
-            let hook = hook_of(pinned, "prog_").unwrap_or_default();
-            let what = format!("the lsm_cgroup/{hook} program to {}", cgroup.display());
-            let link = attach_to_cgroup(program, fd.as_fd(), &what)?;
-            let path = dir.join(format!("link_{hook}"));
-            link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+        let mut pinned_now = Vec::new();
+        let mut attach = || -> anyhow::Result<()> {
+            for (pinned, program) in &mut self.per_session {
+                let hook = hook_of(pinned, "prog_").unwrap_or_default();
+                let path = dir.join(format!("link_{hook}"));
+                if !wanted(hook) || path.exists() {
+                    continue;
+                }
+                let what = format!("the lsm_cgroup/{hook} program to {}", cgroup.display());
+                let link = attach_to_cgroup(program, fd.as_fd(), &what)?;
+                link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+                pinned_now.push(path);
+            }
+            Ok(())
+        };
+        let attached = attach();
+        if attached.is_err() {
+            for path in &pinned_now {
+                let _ = remove_pins(path);
+            }
         }
-        Ok(())
+        attached.map(|()| pinned_now)
     }
 
     /// Entries in use and capacity of each pinned hash map (what fills up as sessions start).

@@ -6,7 +6,7 @@ mod enforcer;
 pub mod tables;
 
 pub use bpffs::Bpffs;
-pub use enforcer::{BrokerClock, Enforcer, MapUsage, SESSION_LINKS, remove_pins};
+pub use enforcer::{BrokerClock, Enforcer, HOLD_HOOKS, MapUsage, SESSION_LINKS, remove_pins};
 
 use std::{
     os::fd::{AsFd as _, BorrowedFd},

@@ -8,7 +8,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use fp_common::policy::{InodeKey, InodeValue, OpEntry};
+use fp_common::policy::{InodeKey, InodeValue, OpEntry, ROOT_SCOPE, TableVerdict};
 
 use crate::policy::KernelTables;
 
@@ -109,6 +109,49 @@ impl InodeTable {
             .iter()
             .map(move |(&(dev, ino), v)| (InodeKey { session_id: id, ino, dev, _pad: 0 }, v))
     }
+}
+
+/// Whether a table verdict leaves an open to the prompt broker.
+fn brokered(verdict: u8) -> bool {
+    verdict == TableVerdict::Prompt as u8 || verdict == TableVerdict::Defer as u8
+}
+
+/// The directory (no trailing `/`; empty for `/`) of every entry of `tables` that can leave an
+/// open to the prompt broker (a prompt or defer verdict), unsorted: each rule's longest literal
+/// directory prefix (its LPM key or name-table scope), `/` for a prompt default or an unscoped
+/// name.
+pub fn brokered_dirs(tables: &KernelTables) -> Vec<Vec<u8>> {
+    let mut dirs: Vec<Vec<u8>> = Vec::new();
+    if tables.header().defaults.iter().any(|v| brokered(*v)) {
+        dirs.push(b"/".to_vec());
+    }
+    for (key, value) in tables.prefixes() {
+        if value.ops.iter().any(|e| e.rank != 0 && brokered(e.verdict)) {
+            // `P/` (below P) or `P\0` (P itself).
+            dirs.push(key[..key.len() - 1].to_vec());
+        }
+    }
+    for (_, value) in tables.names() {
+        for slot in value.slots.iter().take(value.count as usize) {
+            if brokered(slot.verdict) {
+                let scope = tables.scopes().get(slot.scope_id as usize);
+                dirs.push(match scope {
+                    Some(s) if slot.scope_id != ROOT_SCOPE => s.path[..s.len as usize].to_vec(),
+                    _ => b"/".to_vec(),
+                });
+            }
+        }
+    }
+    dirs
+}
+
+/// Whether `tables`, with their inode table `inodes`, can leave any open to the prompt broker:
+/// only then can a file of the session be pending, and its reads, writes and maps need the
+/// kernel's check of pending files ([`super::HOLD_HOOKS`]).
+pub fn can_hold(tables: &KernelTables, inodes: &InodeTable) -> bool {
+    let held = |e: &OpEntry| e.rank != 0 && brokered(e.verdict);
+    !brokered_dirs(tables).is_empty()
+        || inodes.entries.values().any(|v| v.this.iter().chain(&v.below).any(held))
 }
 
 #[cfg(test)]

@@ -17,7 +17,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use fp_common::policy::{ROOT_SCOPE, TableVerdict};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use tokio::sync::broadcast;
 
@@ -28,6 +27,7 @@ use super::{
 };
 use crate::{
     audit, config,
+    kernel::tables,
     policy::EffectivePolicy,
     session::{Cgroup2, Manager, SessionContext, Sink},
 };
@@ -272,29 +272,7 @@ impl PromptHost {
 /// prefix (its LPM key or name-table scope), `/` for a prompt default or an unscoped name.
 /// Empty: the session never needs the broker.
 pub fn broker_scopes(policy: &EffectivePolicy) -> Vec<PathBuf> {
-    let brokered = |v: u8| v == TableVerdict::Prompt as u8 || v == TableVerdict::Defer as u8;
-    let tables = policy.tables();
-    let mut dirs: Vec<Vec<u8>> = Vec::new();
-    if tables.header().defaults.iter().any(|v| brokered(*v)) {
-        dirs.push(b"/".to_vec());
-    }
-    for (key, value) in tables.prefixes() {
-        if value.ops.iter().any(|e| e.rank != 0 && brokered(e.verdict)) {
-            // `P/` (below P) or `P\0` (P itself).
-            dirs.push(key[..key.len() - 1].to_vec());
-        }
-    }
-    for (_, value) in tables.names() {
-        for slot in value.slots.iter().take(value.count as usize) {
-            if brokered(slot.verdict) {
-                let scope = tables.scopes().get(slot.scope_id as usize);
-                dirs.push(match scope {
-                    Some(s) if slot.scope_id != ROOT_SCOPE => s.path[..s.len as usize].to_vec(),
-                    _ => b"/".to_vec(),
-                });
-            }
-        }
-    }
+    let mut dirs = tables::brokered_dirs(policy.tables());
     dirs.sort();
     dirs.dedup();
     dirs.into_iter()

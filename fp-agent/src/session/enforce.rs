@@ -32,8 +32,11 @@ pub(super) trait Enforce: Send {
         tables: &KernelTables,
         inodes: &InodeTable,
     ) -> anyhow::Result<()>;
-    /// Attaches the per-cgroup programs to a new session's cgroup; on error nothing stays.
+    /// Attaches the per-cgroup programs to a new session's cgroup, but for the checks of pending
+    /// files; on error nothing stays.
     fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()>;
+    /// Attaches the checks of pending files to an attached session's cgroup, if they are not.
+    fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()>;
     /// Writes the session of an attached cgroup (fails for one not attached).
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()>;
     fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo>;
@@ -69,6 +72,9 @@ impl Enforce for kernel::Enforcer {
     }
     fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
         kernel::Enforcer::attach_session(self, cgroup, path)
+    }
+    fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
+        kernel::Enforcer::attach_holds(self, cgroup, path)
     }
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
         kernel::Enforcer::set_session(self, cgroup, info)

@@ -237,18 +237,24 @@ impl Manager {
     }
 
     /// The one way tables reach the kernel: `context`'s policy under a fresh tables id, then the
-    /// session of cgroup `context.cgroup` pointed at them with `flags` in one map update (which
-    /// confines a new session, or switches a running one). Nothing of the new tables stays
-    /// behind on error. Returns their id and inode table.
+    /// session of cgroup `context.cgroup` (at `path`) pointed at them with `flags` in one map
+    /// update (which confines a new session, or switches a running one). Tables that can hold an
+    /// open for the prompt broker get the checks of pending files attached first (they stay).
+    /// Nothing of the new tables stays behind on error. Returns their id and inode table.
     pub(super) fn install(
         &self,
         context: &SessionContext,
+        path: &Path,
         flags: u64,
     ) -> anyhow::Result<(u64, InodeTable)> {
         let tables = context.policy.tables();
         let inodes = InodeTable::resolve(tables);
+        let holds = kernel::tables::can_hold(tables, &inodes);
         let tables_id = new_tables_id()?;
         self.with_enforcer(|e| {
+            if holds {
+                e.attach_holds(context.cgroup, path)?;
+            }
             e.install_tables(tables_id, tables, &inodes)?;
             let set = e.set_session(context.cgroup, SessionInfo { tables: tables_id, flags });
             if set.is_err() {
@@ -282,7 +288,7 @@ impl Manager {
         // Attached before any task can join: a session cgroup never runs without its programs.
         let installed = self
             .with_enforcer(|e| e.attach_session(cgroup.id, &cgroup.path))
-            .and_then(|()| self.install(&context, flags));
+            .and_then(|()| self.install(&context, &cgroup.path, flags));
         let (tables_id, inodes) = match installed {
             Ok(installed) => installed,
             Err(e) => {
@@ -339,7 +345,7 @@ impl Manager {
         let live = sessions.get_mut(&id).ok_or_else(|| anyhow!("no session with cgroup {id}"))?;
         let context = live.context.with_policy(Arc::new(policy));
         let flags = self.with_enforcer(|e| e.session(id))?.flags;
-        let (tables_id, inodes) = self.install(&context, flags)?;
+        let (tables_id, inodes) = self.install(&context, &live.cgroup.path, flags)?;
         self.with_enforcer(|e| {
             e.remove_tables(live.tables_id, live.context.policy.tables(), &live.inodes)
         })?;

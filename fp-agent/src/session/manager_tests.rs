@@ -35,6 +35,8 @@ struct Maps {
     tables: HashSet<u64>,
     /// Cgroups the per-cgroup programs are attached to.
     attached: HashSet<u64>,
+    /// Those of them the checks of pending files are attached to too.
+    holds: HashSet<u64>,
     sessions: HashMap<u64, SessionInfo>,
     counters: HashMap<u64, SessionCounters>,
     settled: Vec<(u64, u64, u64)>,
@@ -57,6 +59,12 @@ impl Enforce for FakeKernel {
     fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
         assert!(path.is_dir(), "attached to a cgroup that is not there");
         assert!(self.0.lock().unwrap().attached.insert(cgroup), "{cgroup} attached twice");
+        Ok(())
+    }
+    fn attach_holds(&mut self, cgroup: u64, _path: &Path) -> anyhow::Result<()> {
+        let mut maps = self.0.lock().unwrap();
+        anyhow::ensure!(maps.attached.contains(&cgroup), "cgroup {cgroup} is not attached");
+        maps.holds.insert(cgroup);
         Ok(())
     }
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
@@ -286,6 +294,36 @@ fn a_reload_switches_tables_and_keeps_the_flags() {
     assert_eq!(f.maps.lock().unwrap().tables, HashSet::from([tables]));
     assert_eq!(f.manager.session(id).unwrap().policy_hash, new_hash);
     assert!(f.records().is_empty());
+}
+
+/// The checks of pending files (kernel::HOLD_HOOKS) are attached only to sessions whose tables
+/// can hold an open for the broker: at the start, or by the reload that gives them such tables,
+/// before the switch; and they stay.
+#[test]
+fn pending_checks_are_attached_when_the_tables_can_hold_an_open() {
+    let prompting = |text: &str| {
+        let options = LoadOptions {
+            policy_text: Some(format!("[file_policy]\ndefault = \"write\"\n{text}")),
+            workspace: Some("/w".into()),
+            user: Some("root".into()),
+            ..LoadOptions::default()
+        };
+        EffectivePolicy::load(&options).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(dir.path(), None, Maps::default());
+    let (_, _, plain) =
+        f.manager.create(spec("s1", deny(&["/srv/x"]), Mode::Enforce, false)).unwrap();
+    let asks = prompting("prompt_paths = [\"/srv/secret/**\"]\n");
+    let (_, _, asking) = f.manager.create(spec("s2", asks, Mode::Enforce, false)).unwrap();
+    assert_eq!(f.maps.lock().unwrap().holds, HashSet::from([asking]));
+
+    f.maps.lock().unwrap().fail_set_session = true;
+    assert!(f.manager.reload(plain, prompting("prompt_paths = [\"**/.env\"]\n"), "t").is_err());
+    assert!(f.maps.lock().unwrap().holds.contains(&plain), "attached before the switch");
+    f.maps.lock().unwrap().fail_set_session = false;
+    f.manager.reload(asking, deny(&["/srv/x"]), "test").unwrap();
+    assert!(f.maps.lock().unwrap().holds.contains(&asking), "files may still be pending");
 }
 
 /// Item 9 of issue 13: an answered open settles the opener's session's pending key only.

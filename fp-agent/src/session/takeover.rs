@@ -165,7 +165,7 @@ impl Manager {
         if cgroup.id != context.cgroup {
             anyhow::bail!("{} is another cgroup now", s.path.display());
         }
-        let (tables_id, inodes) = self.install(&context, info.flags)?;
+        let (tables_id, inodes) = self.install(&context, &cgroup.path, info.flags)?;
         self.record(audit::Event::SessionAdopt(audit::SessionAdopt {
             session: s.name.clone(),
             agent: s.agent.clone(),
