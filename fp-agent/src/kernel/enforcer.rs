@@ -216,9 +216,10 @@ impl Enforcer {
         let dir = self.session_links(cgroup);
         let attached = self.attach_to(path, &dir, |hook| !HOLD_HOOKS.contains(&hook));
         if attached.is_err() {
-            let _ = remove_pins(&dir);
+            // attach_to removed its links; the directory is this session's, and empty.
+            let _ = std::fs::remove_dir(&dir);
         }
-        attached.map(drop)
+        attached
     }
 
     /// Attaches the [`HOLD_HOOKS`]' programs to the attached session cgroup `path` (id `cgroup`),
@@ -227,18 +228,18 @@ impl Enforcer {
     /// cannot hold one). On error, nothing this call attached stays.
     pub fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
         let dir = self.session_links(cgroup);
-        self.attach_to(path, &dir, |hook| HOLD_HOOKS.contains(&hook)).map(drop)
+        self.attach_to(path, &dir, |hook| HOLD_HOOKS.contains(&hook))
     }
 
     /// Attaches to `cgroup` the per-cgroup programs whose hook `wanted` names and that have no
-    /// link pinned in `dir` yet, pinning each link there; returns the links it pinned. On error
-    /// those are removed again.
+    /// link pinned in `dir` yet, pinning each link there. On error, the links it pinned are
+    /// removed again.
     fn attach_to(
         &mut self,
         cgroup: &Path,
         dir: &Path,
         wanted: impl Fn(&str) -> bool,
-    ) -> anyhow::Result<Vec<PathBuf>> {
+    ) -> anyhow::Result<()> {
         let fd = std::fs::File::open(cgroup)
             .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -263,7 +264,7 @@ impl Enforcer {
                 let _ = remove_pins(path);
             }
         }
-        attached.map(|()| pinned_now)
+        attached
     }
 
     /// Entries in use and capacity of each pinned hash map (what fills up as sessions start).

@@ -120,29 +120,23 @@ fn brokered(verdict: u8) -> bool {
 /// open to the prompt broker (a prompt or defer verdict), unsorted: each rule's longest literal
 /// directory prefix (its LPM key or name-table scope), `/` for a prompt default or an unscoped
 /// name.
-pub fn brokered_dirs(tables: &KernelTables) -> Vec<Vec<u8>> {
-    let mut dirs: Vec<Vec<u8>> = Vec::new();
-    if tables.header().defaults.iter().any(|v| brokered(*v)) {
-        dirs.push(b"/".to_vec());
-    }
-    for (key, value) in tables.prefixes() {
-        if value.ops.iter().any(|e| e.rank != 0 && brokered(e.verdict)) {
-            // `P/` (below P) or `P\0` (P itself).
-            dirs.push(key[..key.len() - 1].to_vec());
-        }
-    }
-    for (_, value) in tables.names() {
-        for slot in value.slots.iter().take(value.count as usize) {
-            if brokered(slot.verdict) {
-                let scope = tables.scopes().get(slot.scope_id as usize);
-                dirs.push(match scope {
-                    Some(s) if slot.scope_id != ROOT_SCOPE => s.path[..s.len as usize].to_vec(),
-                    _ => b"/".to_vec(),
-                });
-            }
-        }
-    }
-    dirs
+pub fn brokered_dirs(tables: &KernelTables) -> impl Iterator<Item = &[u8]> {
+    const ROOT: &[u8] = b"/";
+    let default = tables.header().defaults.iter().any(|v| brokered(*v)).then_some(ROOT);
+    let prefixes = tables
+        .prefixes()
+        .filter(|(_, value)| value.ops.iter().any(|e| e.rank != 0 && brokered(e.verdict)))
+        // `P/` (below P) or `P\0` (P itself).
+        .map(|(key, _)| &key[..key.len() - 1]);
+    let names = tables.names().flat_map(move |(_, value)| {
+        value.slots.iter().take(value.count as usize).filter(|slot| brokered(slot.verdict)).map(
+            move |slot| match tables.scopes().get(slot.scope_id as usize) {
+                Some(s) if slot.scope_id != ROOT_SCOPE => &s.path[..s.len as usize],
+                _ => ROOT,
+            },
+        )
+    });
+    default.into_iter().chain(prefixes).chain(names)
 }
 
 /// Whether `tables`, with their inode table `inodes`, can leave any open to the prompt broker:
@@ -150,7 +144,7 @@ pub fn brokered_dirs(tables: &KernelTables) -> Vec<Vec<u8>> {
 /// kernel's check of pending files ([`super::HOLD_HOOKS`]).
 pub fn can_hold(tables: &KernelTables, inodes: &InodeTable) -> bool {
     let held = |e: &OpEntry| e.rank != 0 && brokered(e.verdict);
-    !brokered_dirs(tables).is_empty()
+    brokered_dirs(tables).next().is_some()
         || inodes.entries.values().any(|v| v.this.iter().chain(&v.below).any(held))
 }
 

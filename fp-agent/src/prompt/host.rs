@@ -4,12 +4,12 @@
 //! can leave an open to the broker, writes every outcome to its audit sink, and puts approvals to
 //! its surfaces (docs/prompt.md).
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{BTreeSet, HashMap, HashSet},
     fs::File,
     io::{Read as _, Write as _},
     os::{
         fd::{AsFd as _, AsRawFd as _},
-        unix::ffi::OsStringExt as _,
+        unix::ffi::OsStrExt as _,
     },
     path::{Path, PathBuf},
     sync::{Arc, Mutex, Weak},
@@ -272,15 +272,10 @@ impl PromptHost {
 /// prefix (its LPM key or name-table scope), `/` for a prompt default or an unscoped name.
 /// Empty: the session never needs the broker.
 pub fn broker_scopes(policy: &EffectivePolicy) -> Vec<PathBuf> {
-    let mut dirs = tables::brokered_dirs(policy.tables());
-    dirs.sort();
-    dirs.dedup();
-    dirs.into_iter()
-        .map(|d| {
-            let d = if d.is_empty() { b"/".to_vec() } else { d };
-            PathBuf::from(std::ffi::OsString::from_vec(d))
-        })
-        .collect()
+    let dirs: BTreeSet<&[u8]> = tables::brokered_dirs(policy.tables())
+        .map(|d| if d.is_empty() { b"/" } else { d })
+        .collect();
+    dirs.into_iter().map(|d| PathBuf::from(std::ffi::OsStr::from_bytes(d))).collect()
 }
 
 /// Writes a prompt outcome where the host's decisions go.
