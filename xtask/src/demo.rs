@@ -52,6 +52,7 @@ pub fn main(args: DemoArgs) -> Result<ExitCode> {
         command: vec!["sh".into(), "-c".into(), SCRIPT.replace("@FP@", &fp.display().to_string())],
         cmdline: None,
         cpus: vm::CPUS,
+        clock: vm::GuestClock::Host,
     };
     let finished = vm::boot(&kernel, &run)?;
     let denied = finished.output.matches("fp: denied").count();

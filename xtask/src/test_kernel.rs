@@ -194,6 +194,7 @@ fn run_boot(
                 command,
                 cmdline: boot.cmdline,
                 cpus: if side_by_side { 1 } else { vm::CPUS },
+                clock: vm::GuestClock::Host,
             };
             let echo = if side_by_side { Echo::Tagged(pin.name) } else { Echo::On };
             vm::boot_echoing(&kernel, &run, echo).map(|finished| finished.output)

@@ -55,6 +55,7 @@ pub fn main(args: VmArgs) -> Result<ExitCode> {
         command: args.command,
         cmdline: None,
         cpus: CPUS,
+        clock: GuestClock::Host,
     };
     let finished = boot(&kernel, &run)?;
     Ok(ExitCode::from(u8::try_from(finished.exit_code).unwrap_or(u8::MAX)))
@@ -74,6 +75,19 @@ pub struct VmRun {
     pub cmdline: Option<&'static str>,
     /// The guest's CPUs: [`CPUS`], or 1 for VMs that run side by side on the host's cores.
     pub cpus: u32,
+    /// What the guest's clock counts.
+    pub clock: GuestClock,
+}
+
+/// What the guest's clocks (`clock_gettime`, `bpf_stats`' run times) count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum GuestClock {
+    /// The host's time.
+    Host,
+    /// Instructions the guest ran, one per nanosecond (QEMU's `-icount shift=0,sleep=off`, TCG
+    /// only): figures the host's load cannot move, blind to what memory costs. An idle guest's
+    /// clock jumps to its next timer, so a command that waits is counted unevenly.
+    Instructions,
 }
 
 /// The guest's CPUs for a VM that has the host to itself.
@@ -110,7 +124,10 @@ pub fn boot(kernel: &PreparedKernel, run: &VmRun) -> Result<Finished> {
 
 /// [`boot`], with the guest's output echoed as `echo` says (tagged when VMs run side by side).
 pub fn boot_echoing(kernel: &PreparedKernel, run: &VmRun, echo: Echo) -> Result<Finished> {
-    let accel = accelerator(kernel)?;
+    let accel = match run.clock {
+        GuestClock::Host => accelerator(kernel)?,
+        GuestClock::Instructions => "tcg",
+    };
     let mut retries = 2;
     loop {
         match boot_with(kernel, run, accel, echo) {
@@ -206,6 +223,10 @@ fn boot_with(kernel: &PreparedKernel, run: &VmRun, accel: &str, echo: Echo) -> R
         if accel == "kvm" { "host" } else { "max" },
     ])
     .args(["-smp", &run.cpus.to_string()])
+    .args(match run.clock {
+        GuestClock::Host => &[][..],
+        GuestClock::Instructions => &["-icount", "shift=0,sleep=off"],
+    })
     .args(["-m", "2G", "-nodefaults", "-display", "none", "-serial", "stdio"])
     .arg("-no-reboot")
     .arg("-kernel")
@@ -418,6 +439,7 @@ fn accelerator(kernel: &PreparedKernel) -> Result<&'static str> {
         command: vec!["true".into()],
         cmdline: None,
         cpus: CPUS,
+        clock: GuestClock::Host,
     };
     let works = boot_with(kernel, &probe, "kvm", Echo::Off).is_ok_and(|f| f.exit_code == 0);
     let verdict = if works { "kvm" } else { "tcg" };
@@ -465,6 +487,7 @@ mod tests {
             command: vec!["echo".into(), "two words".into()],
             cmdline: None,
             cpus: CPUS,
+            clock: GuestClock::Host,
         }
     }
 

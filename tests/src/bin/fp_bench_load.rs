@@ -12,6 +12,9 @@
 //! - `fp-bench-load landlock WORKSPACE [--] CMD ARGS...`: runs CMD under a Landlock ruleset of the
 //!   shape of the benchmark's fp policy: read and execute everywhere, everything in WORKSPACE,
 //!   and writing `/dev/null`.
+//! - `fp-bench-load cpu-time [--] CMD ARGS...`: runs CMD and prints `cpu_ns N`, the CPU time
+//!   (user + system) of it and the descendants it waited for: fp's programs run in their system
+//!   calls, and unlike the wall clock it leaves out waits and other processes.
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::CommandExt as _;
@@ -42,6 +45,7 @@ fn run() -> anyhow::Result<()> {
     match args.first().and_then(|a| a.to_str()) {
         Some("noop") => return noop(args.get(1)),
         Some("landlock") => return landlock(&args[1..]),
+        Some("cpu-time") => return cpu_time(&args[1..]),
         _ => {}
     }
     let [workload, file, iterations, runs] = args.as_slice() else {
@@ -116,6 +120,44 @@ fn one_round(workload: Workload, file: &CString, iterations: u64) -> anyhow::Res
     Ok(())
 }
 
+/// Runs the command and prints the CPU time it and its waited-for descendants took.
+fn cpu_time(args: &[std::ffi::OsString]) -> anyhow::Result<()> {
+    let Some((program, rest)) = without_dashes(args).split_first() else {
+        bail!("usage: fp-bench-load cpu-time [--] CMD ARGS...");
+    };
+    // The kernel keeps utime + stime equal to the tasks' precise run time (to the microsecond in
+    // a timeval): the children's total before and after the one child is theirs.
+    let children = || -> anyhow::Result<u128> {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+        // SAFETY: `usage` is a writable `struct rusage`.
+        if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("getrusage");
+        }
+        // SAFETY: getrusage succeeded, so it filled `usage`.
+        let usage = unsafe { usage.assume_init() };
+        let us = |t: libc::timeval| t.tv_sec as u128 * 1_000_000 + t.tv_usec as u128;
+        Ok((us(usage.ru_utime) + us(usage.ru_stime)) * 1_000)
+    };
+    let before = children()?;
+    let status = std::process::Command::new(program)
+        .args(rest)
+        .status()
+        .with_context(|| format!("running {program:?}"))?;
+    if !status.success() {
+        bail!("{program:?} failed: {status}");
+    }
+    println!("cpu_ns {}", children()? - before);
+    Ok(())
+}
+
+/// A command's arguments without a leading `--`.
+fn without_dashes(command: &[std::ffi::OsString]) -> &[std::ffi::OsString] {
+    match command.split_first() {
+        Some((dashes, rest)) if dashes == "--" => rest,
+        _ => command,
+    }
+}
+
 /// Holds the pass-through programs attached (the per-cgroup ones to `cgroup`, if given) until
 /// the process is killed.
 fn noop(cgroup: Option<&std::ffi::OsString>) -> anyhow::Result<()> {
@@ -144,11 +186,7 @@ fn landlock(args: &[std::ffi::OsString]) -> anyhow::Result<()> {
     let [workspace, command @ ..] = args else {
         bail!("usage: fp-bench-load landlock WORKSPACE [--] CMD ARGS...");
     };
-    let command = match command.split_first() {
-        Some((dashes, rest)) if dashes == "--" => rest,
-        _ => command,
-    };
-    let Some((program, rest)) = command.split_first() else {
+    let Some((program, rest)) = without_dashes(command).split_first() else {
         bail!("usage: fp-bench-load landlock WORKSPACE [--] CMD ARGS...");
     };
     let abi = ABI::V5;

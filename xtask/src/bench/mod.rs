@@ -43,6 +43,33 @@ pub struct KernelBenchArgs {
     /// `noop,outside,outside-prompt` for the outsider lines, affordable with many rounds.
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PHASES))]
     phases: Vec<String>,
+    #[command(flatten)]
+    clock: ClockArg,
+}
+
+/// `--instruction-clock`, for `bench kernel` and `bench compare`.
+#[derive(clap::Args)]
+pub struct ClockArg {
+    /// Time in instructions: the guest's clock counts the instructions it ran (QEMU icount, one
+    /// vCPU, TCG), so the host's load does not move the figures; memory costs do not show.
+    #[arg(long)]
+    instruction_clock: bool,
+}
+
+impl ClockArg {
+    fn clock(&self) -> vm::GuestClock {
+        if self.instruction_clock { vm::GuestClock::Instructions } else { vm::GuestClock::Host }
+    }
+
+    /// Says so before a report whose times are instructions.
+    fn announce(&self) {
+        if self.instruction_clock {
+            println!(
+                "\nxtask: the guest's clock counted instructions (one per ns, one vCPU): every ns \
+                 and ms below is instructions ran, and memory costs do not show"
+            );
+        }
+    }
 }
 
 impl KernelBenchArgs {
@@ -165,21 +192,27 @@ set -eu
 case " warm-up $PHASES " in *" $1 "*) ;; *) exit 0;; esac
 now() { date +%s%N; }
 out() { sed "s/^ns_per_op/BENCH $1 $2 $3/"; }
+# timed PHASE ROUND WORKLOAD 'COMMAND': the command's wall-clock time, or with --instruction-clock
+# its processes' CPU time (an idle guest's instruction clock jumps).
+timed() {
+  if [ "${FP_BENCH_CPU_TIME:-}" = 1 ]; then t=$($LOAD cpu-time sh -c "$4"); t=${t#cpu_ns }
+  else s=$(now); eval "$4"; e=$(now); t=$((e - s)); fi
+  echo "BENCH $1 $3 $2 $t"
+}
 $LOAD open /tmp/f2 $3 1 | out $1 open-d2 $2
 $LOAD open $W/file $3 1 | out $1 open+close $2
 $LOAD open $W/d/d/d/d/d/f8 $3 1 | out $1 open-d8 $2
 $LOAD stat $W/file $3 1 | out $1 stat $2
 rm -rf $W/x && mkdir $W/x
 $LOAD churn $W/x $(($3 / 10)) 1 | out $1 churn $2
-s=$(now); tar -xf $W/tree.tar -C $W/x; e=$(now); echo "BENCH $1 tar-x $2 $((e - s))"
-s=$(now); find $W/x -type f -exec cat {} + > /dev/null; e=$(now); echo "BENCH $1 find+cat $2 $((e - s))"
+timed $1 $2 tar-x 'tar -xf $W/tree.tar -C $W/x'
+timed $1 $2 find+cat 'find $W/x -type f -exec cat {} + > /dev/null'
 if command -v cc > /dev/null; then
   mkdir $W/x/obj $W/x/tmp
-  s=$(now); (cd $W/x/obj && TMPDIR=$W/x/tmp cc -O0 -o prog $W/main.c $W/x/src/d1/f[0-4].c)
-  e=$(now); echo "BENCH $1 build $2 $((e - s))"
+  timed $1 $2 build '(cd $W/x/obj && TMPDIR=$W/x/tmp cc -O0 -o prog $W/main.c $W/x/src/d1/f[0-4].c)'
 fi
 if [ -d $W/src/.git ]; then
-  s=$(now); git -C $W/src status --porcelain > /dev/null; e=$(now); echo "BENCH $1 git-status $2 $((e - s))"
+  timed $1 $2 git-status 'git -C $W/src status --porcelain > /dev/null'
 fi
 END
 # session.sh ROUND ITERATIONS [PHASE]: the inside phase, run in the session once the outer script writes
@@ -357,8 +390,10 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         );
         // Leave room for a busier host.
         let timeout = Duration::from_secs(1200 + 600 * u64::from(rounds));
-        let output = run_in_vm(&kernel, script(&fp, &load, args.quick, rounds, &phases), timeout)?;
+        let script = script(&fp, &load, args.quick, rounds, &phases);
+        let output = run_in_vm(&kernel, script, timeout, args.clock.clock())?;
         let results = parse(&output, &phases)?;
+        args.clock.announce();
         print!("{}", report(kernel.name, args.quick, &results, &phases)?);
     }
     Ok(ExitCode::SUCCESS)
@@ -400,17 +435,31 @@ fn script(
         .replace("@PHASES@", &phases.join(" "))
 }
 
-/// Runs the shell `script` as root in a VM booting `kernel`; what it printed, or its last lines
-/// in the error if it failed.
-fn run_in_vm(kernel: &PreparedKernel, script: String, timeout: Duration) -> Result<String> {
+/// Runs the shell `script` as root in a VM booting `kernel` whose clock counts `clock`; when it
+/// counts instructions, with one vCPU (the clock would count both) and `FP_BENCH_CPU_TIME=1`,
+/// which tells the script to time whole commands by their CPU time. What it printed, or its last
+/// lines in the error if it failed.
+fn run_in_vm(
+    kernel: &PreparedKernel,
+    script: String,
+    timeout: Duration,
+    clock: vm::GuestClock,
+) -> Result<String> {
     let run = VmRun {
         timeout,
         rw: Vec::new(),
-        env: vm::guest_env(),
+        env: vm::guest_env()
+            .into_iter()
+            .chain(
+                (clock == vm::GuestClock::Instructions)
+                    .then(|| ("FP_BENCH_CPU_TIME".into(), "1".into())),
+            )
+            .collect(),
         cwd: "/".into(),
         command: vec!["sh".into(), "-c".into(), script],
         cmdline: None,
-        cpus: vm::CPUS,
+        cpus: if clock == vm::GuestClock::Host { vm::CPUS } else { 1 },
+        clock,
     };
     let finished = vm::boot(kernel, &run)?;
     if finished.exit_code != 0 {
