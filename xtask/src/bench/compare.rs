@@ -54,10 +54,8 @@ tar -cf $W/tree.tar -C $W src
 cat > $W/session.sh <<'END'
 set -eu
 $LOAD open $W/file 20000 1 | sed "s/^ns_per_op/CMP $1 $2 open+close/"
-# With --instruction-clock, tar's CPU time (an idle guest's instruction clock jumps).
-if [ "${FP_BENCH_CPU_TIME:-}" = 1 ]; then t=$($LOAD cpu-time tar -xf $W/tree.tar -C $W/x); t=${t#cpu_ns }
-else s=$(date +%s%N); tar -xf $W/tree.tar -C $W/x; e=$(date +%s%N); t=$((e - s)); fi
-echo "CMP $1 $2 tar-x $t"
+@CMD_TIME@
+t=$(cmd_time 'tar -xf $W/tree.tar -C $W/x'); echo "CMP $1 $2 tar-x $t"
 $LOAD churn $W/y 2000 1 | sed "s/^ns_per_op/CMP $1 $2 churn/"
 touch $W/done
 read go < $W/go
@@ -105,6 +103,7 @@ pub fn main(args: CompareArgs) -> Result<ExitCode> {
     println!("xtask: kernel {}: {} rounds of both builds, alternating", kernel.name, args.rounds);
     let quote = |p: &std::path::Path| crate::cmd::shell_quote(&p.display().to_string());
     let script = SCRIPT
+        .replace("@CMD_TIME@", super::CMD_TIME)
         .replace("@LOAD@", &quote(&load))
         .replace("@BEFORE@", &quote(&before))
         .replace("@AFTER@", &quote(&after))

@@ -190,15 +190,10 @@ has() { case " $PHASES " in *" $1 "*) return 0;; esac; return 1; }
 cat > $W/measure.sh <<'END'
 set -eu
 case " warm-up $PHASES " in *" $1 "*) ;; *) exit 0;; esac
-now() { date +%s%N; }
 out() { sed "s/^ns_per_op/BENCH $1 $2 $3/"; }
-# timed PHASE ROUND WORKLOAD 'COMMAND': the command's wall-clock time, or with --instruction-clock
-# its processes' CPU time (an idle guest's instruction clock jumps).
-timed() {
-  if [ "${FP_BENCH_CPU_TIME:-}" = 1 ]; then t=$($LOAD cpu-time sh -c "$4"); t=${t#cpu_ns }
-  else s=$(now); eval "$4"; e=$(now); t=$((e - s)); fi
-  echo "BENCH $1 $3 $2 $t"
-}
+@CMD_TIME@
+# timed PHASE ROUND WORKLOAD 'COMMAND'
+timed() { t=$(cmd_time "$4"); echo "BENCH $1 $3 $2 $t"; }
 $LOAD open /tmp/f2 $3 1 | out $1 open-d2 $2
 $LOAD open $W/file $3 1 | out $1 open+close $2
 $LOAD open $W/d/d/d/d/d/f8 $3 1 | out $1 open-d8 $2
@@ -348,6 +343,14 @@ round stats $STATS_ITERATIONS > $W/stats.out
 grep '^HOOK' $W/stats.out
 "#;
 
+/// The shell function both guest scripts time whole commands with (`@CMD_TIME@`).
+const CMD_TIME: &str = r#"# cmd_time 'COMMAND': the ns COMMAND took by the wall clock, or with FP_BENCH_CPU_TIME=1
+# (--instruction-clock) its processes' CPU time: an idle guest's instruction clock jumps.
+cmd_time() {
+  if [ "${FP_BENCH_CPU_TIME:-}" = 1 ]; then t=$($LOAD cpu-time sh -c "$1"); echo "${t#cpu_ns }"
+  else s=$(date +%s%N); eval "$1" >&2; e=$(date +%s%N); echo $((e - s)); fi
+}"#;
+
 /// What one kernel's VM printed: samples per (phase, workload) by round, and per-program stats
 /// per phase.
 #[derive(Default)]
@@ -428,6 +431,7 @@ fn script(
 ) -> String {
     let iterations = if quick { 10_000 } else { 100_000 };
     SCRIPT
+        .replace("@CMD_TIME@", CMD_TIME)
         .replace("@FP@", &crate::cmd::shell_quote(&fp.display().to_string()))
         .replace("@LOAD@", &crate::cmd::shell_quote(&load.display().to_string()))
         .replace("@ITERATIONS@", &iterations.to_string())
