@@ -38,6 +38,33 @@ pub struct VmArgs {
     /// The command and its arguments, run as root in the host's current directory.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+    #[command(flatten)]
+    clock: ClockArg,
+}
+
+/// `--instruction-clock`, for `vm`, `bench kernel` and `bench compare`.
+#[derive(clap::Args)]
+pub struct ClockArg {
+    /// Time in instructions: the guest's clock counts the instructions it ran (QEMU icount, one
+    /// vCPU, TCG), so the host's load does not move the figures; memory costs do not show.
+    #[arg(long)]
+    instruction_clock: bool,
+}
+
+impl ClockArg {
+    pub fn clock(&self) -> GuestClock {
+        if self.instruction_clock { GuestClock::Instructions } else { GuestClock::Host }
+    }
+
+    /// Says so before a report whose times are instructions.
+    pub fn announce(&self) {
+        if self.instruction_clock {
+            println!(
+                "\nxtask: the guest's clock counted instructions (one per ns, one vCPU): every ns \
+                 and ms below is instructions ran, and memory costs do not show"
+            );
+        }
+    }
 }
 
 pub fn main(args: VmArgs) -> Result<ExitCode> {
@@ -54,8 +81,8 @@ pub fn main(args: VmArgs) -> Result<ExitCode> {
         cwd: std::env::current_dir()?,
         command: args.command,
         cmdline: None,
-        cpus: CPUS,
-        clock: GuestClock::Host,
+        cpus: args.clock.clock().cpus(),
+        clock: args.clock.clock(),
     };
     let finished = boot(&kernel, &run)?;
     Ok(ExitCode::from(u8::try_from(finished.exit_code).unwrap_or(u8::MAX)))
@@ -88,6 +115,17 @@ pub enum GuestClock {
     /// only): figures the host's load cannot move, blind to what memory costs. An idle guest's
     /// clock jumps to its next timer, so a command that waits is counted unevenly.
     Instructions,
+}
+
+impl GuestClock {
+    /// The guest's CPUs for a VM that has the host to itself: one when counting instructions
+    /// (the clock would count every CPU's).
+    pub fn cpus(self) -> u32 {
+        match self {
+            GuestClock::Host => CPUS,
+            GuestClock::Instructions => 1,
+        }
+    }
 }
 
 /// The guest's CPUs for a VM that has the host to itself.

@@ -23,7 +23,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
     #[command(flatten)]
-    clock: super::ClockArg,
+    clock: crate::vm::ClockArg,
 }
 
 /// The builds, in the order every round runs them.

@@ -44,32 +44,7 @@ pub struct KernelBenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PHASES))]
     phases: Vec<String>,
     #[command(flatten)]
-    clock: ClockArg,
-}
-
-/// `--instruction-clock`, for `bench kernel` and `bench compare`.
-#[derive(clap::Args)]
-pub struct ClockArg {
-    /// Time in instructions: the guest's clock counts the instructions it ran (QEMU icount, one
-    /// vCPU, TCG), so the host's load does not move the figures; memory costs do not show.
-    #[arg(long)]
-    instruction_clock: bool,
-}
-
-impl ClockArg {
-    fn clock(&self) -> vm::GuestClock {
-        if self.instruction_clock { vm::GuestClock::Instructions } else { vm::GuestClock::Host }
-    }
-
-    /// Says so before a report whose times are instructions.
-    fn announce(&self) {
-        if self.instruction_clock {
-            println!(
-                "\nxtask: the guest's clock counted instructions (one per ns, one vCPU): every ns \
-                 and ms below is instructions ran, and memory costs do not show"
-            );
-        }
-    }
+    clock: vm::ClockArg,
 }
 
 impl KernelBenchArgs {
@@ -462,7 +437,7 @@ fn run_in_vm(
         cwd: "/".into(),
         command: vec!["sh".into(), "-c".into(), script],
         cmdline: None,
-        cpus: if clock == vm::GuestClock::Host { vm::CPUS } else { 1 },
+        cpus: clock.cpus(),
         clock,
     };
     let finished = vm::boot(kernel, &run)?;
