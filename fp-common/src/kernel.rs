@@ -473,6 +473,27 @@ pub const SEQ_COUNTERS: [SeqCounter; 2] = [
     SeqCounter { global: "MOUNT_SEQ", symbol: "mount_lock" },
 ];
 
+/// The read-only global `u32` that holds the BTF id of `struct seqcount` ([`SEQCOUNT`]) on a
+/// kernel with the kfunc [`RDONLY_CAST`] (6.2 and later), once userspace has turned the object's
+/// [`RDONLY_CAST_CALL`]s into calls of it: the programs then read the [`SEQ_COUNTERS`] with one
+/// load each. 0: with a `bpf_probe_read_kernel` call each (6.1).
+pub const SEQCOUNT_BTF_ID: &str = "SEQCOUNT_BTF_ID";
+
+/// The kfunc that turns an address into a read-only BTF-typed pointer: its loads are the probing
+/// loads the verifier makes of a hook's typed arguments (a few instructions; a fault reads 0),
+/// where `bpf_probe_read_kernel` is a helper call of ~90.
+pub const RDONLY_CAST: &str = "bpf_rdonly_cast";
+
+/// The helper number fp-ebpf calls `bpf_rdonly_cast` by: the toolchain cannot emit a kfunc call,
+/// so the program calls this (no kernel helper has it) and userspace rewrites each such call
+/// into the kfunc's before loading; on a kernel without the kfunc the calls stay, unreachable
+/// ([`SEQCOUNT_BTF_ID`] 0), and the verifier drops them.
+pub const RDONLY_CAST_CALL: i32 = 0x4650_5243;
+
+/// The struct the [`SEQ_COUNTERS`]' addresses are cast to: its `sequence` must lie first (as
+/// their addresses point at it).
+pub const SEQCOUNT: (&str, &str) = ("seqcount", "sequence");
+
 /// Where the counter lies in a `seqlock_t` (an anonymous struct whose first member is a
 /// `seqcount_spinlock_t`): the offset of `sequence` in `struct seqcount_spinlock`.
 pub const SEQCOUNT_SEQUENCE: (&str, &str) = ("seqcount_spinlock", "seqcount.sequence");

@@ -34,7 +34,7 @@ use fp_common::policy::{Op as PolicyOp, TableVerdict};
 
 use crate::{
     decide::{by_identity, outcome_of},
-    kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, global, load, off, read},
+    kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, global, load, off, read_sequence},
     maps::{OWNERS, SCRATCH, Scratch, VERDICTS},
     walk::{LOCAL_KNOWN, NO_MOUNT},
 };
@@ -266,7 +266,7 @@ fn sequence(counter: &u64) -> Option<u32> {
     if at == 0 {
         return None;
     }
-    let value: u32 = read(at, 0).ok()?;
+    let value = read_sequence(at)?;
     (value & 1 == 0).then_some(value)
 }
 

@@ -2,6 +2,8 @@
 //! from the running kernel's BTF, see fp_common::kernel::KERNEL_FIELDS), the session cgroup level,
 //! reads of kernel memory and the kernel's constants.
 
+use fp_common::kernel::RDONLY_CAST_CALL;
+
 pub(crate) const EACCES: i32 = 13;
 /// A rename or link the REFER rule refuses (fp_common::refer): as Landlock, so `mv` copies.
 pub(crate) const EXDEV: i32 = 18;
@@ -69,6 +71,32 @@ pub(crate) static SESSION_PARENT_CGROUP: u64 = 0;
 pub(crate) static RENAME_SEQ: u64 = 0;
 #[unsafe(no_mangle)]
 pub(crate) static MOUNT_SEQ: u64 = 0;
+
+/// BTF id of `struct seqcount` where the kernel has `bpf_rdonly_cast` and userspace made the
+/// object's calls of it (fp_common::kernel::SEQCOUNT_BTF_ID); 0: [`read_sequence`] takes a
+/// helper call.
+#[unsafe(no_mangle)]
+pub(crate) static SEQCOUNT_BTF_ID: u32 = 0;
+
+/// The `sequence` of the `struct seqcount` at `at` (a plain number: [`RENAME_SEQ`] or
+/// [`MOUNT_SEQ`]): one probing load through a `bpf_rdonly_cast` pointer where the kernel has the
+/// kfunc (the verifier turns the call into a move), else a `bpf_probe_read_kernel` call, ~90
+/// instructions, on every verdict cache hit.
+#[inline(always)]
+pub(crate) fn read_sequence(at: u64) -> Option<u32> {
+    // A constant to the verifier (see `off`): the branch not taken is never verified, so on a
+    // kernel without the kfunc its unrewritten call is dropped unseen.
+    let btf_id = off(&SEQCOUNT_BTF_ID) as u32;
+    if btf_id == 0 {
+        return read(at, 0).ok();
+    }
+    // SAFETY: the number fp_common::kernel::RDONLY_CAST_CALL, which userspace rewrote into the
+    // kfunc `bpf_rdonly_cast(void *obj, u32 btf_id)`, called as the helpers are (by number).
+    let cast: unsafe extern "C" fn(u64, u32) -> u64 =
+        unsafe { core::mem::transmute(RDONLY_CAST_CALL as usize) };
+    // SAFETY: as above; the verifier checks the load against the struct's BTF and guards it.
+    Some(load(unsafe { cast(at, btf_id) }, 0))
+}
 
 /// A `u64` read-only global, read as [`off`] reads offsets.
 #[inline(always)]

@@ -39,18 +39,20 @@ pub fn main(cmd: Command) -> ExitCode {
         }
         Command::Offsets { json } => {
             let resolved = kernel::btf::Btf::from_sys().and_then(|btf| {
-                Ok((kernel::resolve_offsets(btf)?, kernel::seq_counters(btf).is_some()))
+                let loads = kernel::rdonly_cast_ids(btf).is_some();
+                Ok((kernel::resolve_offsets(btf)?, kernel::seq_counters(btf).is_some(), loads))
             });
             match resolved {
-                Ok((offsets, cache)) if json => println!(
+                Ok((offsets, cache, loads)) if json => println!(
                     "{}",
                     serde_json::json!({
                         "kernel": kernel::kernel_release(),
                         "offsets": offsets,
                         "verdict_cache": cache,
+                        "sequence_reads": if loads { "load" } else { "helper" },
                     })
                 ),
-                Ok((offsets, cache)) => {
+                Ok((offsets, cache, loads)) => {
                     for o in offsets {
                         println!("{:<26} {}.{} = {}", o.global, o.strukt, o.field, o.offset);
                     }
@@ -60,6 +62,14 @@ pub fn main(cmd: Command) -> ExitCode {
                             "on (rename_lock and mount_lock found in /proc/kallsyms)"
                         } else {
                             "off (rename_lock and mount_lock hidden in /proc/kallsyms)"
+                        }
+                    );
+                    println!(
+                        "sequence reads: {}",
+                        if loads {
+                            "one load each (bpf_rdonly_cast)"
+                        } else {
+                            "a bpf_probe_read_kernel call each (no bpf_rdonly_cast before Linux 6.2)"
                         }
                     );
                 }

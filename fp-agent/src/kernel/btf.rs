@@ -14,6 +14,13 @@ const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const KIND_TYPE_TAG: u32 = 18;
 
+/// The kinds of type [`Btf::type_id`] looks up.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    Func,
+    Struct,
+}
+
 struct Type {
     name_off: u32,
     kind: u32,
@@ -157,6 +164,20 @@ impl Btf {
         Ok(total)
     }
 
+    /// The type id of the function (a kfunc, say) or struct named `name`, if the kernel has one.
+    pub fn type_id(&self, kind: Kind, name: &str) -> Option<u32> {
+        let kind = match kind {
+            Kind::Func => KIND_FUNC,
+            Kind::Struct => KIND_STRUCT,
+        };
+        let found = self.types.iter().position(|t| {
+            t.kind == kind
+                && !(kind == KIND_STRUCT && t.members.is_empty())
+                && self.name(t.name_off) == name.as_bytes()
+        })?;
+        u32::try_from(found).ok()
+    }
+
     /// Names of the parameters of function `func`, or None when the kernel has no such function.
     pub fn func_params(&self, func: &str) -> Option<Vec<&[u8]>> {
         let f = self
@@ -243,6 +264,16 @@ mod tests {
     }
 
     #[test]
+    fn finds_type_ids_by_kind_and_name() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.type_id(Kind::Func, "f"), Some(7));
+        assert_eq!(btf.type_id(Kind::Struct, "qstr"), Some(5));
+        assert_eq!(btf.type_id(Kind::Struct, "f"), None);
+        assert_eq!(btf.type_id(Kind::Func, "qstr"), None);
+        assert_eq!(btf.type_id(Kind::Func, "nope"), None);
+    }
+
+    #[test]
     fn missing_struct_and_member_are_named() {
         let btf = Btf::parse(&sample()).unwrap();
         assert_eq!(
@@ -267,6 +298,7 @@ mod tests {
             assert!(btf.member_offset("file", "f_path").is_ok());
             assert!(btf.member_offset("qstr", "len").is_ok());
             assert_eq!(btf.func_params("bpf_lsm_path_unlink").unwrap().len(), 2);
+            assert!(btf.type_id(Kind::Struct, "seqcount").is_some());
         }
     }
 }

@@ -19,8 +19,8 @@ use aya::{
     programs::{LsmCgroup, Program, links::FdLink},
 };
 use fp_common::kernel::{
-    ABI_VERSION, Hook, KERNEL_FIELDS, SEQ_COUNTERS, SEQCOUNT_SEQUENCE, SESSION_CGROUP_LEVEL,
-    SESSION_PARENT_CGROUP, programs,
+    ABI_VERSION, Hook, KERNEL_FIELDS, RDONLY_CAST, RDONLY_CAST_CALL, SEQ_COUNTERS, SEQCOUNT,
+    SEQCOUNT_BTF_ID, SEQCOUNT_SEQUENCE, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, programs,
 };
 
 use crate::owner::Owner;
@@ -144,6 +144,70 @@ pub fn seq_counters(btf: &btf::Btf) -> Option<[u64; 2]> {
     found.iter().all(|&a| a != 0).then(|| found.map(|a| a + u64::from(offset)))
 }
 
+/// The object as the kernel's verifier gets it where the programs can read the sequence
+/// counters with one load each (see [`SEQCOUNT_BTF_ID`]).
+struct SeqReads {
+    /// The object with its `bpf_rdonly_cast` calls made.
+    object: &'static [u8],
+    /// [`SEQCOUNT_BTF_ID`]'s value.
+    seqcount_btf_id: u32,
+}
+
+/// [`SeqReads`] on this kernel, or None where it has no [`RDONLY_CAST`] (6.1), or no `struct
+/// seqcount` that starts with its `sequence`, or where this build carries no programs: the
+/// programs then read the counters with a helper call each.
+fn seq_reads(btf: &btf::Btf) -> anyhow::Result<Option<SeqReads>> {
+    let Some((kfunc, seqcount)) = rdonly_cast_ids(btf).filter(|_| !OBJECT.is_empty()) else {
+        return Ok(None);
+    };
+    let (object, made) = with_kfunc_calls(OBJECT, kfunc)?;
+    Ok((made > 0).then_some(SeqReads { object, seqcount_btf_id: seqcount }))
+}
+
+/// The BTF ids of [`RDONLY_CAST`] and of `struct seqcount` if the programs can read the sequence
+/// counters through it on this kernel (6.2 and later): it has both, and `sequence` lies first.
+pub fn rdonly_cast_ids(btf: &btf::Btf) -> Option<(u32, u32)> {
+    let kfunc = btf.type_id(btf::Kind::Func, RDONLY_CAST)?;
+    let seqcount = btf.type_id(btf::Kind::Struct, SEQCOUNT.0)?;
+    (btf.member_offset(SEQCOUNT.0, SEQCOUNT.1).ok() == Some(0)).then_some((kfunc, seqcount))
+}
+
+/// A copy of `object` with every helper call numbered [`RDONLY_CAST_CALL`] in its code made a
+/// call of the kernel function whose BTF id is `kfunc` (the toolchain cannot emit kfunc calls),
+/// and how many it made. Aligned as the embedded object (the ELF reader wants its headers
+/// aligned), and kept for the process: it is built once, by [`prepared`].
+fn with_kfunc_calls(object: &[u8], kfunc: u32) -> anyhow::Result<(&'static [u8], usize)> {
+    use object::{Object as _, ObjectSection as _, SectionKind};
+    /// `src_reg` of a call of a kernel function (`BPF_PSEUDO_KFUNC_CALL`) in a call's register
+    /// byte (`dst_reg` in the low nibble, `src_reg` in the high one).
+    const KFUNC_CALL_REGS: u8 = 2 << 4;
+    let words = Box::leak(vec![0u64; object.len().div_ceil(8)].into_boxed_slice());
+    // SAFETY: the leaked u64s as bytes: every byte pattern is valid and the length lies within
+    // the allocation, which lives as long as the process.
+    let copy: &'static mut [u8] =
+        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), object.len()) };
+    copy.copy_from_slice(object);
+    let file = object::File::parse(object).context("parsing the BPF object")?;
+    let mut made = 0;
+    for section in file.sections().filter(|s| s.kind() == SectionKind::Text) {
+        let Some((start, size)) = section.file_range() else { continue };
+        let code = usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(start + size).ok())
+            .and_then(|(start, end)| copy.get_mut(start..end))
+            .ok_or_else(|| anyhow!("BPF object section {:?} out of bounds", section.name()))?;
+        for insn in code.chunks_exact_mut(8) {
+            // BPF_JMP | BPF_CALL with no registers: a helper call, its number in the last 4 bytes.
+            if insn[..2] == [0x85, 0] && insn[4..] == RDONLY_CAST_CALL.to_le_bytes() {
+                insn[1] = KFUNC_CALL_REGS;
+                insn[4..].copy_from_slice(&kfunc.to_le_bytes());
+                made += 1;
+            }
+        }
+    }
+    Ok((copy, made))
+}
+
 pub fn kernel_release() -> String {
     nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
@@ -161,6 +225,7 @@ struct Prepared {
     offsets: Vec<Offset>,
     /// [`seq_counters`]: 0 turns the verdict cache off.
     seq_counters: [u64; 2],
+    seq_reads: Option<SeqReads>,
     hooks: HookPrograms,
     btf: aya::Btf,
     loader: std::sync::Mutex<EbpfLoader<'static>>,
@@ -182,10 +247,11 @@ fn prepared() -> anyhow::Result<&'static Prepared> {
                 );
                 [0; 2]
             });
+            let seq_reads = seq_reads(raw)?;
             let btf = btf.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
             let loader = loader.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
             let loader = std::sync::Mutex::new(loader);
-            anyhow::Ok(Prepared { offsets, seq_counters, hooks, btf, loader })
+            anyhow::Ok(Prepared { offsets, seq_counters, seq_reads, hooks, btf, loader })
         })
         .map_err(|e| format!("{e:#}"))
     });
@@ -214,7 +280,13 @@ fn open(sessions: SessionCgroups) -> anyhow::Result<(Ebpf, &'static aya::Btf, Ho
     for (counter, address) in SEQ_COUNTERS.iter().zip(&prepared.seq_counters) {
         loader.override_global(counter.global, address, true);
     }
-    let ebpf = loader.load(object()?).context("loading the fp BPF object")?;
+    let built = object()?;
+    let (object, seqcount_btf_id) = match &prepared.seq_reads {
+        Some(reads) => (reads.object, &reads.seqcount_btf_id),
+        None => (built, &0),
+    };
+    loader.override_global(SEQCOUNT_BTF_ID, seqcount_btf_id, true);
+    let ebpf = loader.load(object).context("loading the fp BPF object")?;
     Ok((ebpf, &prepared.btf, prepared.hooks.clone()))
 }
 
@@ -447,6 +519,30 @@ mod tests {
             let section = format!("lsm_cgroup/{}", hook.name());
             assert_eq!(fp.contains(&section), noop.contains(&section), "{section}");
         }
+    }
+
+    /// Every call of `bpf_rdonly_cast` the programs make by number becomes a kfunc call of the
+    /// given id, nothing else in the object changes, and the object still parses as aya reads it.
+    #[test]
+    #[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
+    fn kfunc_calls_replace_every_numbered_call_and_nothing_else() {
+        let built = object().unwrap();
+        let call = |regs: u8, imm: i32| {
+            let mut insn = vec![0x85, regs, 0, 0];
+            insn.extend_from_slice(&imm.to_le_bytes());
+            insn
+        };
+        let count = |object: &[u8], insn: &[u8]| {
+            object.chunks_exact(8).filter(|chunk| *chunk == insn).count()
+        };
+        let (numbered, kfunc) = (call(0, RDONLY_CAST_CALL), call(2 << 4, 0x1234_5678));
+        let before = count(built, &numbered);
+        assert!(before > 0, "the programs read the sequence counters through the kfunc");
+        let (made, calls) = with_kfunc_calls(built, 0x1234_5678).unwrap();
+        assert_eq!((calls, count(made, &numbered), count(made, &kfunc)), (before, 0, before));
+        let changed = built.chunks_exact(8).zip(made.chunks_exact(8)).filter(|(a, b)| a != b);
+        assert_eq!(changed.count(), before);
+        aya_obj::Object::parse(made).expect("the object with its kfunc calls parses");
     }
 
     /// The real build embeds a real BPF object: an ELF file with fp's LSM program sections.
