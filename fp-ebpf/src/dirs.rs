@@ -46,8 +46,8 @@ use crate::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
         OFF_VFSMOUNT_MNT_ROOT, load, loaded_identity, off,
     },
-    maps::{DIR_VERDICTS, DIRS, HEADERS, INODES, INTERIOR, SCRATCH, Scratch},
-    tables::{LPM_FOUND, LPM_UNKNOWN, ScratchPath, prefix_key},
+    maps::{DIR_VERDICTS, DIRS, INODES, INTERIOR, SCRATCH, Scratch},
+    tables::{LPM_FOUND, LPM_UNKNOWN, ScratchPath, header, prefix_key},
     walk::{LOCAL_KNOWN, NO_MOUNT, RESOLVED},
 };
 
@@ -352,7 +352,7 @@ unsafe fn fill_unmatched(s: *mut Scratch, generation: u64, tables: u64, dir: u64
     // which lives as long as the program runs.
     unsafe {
         let e = &raw const (*s).dir;
-        let Some(header) = HEADERS.get(&tables) else {
+        let Some(header) = header(s, tables) else {
             return;
         };
         let prefix = ((*e).lpm_state == LPM_FOUND).then_some(&(*e).lpm);
@@ -444,8 +444,8 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
     }
     // The name's bytes, for the name filter.
     copy_name(s, name_len(s)?)?;
-    // SAFETY: a read of the map value, for the steps below (see `NameCheck`).
-    let header = unsafe { HEADERS.get(&tables) }?;
+    // This CPU's copy, for the steps below (see `NameCheck`).
+    let header = header(s, tables)?;
     let mut check = NameCheck { s, header };
     // SAFETY: this CPU's scratch value; the callback reads `check` only, which outlives the call.
     unsafe {

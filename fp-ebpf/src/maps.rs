@@ -150,6 +150,9 @@ pub(crate) struct Scratch {
     /// the check stands (here, not on the stack: the verifier would follow every value).
     pub(crate) name_from: u64,
     pub(crate) name_state: u64,
+    /// This CPU's copy of the header of the tables `header_tables` (crate::tables::header).
+    pub(crate) header_tables: u64,
+    pub(crate) header: TableHeader,
 }
 
 #[map]

@@ -91,6 +91,35 @@ pub(crate) fn prefix_key<'a>(
     }
 }
 
+/// The header of the tables `tables` for the directory cache's name checks (crate::dirs), which
+/// answer most creations: this CPU's copy in the scratch value, made by the first check under
+/// these tables here, so that a check looks up `HEADERS` (a hash lookup, ~150 instructions) only
+/// when this CPU's decisions move to other tables. (The evaluation keeps its own lookups: its code
+/// is shared with userspace, and the extra scratch field there changed how LLVM spills an index
+/// that 6.1's verifier then cannot bound.) Sound because a tables id is never reused and its header never changes while the
+/// tables exist (installed last, removed first by fp-agent's `install_tables`/`remove_tables`,
+/// only after the session points at other tables, which [`crate::decide::settle`] notices); a
+/// decision that another one on this CPU preempted may read a copy being replaced, which its
+/// generation says, as for every scratch field.
+#[inline(always)]
+pub(crate) fn header<'a>(s: *mut Scratch, tables: u64) -> Option<&'a TableHeader> {
+    // SAFETY: this CPU's scratch value; a copy out of the map value by the helper (a plain copy of
+    // this size goes through the stack), checked before the copy is marked as these tables'.
+    unsafe {
+        if tables == 0 || core::ptr::read_volatile(&raw const (*s).header_tables) != tables {
+            let found = HEADERS.get_ptr(&tables)?;
+            core::ptr::write_volatile(&raw mut (*s).header_tables, 0);
+            let size = core::mem::size_of::<TableHeader>() as u32;
+            let copy = &raw mut (*s).header;
+            if bpf_probe_read_kernel(copy as *mut c_void, size, found as *const c_void) != 0 {
+                return None;
+            }
+            core::ptr::write_volatile(&raw mut (*s).header_tables, tables);
+        }
+        Some(&(*s).header)
+    }
+}
+
 /// [`Scratch::lpm_state`] and the directory cache's copy of it: what the LPM lookup of a path
 /// found (in `lpm` beside it), or that it has not been looked up.
 pub(crate) const LPM_UNKNOWN: u64 = 0;
