@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 10;
+pub const ABI_VERSION: u32 = 11;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -264,6 +264,11 @@ pub struct SessionInfo {
     pub tables: u64,
     /// `SESSION_*` flags.
     pub flags: u64,
+    /// The devices of the tables' inode-table entries, a bit each
+    /// ([`crate::policy::device_bit`]): a clear bit proves an `INODES` lookup on that device
+    /// would find nothing, so the programs skip it (most files lie on devices no rule's target
+    /// does). Written with `tables`, in the same update.
+    pub inode_devices: u64,
 }
 
 /// Value of the `CGROUP_SESSION` cgroup storage: the session a session cgroup's attachment of the

@@ -14,7 +14,10 @@
 //! that changed CPUs, another creation on this CPU, an `O_TMPFILE` (which sets `FMODE_CREATED`
 //! without `path_mknod`), is a miss and takes the usual decision.
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_jiffies64};
-use fp_common::policy::InodeKey;
+use fp_common::{
+    kernel::SessionInfo,
+    policy::{InodeKey, may_have_inode},
+};
 
 use crate::{
     cache::{self, Fill, mix, number},
@@ -98,11 +101,12 @@ pub extern "C" fn fp_created_remember(generation: u64, seqs: u64, allowed: u64, 
 }
 
 /// At the `file_open` of `file`, which the open created (`FMODE_CREATED`, not `O_TMPFILE`), in
-/// a session with `tables`: moves the slot's decision into the verdict cache if it is this file's,
-/// and returns the ops ([`fp_common::policy::Op::bit`]s) it allows there (0: none, or not this
-/// file's): what a lookup of the verdict cache right after would answer.
+/// a session with tables `info.tables`: moves the slot's decision into the verdict cache if it is
+/// this file's, and returns the ops ([`fp_common::policy::Op::bit`]s) it allows there (0: none,
+/// or not this file's): what a lookup of the verdict cache right after would answer.
 #[inline(always)]
-pub(crate) fn claim(tables: u64, file: u64) -> u64 {
+pub(crate) fn claim(info: &SessionInfo, file: u64) -> u64 {
+    let tables = info.tables;
     let (Some(slot), Some(s)) = (CREATED.get_ptr_mut(0), SCRATCH.get_ptr_mut(0)) else {
         return 0;
     };
@@ -135,7 +139,9 @@ pub(crate) fn claim(tables: u64, file: u64) -> u64 {
     let (ino, dev) = loaded_identity(typed_inode);
     let key = InodeKey { session_id: tables, ino, dev, _pad: 0 };
     // SAFETY: a lookup; only its presence matters.
-    if dev == 0 || unsafe { INODES.get(&key) }.is_some() {
+    if dev == 0
+        || (may_have_inode(info.inode_devices, dev) && unsafe { INODES.get(&key) }.is_some())
+    {
         return 0;
     }
     let fill = Fill { inode, allowed: c.allowed, local: c.local };

@@ -5,7 +5,7 @@ use core::ffi::c_void;
 use fp_common::{
     kernel::{
         GrantValue, Hook, MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT,
-        after_grant,
+        SessionInfo, after_grant,
     },
     policy::{NO_RULE, Op as PolicyOp, OpEntry, TableVerdict},
 };
@@ -134,14 +134,21 @@ pub extern "C" fn fp_check() -> i32 {
 /// What [`check`] takes to show that its file was set in the walk: only [`set_file`] makes one.
 pub(crate) struct FileSet(());
 
-/// Sets the file a decision is about in the walk `w`. The arguments go through the scratch value:
+/// Sets the file a decision is about in the walk `w`, with the session's tables and the devices of
+/// their inode-table entries (`info`). The arguments go through the scratch value:
 /// a global function takes scalars only, and a hook's dentry argument is a typed pointer to the
 /// verifier.
 #[inline(always)]
-pub(crate) unsafe fn set_file(w: *mut Walk, tables: u64, vfsmount: u64, dentry: u64) -> FileSet {
+pub(crate) unsafe fn set_file(
+    w: *mut Walk,
+    info: &SessionInfo,
+    vfsmount: u64,
+    dentry: u64,
+) -> FileSet {
     // SAFETY: the caller's scratch value.
     unsafe {
-        (*w).tables = tables;
+        (*w).tables = info.tables;
+        (*w).inode_devices = info.inode_devices;
         (*w).vfsmount = vfsmount;
         (*w).dentry = dentry;
     }
@@ -293,7 +300,7 @@ pub(crate) fn decide(
     // Inode hooks only read the cache: their entries come from the walks of opens (see cache).
     let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
     // SAFETY: this CPU's scratch value.
-    let file = unsafe { set_file(&raw mut (*s).walk, session.info.tables, vfsmount, dentry) };
+    let file = unsafe { set_file(&raw mut (*s).walk, &session.info, vfsmount, dentry) };
     let named = seqs.is_some_and(|seqs| dirs::read_name(s, vfsmount, dentry, seqs));
     if named && unmatched_in_dir(session, s, generation, (hook, op, and_write)) {
         return 0;

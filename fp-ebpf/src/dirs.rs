@@ -35,7 +35,7 @@ use fp_common::{
     kernel::PATH_MAX,
     policy::{
         DirContext, InodeKey, MAX_COMPONENT, MAX_NAME, MAX_PREFIX, Op as PolicyOp, OpEntry,
-        PrefixValue, TableHeader, TableVerdict, Unmatched, unmatched_step,
+        PrefixValue, TableHeader, TableVerdict, Unmatched, may_have_inode, unmatched_step,
     },
 };
 
@@ -230,8 +230,10 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
     let (inode, ino, dev) = unsafe {
         (field(&raw const (*n).inode), field(&raw const (*n).ino), field(&raw const (*n).dev))
     };
+    // SAFETY: a field of this CPU's scratch value, set with the tables.
+    let devices = unsafe { core::ptr::read_volatile(&raw const (*s).walk.inode_devices) };
     let mut own = [OpEntry::default(); 3];
-    if inode != 0 {
+    if inode != 0 && may_have_inode(devices, dev as u32) {
         let key = InodeKey { session_id: tables, ino, dev: dev as u32, _pad: 0 };
         // SAFETY: a read of the map value.
         if let Some(value) = unsafe { INODES.get(&key) } {
@@ -415,9 +417,10 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
     // SAFETY: as above.
     let (w, n) = unsafe { (&raw const (*s).walk, &raw const (*s).name) };
     // SAFETY: fields of `w` and `n`.
-    let (tables, vfsmount, seqs, parent, parent_inode) = unsafe {
+    let (tables, devices, vfsmount, seqs, parent, parent_inode) = unsafe {
         (
             field(&raw const (*w).tables),
+            field(&raw const (*w).inode_devices),
             field(&raw const (*w).vfsmount),
             field(&raw const (*n).seqs),
             field(&raw const (*n).parent),
@@ -435,7 +438,7 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
     let (inode, ino, dev) = unsafe {
         (field(&raw const (*n).inode), field(&raw const (*n).ino), field(&raw const (*n).dev))
     };
-    if inode != 0 {
+    if inode != 0 && may_have_inode(devices, dev as u32) {
         let key = InodeKey { session_id: tables, ino, dev: dev as u32, _pad: 0 };
         // SAFETY: a lookup; only its presence matters.
         if unsafe { INODES.get(&key) }.is_some() {

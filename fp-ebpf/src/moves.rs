@@ -165,7 +165,7 @@ pub(crate) fn decide_move(
         (*names).dir = [src_dir as u64, dst_dir as u64];
         let mut resolved = [0; 2];
         for (side, (mnt, dentry)) in [src, dst].into_iter().enumerate() {
-            let file = set_file(&raw mut (*s).walk, tables, mnt, dentry);
+            let file = set_file(&raw mut (*s).walk, &session.info, mnt, dentry);
             check(s, file, false);
             resolved[side] = fp_move_side(side as u64);
             if resolved[side] != 0 && dirs {

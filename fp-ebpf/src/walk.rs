@@ -5,7 +5,7 @@ use aya_ebpf::helpers::{bpf_get_current_pid_tgid, generated::bpf_probe_read_kern
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
-    policy::{InodeKey, Op as PolicyOp, OpEntry},
+    policy::{InodeKey, Op as PolicyOp, OpEntry, may_have_inode},
 };
 
 use crate::{
@@ -26,6 +26,9 @@ use crate::{
 #[repr(C)]
 pub(crate) struct Walk {
     pub(crate) tables: u64,
+    /// The devices of the tables' inode-table entries (`SessionInfo::inode_devices`): the walk
+    /// looks up `INODES` only for dentries on one of them.
+    pub(crate) inode_devices: u64,
     pub(crate) vfsmount: u64,
     pub(crate) mount: u64,
     pub(crate) dentry: u64,
@@ -100,6 +103,9 @@ pub(crate) extern "C" fn walk_step(_index: u64, _ctx: *mut c_void) -> i64 {
 /// 0, the subtree entries above it (and, for the context below a directory, its own).
 #[inline(always)]
 fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
+    if !may_have_inode(w.inode_devices, dev) {
+        return;
+    }
     let key = InodeKey { session_id: w.tables, ino, dev, _pad: 0 };
     // SAFETY: a read of the map value.
     let Some(value) = (unsafe { INODES.get(&key) }) else {

@@ -8,7 +8,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use fp_common::policy::{InodeKey, InodeValue, OpEntry, ROOT_SCOPE, TableVerdict};
+use fp_common::policy::{InodeKey, InodeValue, OpEntry, ROOT_SCOPE, TableVerdict, device_bit};
 
 use crate::policy::KernelTables;
 
@@ -104,6 +104,13 @@ impl InodeTable {
     }
 
     /// Keys and values for tables `id`.
+    /// The devices of its entries, a bit each ([`SessionInfo::inode_devices`]).
+    ///
+    /// [`SessionInfo::inode_devices`]: fp_common::kernel::SessionInfo::inode_devices
+    pub fn devices(&self) -> u64 {
+        self.entries.keys().fold(0, |bits, &(dev, _)| bits | device_bit(dev))
+    }
+
     pub fn keyed(&self, id: u64) -> impl Iterator<Item = (InodeKey, &InodeValue)> {
         self.entries
             .iter()
@@ -177,5 +184,20 @@ mod tests {
         assert_ne!(table.entries[&id(&dir.path().join("alias"))].this[0].rank, 0, "the hardlink");
         assert!(!table.entries.contains_key(&id(&secret.join("plain"))), "single-link files");
         assert!(table.incomplete.is_empty(), "{:?}", table.incomplete);
+    }
+
+    /// The devices filter admits the device of every entry (the programs skip the lookups it
+    /// refuses), and refuses some devices: an empty table refuses all.
+    #[test]
+    fn the_devices_filter_admits_every_entrys_device() {
+        let mut table = InodeTable::default();
+        assert_eq!(table.devices(), 0);
+        let devs = [1u32 << 20 | 3, 8 << 20 | 1, 0x25, 259 << 20 | 7];
+        for (i, dev) in devs.into_iter().enumerate() {
+            table.entries.insert((dev, i as u64 + 2), InodeValue::default());
+        }
+        let devices = table.devices();
+        assert!(devs.iter().all(|&dev| fp_common::policy::may_have_inode(devices, dev)));
+        assert!((0..64).any(|dev| !fp_common::policy::may_have_inode(devices, dev)));
     }
 }

@@ -256,7 +256,8 @@ impl Manager {
                 e.attach_holds(context.cgroup, path)?;
             }
             e.install_tables(tables_id, tables, &inodes)?;
-            let set = e.set_session(context.cgroup, SessionInfo { tables: tables_id, flags });
+            let info = SessionInfo { tables: tables_id, flags, inode_devices: inodes.devices() };
+            let set = e.set_session(context.cgroup, info);
             if set.is_err() {
                 let _ = e.remove_tables(tables_id, tables, &inodes);
             }

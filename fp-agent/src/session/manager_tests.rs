@@ -386,7 +386,7 @@ fn a_restarted_agent_takes_over_saved_sessions_and_kills_the_rest() {
     let info = first.maps.lock().unwrap().sessions[&id];
 
     // The agent died: its programs still confine s1 and a session no agent saved.
-    let unsaved = SessionInfo { tables: 99, flags: 0 };
+    let unsaved = SessionInfo { tables: 99, ..SessionInfo::default() };
     let pending = InodeKey { session_id: id, ino: 5, dev: 8, _pad: 0 };
     let maps = Maps {
         attached: HashSet::from([id, 4242]),

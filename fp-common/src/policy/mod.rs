@@ -25,6 +25,7 @@ pub use names::{NameKey, NameKind, NameSlot, NameValue};
 pub use tables::{
     HEADER_BASENAMES, HEADER_DIRNAMES, InodeKey, InodeValue, Lookup, NAME_FILTER_WORDS, PathBytes,
     PrefixKeyData, PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader, Unreadable,
+    device_bit, may_have_inode,
 };
 pub use verdict::{Decisions, OpEntry, TableDecision, TableVerdict};
 

@@ -154,6 +154,18 @@ pub struct InodeKey {
     pub _pad: u32,
 }
 
+/// The bit of device `dev` (an [`InodeKey`]'s) in a session's
+/// [`crate::kernel::SessionInfo::inode_devices`].
+pub fn device_bit(dev: u32) -> u64 {
+    1 << ((dev as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+}
+
+/// Whether an inode table whose entries' devices set the bits `devices` ([`device_bit`]) may have
+/// an entry on `dev`: false proves a lookup there would find nothing.
+pub fn may_have_inode(devices: u64, dev: u32) -> bool {
+    devices & device_bit(dev) != 0
+}
+
 /// Inode-table value: the entries of the rules whose target this inode is. Only restrictive
 /// verdicts (Prompt, Deny, Defer) are stored: an alias never gains what its path would not.
 #[repr(C)]

@@ -30,7 +30,7 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         let (mode, flags): (u32, u32) =
             (load(file, off(&OFF_FILE_F_MODE)), load(file, off(&OFF_FILE_F_FLAGS)));
         let claimed = match mode & FMODE_CREATED != 0 && flags & F_FLAGS_TMPFILE == 0 {
-            true => created::claim(session.info.tables, file),
+            true => created::claim(&session.info, file),
             false => 0,
         };
         let writes = mode & FMODE_WRITE != 0;
