@@ -556,8 +556,8 @@ mod tests {
 
     #[test]
     fn layouts_have_no_implicit_padding() {
-        assert_eq!(size_of::<SessionInfo>(), 16);
-        assert_eq!(size_of::<CgroupSession>(), 24);
+        assert_eq!(size_of::<SessionInfo>(), 24);
+        assert_eq!(size_of::<CgroupSession>(), 32);
         assert_eq!(size_of::<SessionCounters>(), 40);
         assert_eq!(size_of::<GrantValue>(), 16);
         assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 2 * PATH_MAX);
