@@ -80,7 +80,7 @@ pub(crate) static SEQCOUNT_BTF_ID: u32 = 0;
 
 /// The `sequence` of the `struct seqcount` at `at` (a plain number: [`RENAME_SEQ`] or
 /// [`MOUNT_SEQ`]): one probing load through a `bpf_rdonly_cast` pointer where the kernel has the
-/// kfunc (the verifier turns the call into a move), else a `bpf_probe_read_kernel` call, ~90
+/// kfunc (the verifier turns the call into a move), else a `bpf_probe_read_kernel` call, ~75
 /// instructions, on every verdict cache hit.
 #[inline(always)]
 pub(crate) fn read_sequence(at: u64) -> Option<u32> {

@@ -94,13 +94,13 @@ pub(crate) fn prefix_key<'a>(
 /// The header of the tables `tables` for the directory cache's name checks (crate::dirs), which
 /// answer most creations: this CPU's copy in the scratch value, made by the first check under
 /// these tables here, so that a check looks up `HEADERS` (a hash lookup, ~150 instructions) only
-/// when this CPU's decisions move to other tables. (The evaluation keeps its own lookups: its code
-/// is shared with userspace, and the extra scratch field there changed how LLVM spills an index
-/// that 6.1's verifier then cannot bound.) Sound because a tables id is never reused and its header never changes while the
-/// tables exist (installed last, removed first by fp-agent's `install_tables`/`remove_tables`,
-/// only after the session points at other tables, which [`crate::decide::settle`] notices); a
-/// decision that another one on this CPU preempted may read a copy being replaced, which its
-/// generation says, as for every scratch field.
+/// when this CPU's decisions move to other tables. (The evaluation keeps its own lookups: its
+/// code is shared with userspace, and reading the copy there changed how LLVM spills an index
+/// that 6.1's verifier then cannot bound.) Sound because a tables id is never reused and its
+/// header never changes while the tables exist (installed last, removed first by fp-agent's
+/// `install_tables`/`remove_tables`, only after the session points at other tables, which
+/// [`crate::decide::settle`] notices); a decision that another one on this CPU preempted may read
+/// a copy being replaced, which its generation says, as for every scratch field.
 #[inline(always)]
 pub(crate) fn header<'a>(s: *mut Scratch, tables: u64) -> Option<&'a TableHeader> {
     // SAFETY: this CPU's scratch value; a copy out of the map value by the helper (a plain copy of

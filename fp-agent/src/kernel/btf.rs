@@ -141,13 +141,8 @@ impl Btf {
     /// members. Anonymous struct/union members are searched transparently.
     pub fn member_offset(&self, strukt: &str, field: &str) -> anyhow::Result<u32> {
         let mut t = self
-            .types
-            .iter()
-            .find(|t| {
-                t.kind == KIND_STRUCT
-                    && !t.members.is_empty()
-                    && self.name(t.name_off) == strukt.as_bytes()
-            })
+            .type_id(Kind::Struct, strukt)
+            .and_then(|id| self.types.get(id as usize))
             .ok_or_else(|| anyhow!("struct {strukt} not found"))?;
         let mut total = 0u32;
         let mut parts = field.split('.').peekable();
@@ -164,7 +159,8 @@ impl Btf {
         Ok(total)
     }
 
-    /// The type id of the function (a kfunc, say) or struct named `name`, if the kernel has one.
+    /// The type id of the function (a kfunc, say) or struct (one with members, not a forward
+    /// declaration) named `name`, if the kernel has one.
     pub fn type_id(&self, kind: Kind, name: &str) -> Option<u32> {
         let kind = match kind {
             Kind::Func => KIND_FUNC,
@@ -180,10 +176,7 @@ impl Btf {
 
     /// Names of the parameters of function `func`, or None when the kernel has no such function.
     pub fn func_params(&self, func: &str) -> Option<Vec<&[u8]>> {
-        let f = self
-            .types
-            .iter()
-            .find(|t| t.kind == KIND_FUNC && self.name(t.name_off) == func.as_bytes())?;
+        let f = self.types.get(self.type_id(Kind::Func, func)? as usize)?;
         let proto = self.types.get(f.type_ref as usize).filter(|t| t.kind == KIND_FUNC_PROTO)?;
         Some(proto.members.iter().map(|p| self.name(p.name_off)).collect())
     }
