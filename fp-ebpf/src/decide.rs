@@ -17,7 +17,7 @@ use crate::{
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
     report::{Report, report},
-    session::{Session, count, session_info, unreadable},
+    session::{Session, count, unreadable},
     tables::evaluate,
     walk::{LOCAL_PENDING, NO_MOUNT, RESOLVED, WALKING, Walk, walk_step},
 };
@@ -234,7 +234,7 @@ pub(crate) fn settle(
 /// in every program); another decision on this CPU may have reused the scratch.
 #[inline(always)]
 fn interference(session: &Session, s: *mut Scratch, generation: u64) -> Option<Outcome> {
-    if session_info(session.id).map_or(0, |i| i.tables) != session.info.tables {
+    if session.tables_now() != session.info.tables {
         count(session.id, |c| unsafe { &raw mut (*c).raced_reload });
         return Some(Outcome::RELOADED);
     }

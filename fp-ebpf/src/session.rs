@@ -13,6 +13,26 @@ use crate::{
 pub(crate) struct Session {
     pub(crate) id: u64,
     pub(crate) info: SessionInfo,
+    /// Read from the cgroup's storage ([`attached_session`]) rather than `SESSIONS`: a constant
+    /// in each program once inlined, so an `#[lsm]` program, which may not call
+    /// `bpf_get_local_storage`, keeps no such call for the verifier to refuse.
+    attached: bool,
+}
+
+impl Session {
+    /// The session's tables id as its value reads now, from where this one was read: differs
+    /// from `info.tables` once a reload replaced the tables or the session ended (0). Userspace
+    /// writes the cgroup's storage before `SESSIONS` on reload, and clears it first at the end.
+    #[inline(always)]
+    pub(crate) fn tables_now(&self) -> u64 {
+        match self.attached {
+            // SAFETY: as in `attached_session`.
+            true => unsafe {
+                core::ptr::read_volatile(&(*CGROUP_SESSION.get_ptr_mut()).info.tables)
+            },
+            false => session_info(self.id).map_or(0, |i| i.tables),
+        }
+    }
 }
 
 #[inline(always)]
@@ -22,7 +42,7 @@ fn ancestor(level: i32) -> u64 {
 }
 
 #[inline(always)]
-pub(crate) fn session_info(id: u64) -> Option<SessionInfo> {
+fn session_info(id: u64) -> Option<SessionInfo> {
     // SAFETY: a copy out of the map value.
     unsafe { SESSIONS.get(&id) }.copied()
 }
@@ -40,7 +60,7 @@ pub(crate) fn current_session() -> Option<Session> {
     if id == 0 {
         return None;
     }
-    session_info(id).map(|info| Session { id, info })
+    session_info(id).map(|info| Session { id, info, attached: false })
 }
 
 /// The session of an `#[lsm_cgroup]` program's task: the one whose cgroup the program is attached
@@ -51,7 +71,7 @@ pub(crate) fn attached_session() -> Option<Session> {
     // SAFETY: the helper returns the storage of the cgroup this program runs for, never null;
     // copied out at once (userspace replaces the value on reload).
     let here = unsafe { *CGROUP_SESSION.get_ptr_mut() };
-    (here.cgroup != 0).then_some(Session { id: here.cgroup, info: here.info })
+    (here.cgroup != 0).then_some(Session { id: here.cgroup, info: here.info, attached: true })
 }
 
 #[inline(always)]

@@ -449,6 +449,17 @@ impl Enforcer {
             .with_context(|| format!("writing the session of cgroup {cgroup} (not attached?)"))
     }
 
+    /// [`Self::write_cgroup_session`]'s value zeroed; a storage already gone (the programs
+    /// detached) is not an error.
+    #[expect(deprecated, reason = "the storage lsm_cgroup programs can read on Linux 6.1")]
+    fn clear_cgroup_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        let mut here: aya::maps::CgroupStorage<_, CgroupSession> =
+            aya::maps::CgroupStorage::try_from(self.map_mut(maps::CGROUP_SESSION)?)?;
+        let key = CgroupStorageKey::new(cgroup, BPF_LSM_CGROUP);
+        gone(here.insert(key, CgroupSession::default(), 0))
+            .with_context(|| format!("clearing the session of cgroup {cgroup}"))
+    }
+
     pub fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo> {
         let map: HashMap<_, u64, SessionInfo> = HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         Ok(map.get(&cgroup, 0)?)
@@ -457,6 +468,9 @@ impl Enforcer {
     /// Forgets the session of cgroup `cgroup` and detaches its programs (its tables are removed
     /// separately). What is already gone is not an error.
     pub fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        // Cleared first: a per-cgroup program still deciding reads its tables id from here to
+        // know they are going (`interference` in fp-ebpf), and a new one denies until detached.
+        self.clear_cgroup_session(cgroup)?;
         let links = self.session_links(cgroup);
         remove_pins(&links)?;
         let mut map: HashMap<_, u64, SessionInfo> =
