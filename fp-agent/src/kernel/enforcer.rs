@@ -470,7 +470,8 @@ impl Enforcer {
     pub fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         // Cleared first: a per-cgroup program still deciding reads its tables id from here to
         // know they are going (`interference` in fp-ebpf), and a new one denies until detached.
-        self.clear_cgroup_session(cgroup)?;
+        // The rest of the teardown goes on if that fails, and the failure is reported after it.
+        let cleared = self.clear_cgroup_session(cgroup);
         let links = self.session_links(cgroup);
         remove_pins(&links)?;
         let mut map: HashMap<_, u64, SessionInfo> =
@@ -479,7 +480,7 @@ impl Enforcer {
         let mut counters: HashMap<_, u64, SessionCounters> =
             HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
         gone(counters.remove(&cgroup))?;
-        Ok(())
+        cleared
     }
 
     /// Every session the programs confine now, by cgroup id.
