@@ -112,6 +112,24 @@ fn kill_9_mid_stream_always_recovers() {
 }
 
 #[test]
+fn a_crash_between_rotating_and_the_next_segment_verifies_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = signer();
+    let log = write_log(dir.path(), &key, 10, 5);
+    // What `rotate` leaves when killed after its rename: no active segment yet.
+    std::fs::rename(&log, segments::rotated_path(&log, 0)).unwrap();
+    let report = verify_with(&log, Some(&key.verifier()), None);
+    assert!(report.problem.is_none(), "{report:#?}");
+    assert_eq!(report.exit_code(), 3);
+    assert!(report.warnings.iter().any(|w| w.contains("no active segment")), "{report:#?}");
+    // log-open, 10 decisions, 2 checkpoints and the one `close` adds.
+    assert_eq!(records(&log).len(), 14, "replay reads the rotated segment");
+    LogWriter::open(config(&log, &key)).unwrap().close().unwrap();
+    let report = verify_with(&log, Some(&key.verifier()), None);
+    assert_eq!((report.segments.len(), report.exit_code()), (2, 0), "{report:#?}");
+}
+
+#[test]
 #[ignore = "child of enospc_refuses_sessions_and_resumes; needs its private tmpfs"]
 fn child_enospc() {
     let (log, key) = child_env();

@@ -609,6 +609,9 @@ fn vectors(dir: &Path, keys: &Keys) -> Vec<Vector> {
             .paths(&[SEG0, "audit.log.00000000000000000003", ACTIVE]),
         vector("empty-segment-file", "an empty file is skipped with a warning", &r, 3)
             .with(|l| l.files.insert(1, ("audit.log.00000000000000000001".into(), Vec::new()))),
+        vector("active-absent", "no active segment after rotating: a warning", &r, 3).with(|l| {
+            l.files.pop();
+        }),
         vector("deleted-record", "a record cut out", &s, 1)
             .with(|l| {
                 l.files[0].1.remove(3);

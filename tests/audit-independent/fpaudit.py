@@ -418,11 +418,15 @@ def segment_order(paths):
             continue
         directory = os.path.dirname(path) or "."
         name = os.path.basename(path)
+        rotated = False
         for entry in os.listdir(directory):
             stem, dot, digits = entry.rpartition(".")
             if stem == name and len(digits) == 20 and digits.isascii() and digits.isdigit():
                 keyed.add((path, int(digits), os.path.join(os.path.dirname(path), entry)))
-        keyed.add((path, U64 + 1, path))
+                rotated = True
+        # An absent active file after rotated ones: a writer stopped while rotating.
+        if not rotated or os.path.lexists(path):
+            keyed.add((path, U64 + 1, path))
     return [path for _, _, path in sorted(keyed, key=lambda k: (k[0].encode(), k[1]))]
 
 
@@ -634,6 +638,8 @@ def verify(args):
     start = st["start"] or 0
     if st["records"] == 0:
         warnings.append("empty log")
+    if name_seq(segs[-1][0]) is not None:
+        warnings.append(f"the walk ends with rotated segment {segs[-1][0]}")
     unsealed = total - st["last_cp"] - 1 if st["last_cp"] is not None else total - start
     if unsealed:
         warnings.append(f"{unsealed} unsealed record(s)")

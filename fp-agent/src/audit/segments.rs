@@ -1,10 +1,16 @@
 //! Segment files: the active segment `<path>` and rotated ones `<path>.<first seq, 20 digits>`.
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
 pub fn rotated_path(active: &Path, first_seq: u64) -> PathBuf {
     PathBuf::from(format!("{}.{first_seq:020}", active.display()))
+}
+
+/// Whether `path` is named like a rotated segment.
+pub fn is_rotated(path: &Path) -> bool {
+    rotation_of(path).is_some()
 }
 
 /// The rotation number of `path` if it is a rotated segment: `(active path, first seq)`.
@@ -37,18 +43,25 @@ pub fn rotated_segments(active: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// The segments to verify for the paths given on the command line, in chain order: an active
 /// segment brings its rotated segments along; rotated ones sort by first seq, before their active
-/// segment.
+/// segment. An active segment that does not exist but has rotated segments is left out: a writer
+/// stopped between a rotation's rename and creating the next segment leaves that (it creates the
+/// next one when it opens the log again).
 pub fn expand(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut keyed = Vec::new();
     for path in paths {
         match rotation_of(path) {
             Some((base, seq)) => keyed.push(((base, seq), path.clone())),
             None => {
-                for rotated in rotated_segments(path)? {
+                let rotated = rotated_segments(path)?;
+                let absent =
+                    matches!(path.symlink_metadata(), Err(e) if e.kind() == ErrorKind::NotFound);
+                if rotated.is_empty() || !absent {
+                    keyed.push(((path.clone(), u64::MAX), path.clone()));
+                }
+                for rotated in rotated {
                     let key = rotation_of(&rotated).expect("listed as rotated");
                     keyed.push((key, rotated));
                 }
-                keyed.push(((path.clone(), u64::MAX), path.clone()));
             }
         }
     }
@@ -82,5 +95,16 @@ mod tests {
                 "audit.log"
             ]
         );
+    }
+
+    #[test]
+    fn an_absent_active_segment_is_left_out_only_when_rotated_ones_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let active = dir.path().join("audit.log");
+        let given = std::slice::from_ref(&active);
+        assert_eq!(expand(given).unwrap(), given);
+        let rotated = rotated_path(&active, 0);
+        std::fs::write(&rotated, b"").unwrap();
+        assert_eq!(expand(given).unwrap(), [rotated]);
     }
 }

@@ -1,5 +1,5 @@
 //! The end-of-log checks: an empty log, the unsealed tail, the trusted checkpoint.
-use super::super::checkpoint;
+use super::super::{checkpoint, segments};
 use super::{Problem, ProblemClass, Walk};
 
 impl Walk<'_> {
@@ -8,6 +8,14 @@ impl Walk<'_> {
         let total = self.expected_seq;
         if self.report.records == 0 {
             self.report.warnings.push("the log holds no records".into());
+        }
+        let last = self.segments.last().expect("at least one segment");
+        if segments::is_rotated(last) {
+            self.report.warnings.push(format!(
+                "the walk ends with rotated segment {}: no active segment follows it (a writer \
+                 stopped while rotating, or only rotated segments were given)",
+                last.display()
+            ));
         }
         self.report.unsealed_tail = match self.last_checkpoint_seq {
             Some(seq) => total - seq - 1,
