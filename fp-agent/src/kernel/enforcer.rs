@@ -440,24 +440,29 @@ impl Enforcer {
 
     /// The per-cgroup programs' copy of the session, in its cgroup's storage, which exists while
     /// they are attached there. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
-    #[expect(deprecated, reason = "the storage lsm_cgroup programs can read on Linux 6.1")]
     fn write_cgroup_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
-        let mut here: aya::maps::CgroupStorage<_, CgroupSession> =
-            aya::maps::CgroupStorage::try_from(self.map_mut(maps::CGROUP_SESSION)?)?;
-        let key = CgroupStorageKey::new(cgroup, BPF_LSM_CGROUP);
-        here.insert(key, CgroupSession { cgroup, info }, 0)
+        self.store_cgroup_session(cgroup, CgroupSession { cgroup, info })?
             .with_context(|| format!("writing the session of cgroup {cgroup} (not attached?)"))
     }
 
     /// [`Self::write_cgroup_session`]'s value zeroed; a storage already gone (the programs
     /// detached) is not an error.
-    #[expect(deprecated, reason = "the storage lsm_cgroup programs can read on Linux 6.1")]
     fn clear_cgroup_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        gone(self.store_cgroup_session(cgroup, CgroupSession::default())?)
+            .with_context(|| format!("clearing the session of cgroup {cgroup}"))
+    }
+
+    /// Writes the storage of cgroup `cgroup`: the outer error says the map is not there, the
+    /// inner one is the update's own (which [`gone`] may excuse).
+    #[expect(deprecated, reason = "the storage lsm_cgroup programs can read on Linux 6.1")]
+    fn store_cgroup_session(
+        &mut self,
+        cgroup: u64,
+        value: CgroupSession,
+    ) -> anyhow::Result<Result<(), aya::maps::MapError>> {
         let mut here: aya::maps::CgroupStorage<_, CgroupSession> =
             aya::maps::CgroupStorage::try_from(self.map_mut(maps::CGROUP_SESSION)?)?;
-        let key = CgroupStorageKey::new(cgroup, BPF_LSM_CGROUP);
-        gone(here.insert(key, CgroupSession::default(), 0))
-            .with_context(|| format!("clearing the session of cgroup {cgroup}"))
+        Ok(here.insert(CgroupStorageKey::new(cgroup, BPF_LSM_CGROUP), value, 0))
     }
 
     pub fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo> {
