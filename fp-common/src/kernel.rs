@@ -537,6 +537,8 @@ kernel_fields! {
     OFF_FILE_F_FLAGS = "file"."f_flags";
     OFF_LINUX_BINPRM_FILE = "linux_binprm"."file";
     OFF_TASK_STRUCT_TGID = "task_struct"."tgid";
+    OFF_INODE_I_FLAGS = "inode"."i_flags";
+    OFF_SUPER_BLOCK_S_FLAGS = "super_block"."s_flags";
 }
 
 #[cfg(feature = "user")]

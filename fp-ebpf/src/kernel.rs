@@ -53,6 +53,8 @@ offsets!(
     OFF_FILE_F_FLAGS,
     OFF_LINUX_BINPRM_FILE,
     OFF_TASK_STRUCT_TGID,
+    OFF_INODE_I_FLAGS,
+    OFF_SUPER_BLOCK_S_FLAGS,
 );
 
 /// cgroup v2 level of session cgroups (depth of the configured parent + 1): the session of a task
@@ -161,6 +163,27 @@ pub(crate) fn dentry_kind(dentry: u64) -> Result<(u64, bool), ()> {
 
 const S_IFMT: u16 = 0o170000;
 const S_IFDIR: u16 = 0o040000;
+
+/// `super_block.s_flags`: a pseudo filesystem userspace cannot mount (`init_pseudo`: pidfs, nsfs,
+/// anon inodes, sockets, pipes).
+const SB_NOUSER: u64 = 1 << 31;
+/// `inode.i_flags`: an inode of the kernel's own, outside every permission check
+/// (`security_inode_permission` skips it).
+const S_PRIVATE: u32 = 1 << 9;
+
+/// Whether the BTF-typed `struct file *` is no path object: its inode is private or lies on a
+/// filesystem no mount table can show (Landlock's `is_nouser_or_private`). Such files have no
+/// path a rule could name, and opening one grants nothing by itself (signals, fds and namespaces
+/// of a pidfd's process are each checked by their own hook); since 6.9 every pidfd is opened
+/// through file_open (pidfs), `pidfd_open` and `clone3(CLONE_PIDFD)` alike.
+#[inline(always)]
+pub(crate) fn pseudo_file(file: u64) -> bool {
+    let inode: u64 = load(file, off(&OFF_FILE_F_INODE));
+    let sb: u64 = load(inode, off(&OFF_INODE_I_SB));
+    inode != 0
+        && (load::<u32>(inode, off(&OFF_INODE_I_FLAGS)) & S_PRIVATE != 0
+            || sb != 0 && load::<u64>(sb, off(&OFF_SUPER_BLOCK_S_FLAGS)) & SB_NOUSER != 0)
+}
 
 /// (inode number, device) of a `struct inode *`, the identity inode-table rules and events use.
 #[inline(always)]

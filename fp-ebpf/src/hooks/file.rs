@@ -11,7 +11,7 @@ use crate::{
     decide::{answered, decide_file},
     kernel::{
         F_FLAGS_EXEC, F_FLAGS_TMPFILE, FMODE_CREATED, FMODE_EXEC, FMODE_READ, FMODE_WRITE,
-        OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, load, off,
+        OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, load, off, pseudo_file,
     },
     prompt::check_pending,
     session::unreadable,
@@ -22,11 +22,15 @@ use crate::{
 /// write for O_WRONLY, exec for execve/uselib, read otherwise. O_TRUNC is checked as a write by
 /// path_truncate (6.1) or file_truncate (6.2+). The open of a file it just created takes
 /// path_mknod's decision on its name (crate::created).
+/// A pseudo filesystem's file (a pidfd on 6.9+) is no path object ([`pseudo_file`]).
 #[lsm_cgroup(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
     in_session_cgroup(ctx.arg(1), |session| {
         let file: u64 = ctx.arg(0);
+        if pseudo_file(file) {
+            return 0;
+        }
         let (mode, flags): (u32, u32) =
             (load(file, off(&OFF_FILE_F_MODE)), load(file, off(&OFF_FILE_F_FLAGS)));
         let claimed = match mode & FMODE_CREATED != 0 && flags & F_FLAGS_TMPFILE == 0 {
