@@ -26,6 +26,8 @@ fn event(i: u64) -> Event {
         target_path: None,
         directory: false,
         target_exists: false,
+        target_pid: None,
+        target_cgroup: None,
         dev: 2049,
         ino: 1_000_000 + i,
         decision: Verdict::Allow,

@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 11;
+pub const ABI_VERSION: u32 = 12;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -217,6 +217,9 @@ pub enum Reason {
     /// A rename or link refused because the content would gain an access under its new name, or
     /// because a prompt or defer verdict is involved ([`crate::refer`]): EXDEV.
     Refer = 9,
+    /// The session boundary: ptrace, a memory or environ read, pidfd_getfd or a signal aimed at
+    /// a process outside the session (the event names it: `target_pid`, `target_cgroup`).
+    Boundary = 10,
 }
 
 impl Reason {
@@ -231,6 +234,7 @@ impl Reason {
             7 => Some(Self::SelfProtection),
             8 => Some(Self::Granted),
             9 => Some(Self::Refer),
+            10 => Some(Self::Boundary),
             _ => None,
         }
     }
@@ -246,6 +250,7 @@ impl Reason {
             Self::SelfProtection => "self-protection",
             Self::Granted => "granted",
             Self::Refer => "refer",
+            Self::Boundary => "session-boundary",
         }
     }
 }
@@ -328,6 +333,11 @@ pub struct DecisionEvent {
     pub verdict: u8,
     pub _pad: [u8; 3],
     pub comm: [u8; 16],
+    /// Of a refusal at the session boundary ([`Reason::Boundary`], or [`Reason::SelfProtection`]
+    /// for a process of fp's own): the cgroup id and tgid of the process it aimed at; 0 otherwise.
+    pub target_cgroup: u64,
+    pub target_pid: u32,
+    pub _pad2: u32,
     /// The file the operation touches; of a rename or link, the existing name (the source).
     pub path: [u8; PATH_MAX],
     /// Of a rename or link: the new name.
@@ -539,6 +549,12 @@ kernel_fields! {
     OFF_TASK_STRUCT_TGID = "task_struct"."tgid";
     OFF_INODE_I_FLAGS = "inode"."i_flags";
     OFF_SUPER_BLOCK_S_FLAGS = "super_block"."s_flags";
+    OFF_TASK_STRUCT_CGROUPS = "task_struct"."cgroups";
+    OFF_CSS_SET_DFL_CGRP = "css_set"."dfl_cgrp";
+    OFF_CGROUP_LEVEL = "cgroup"."level";
+    OFF_CGROUP_ANCESTORS = "cgroup"."ancestors";
+    OFF_CGROUP_KN = "cgroup"."kn";
+    OFF_KERNFS_NODE_ID = "kernfs_node"."id";
 }
 
 #[cfg(feature = "user")]
@@ -562,7 +578,7 @@ mod tests {
         assert_eq!(size_of::<CgroupSession>(), 32);
         assert_eq!(size_of::<SessionCounters>(), 40);
         assert_eq!(size_of::<GrantValue>(), 16);
-        assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 2 * PATH_MAX);
+        assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 16 + 2 * PATH_MAX);
     }
 
     #[test]

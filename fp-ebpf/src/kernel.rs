@@ -55,6 +55,12 @@ offsets!(
     OFF_TASK_STRUCT_TGID,
     OFF_INODE_I_FLAGS,
     OFF_SUPER_BLOCK_S_FLAGS,
+    OFF_TASK_STRUCT_CGROUPS,
+    OFF_CSS_SET_DFL_CGRP,
+    OFF_CGROUP_LEVEL,
+    OFF_CGROUP_ANCESTORS,
+    OFF_CGROUP_KN,
+    OFF_KERNFS_NODE_ID,
 );
 
 /// cgroup v2 level of session cgroups (depth of the configured parent + 1): the session of a task

@@ -9,7 +9,7 @@
 //! constants), `maps`, `session`, `walk` (the path walk), `tables` (the session's tables and the
 //! evaluation), `decide`, `cache` (the verdict cache), `created`
 //! (the creation slot), `dirs` (the directory cache), `moves`
-//! (renames and links), `prompt`, `protect`, `report` (the event) and `hooks` (the `#[lsm]`
+//! (renames and links), `prompt`, `protect`, `boundary` (the session boundary), `report` (the event) and `hooks` (the `#[lsm]`
 //! programs by object family).
 #![no_std]
 #![no_main]
@@ -17,6 +17,7 @@
 #![allow(internal_features)]
 #![feature(core_intrinsics)]
 
+mod boundary;
 mod cache;
 mod created;
 mod decide;

@@ -19,6 +19,7 @@ use crate::{
     decide::Outcome,
     dirs::{DirCached, Name},
     moves::MoveNames,
+    report::Target,
     walk::Walk,
 };
 
@@ -153,6 +154,8 @@ pub(crate) struct Scratch {
     /// This CPU's copy of the header of the tables `header_tables` (crate::tables::header).
     pub(crate) header_tables: u64,
     pub(crate) header: TableHeader,
+    /// The process a refusal at the session boundary aimed at, for its event (crate::report).
+    pub(crate) target: Target,
 }
 
 #[map]

@@ -1,5 +1,5 @@
-//! Refusals decided without a path: fp's self-protection (bpf(), signals and ptrace of fp's own
-//! processes, the mount table) and the event of such a refusal.
+//! Refusals decided without a path: fp's self-protection (bpf(), the mount table) and the event
+//! of such a refusal (also of the session boundary's, crate::boundary).
 use fp_common::{
     kernel::{Hook, Op, Reason, SESSION_AUDIT_ONLY},
     policy::{NO_RULE, TableVerdict},
@@ -7,15 +7,15 @@ use fp_common::{
 
 use crate::{
     decide::Outcome,
-    kernel::{EACCES, OFF_TASK_STRUCT_TGID, off, read},
-    maps::{PROTECTED, SCRATCH},
-    report::{Report, report},
+    kernel::EACCES,
+    maps::SCRATCH,
+    report::{Report, Target, report},
     session::Session,
     walk::{NO_MOUNT, UNRESOLVED},
 };
 
 /// Reports and refuses an operation decided without resolving a path (the event names the file
-/// by identity, if any); audit-mode sessions are only reported.
+/// by identity, if any, or the `process` it aimed at); audit-mode sessions are only reported.
 #[inline(always)]
 pub(crate) fn refuse_without_path(
     session: &Session,
@@ -23,6 +23,7 @@ pub(crate) fn refuse_without_path(
     op: Op,
     reason: Reason,
     file: (u64, u32),
+    process: Option<Target>,
 ) -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES;
@@ -33,32 +34,26 @@ pub(crate) fn refuse_without_path(
         (*s).walk.dev = file.1 as u64;
         (*s).walk.vfsmount = NO_MOUNT;
         (*s).walk.state = UNRESOLVED;
+        if let Some(target) = process {
+            (*s).target = target;
+        }
     }
     let verdict =
         if reason == Reason::PromptPending { TableVerdict::Prompt } else { TableVerdict::Deny };
     let outcome = Outcome { verdict, reason, rule_id: NO_RULE };
     let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
-    report(session, &outcome, &Report { hook, op, denied: enforced, mv: None });
+    report(
+        session,
+        &outcome,
+        &Report { hook, op, denied: enforced, mv: None, at_process: process.is_some() },
+    );
     if enforced { -EACCES } else { 0 }
 }
 
 /// Sessions may not use bpf(): with it, root could detach fp's programs or rewrite its maps.
 #[inline(always)]
 pub(crate) fn refuse_bpf(session: &Session) -> i32 {
-    refuse_without_path(session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0))
-}
-
-/// Sessions may not signal or trace fp's own processes.
-#[inline(always)]
-pub(crate) fn refuse_if_protected(session: &Session, hook: Hook, task: u64) -> i32 {
-    let Ok(tgid) = read::<u32>(task, off(&OFF_TASK_STRUCT_TGID)) else {
-        return -EACCES;
-    };
-    // SAFETY: only tested for presence.
-    if unsafe { PROTECTED.get(&tgid) }.is_none() {
-        return 0;
-    }
-    refuse_without_path(session, hook, Op::Write, Reason::SelfProtection, (0, 0))
+    refuse_without_path(session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0), None)
 }
 
 /// Sessions may not change the mount table, in any namespace: a mount, bind mount, move or
@@ -72,5 +67,5 @@ pub(crate) fn refuse_mount(
     identity: impl FnOnce() -> Result<(u64, u32), ()>,
 ) -> i32 {
     let file = identity().unwrap_or((0, 0));
-    refuse_without_path(session, hook, Op::Write, Reason::SelfProtection, file)
+    refuse_without_path(session, hook, Op::Write, Reason::SelfProtection, file, None)
 }

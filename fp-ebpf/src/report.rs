@@ -25,6 +25,15 @@ pub(crate) struct MoveEvent {
     pub(crate) dev: u64,
 }
 
+/// The process a refusal at the session boundary aimed at (crate::boundary).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Target {
+    /// Its cgroup v2 id.
+    pub(crate) cgroup: u64,
+    pub(crate) tgid: u64,
+}
+
 /// What an event says besides the outcome (one argument: BPF functions take at most five).
 #[derive(Clone, Copy)]
 pub(crate) struct Report {
@@ -34,12 +43,15 @@ pub(crate) struct Report {
     pub(crate) denied: bool,
     /// A rename's or link's.
     pub(crate) mv: Option<MoveEvent>,
+    /// A refusal at the session boundary: the event names the process in `Scratch::target`
+    /// (kept out of this struct, which the moves' programs hold on a stack near its limit).
+    pub(crate) at_process: bool,
 }
 
 /// Reports a decision. For a move, `path` is the source saved in `other` and `target` the
 /// target's path the walk left in the buffer.
 pub(crate) fn report(session: &Session, outcome: &Outcome, what: &Report) {
-    let Report { hook, op, denied, mv } = *what;
+    let Report { hook, op, denied, mv, at_process } = *what;
     let Some(s) = SCRATCH.get_ptr(0) else {
         return;
     };
@@ -75,6 +87,10 @@ pub(crate) fn report(session: &Session, outcome: &Outcome, what: &Report) {
             | if denied { EVENT_DENIED } else { 0 };
         (*ev).verdict = outcome.verdict as u8;
         (*ev)._pad = [0; 3];
+        let target = if at_process { (*s).target } else { Target { tgid: 0, cgroup: 0 } };
+        (*ev).target_cgroup = target.cgroup;
+        (*ev).target_pid = target.tgid as u32;
+        (*ev)._pad2 = 0;
         (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
         // An unresolved path is never reported as a (truncated) string.
         let start = w.pos as usize & (PATH_MAX - 1);

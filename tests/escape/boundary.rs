@@ -1,14 +1,15 @@
 //! Escape suite, the session boundary: a session process reaches no process outside its session.
 //! The outsiders are started by the setup, outside the session, as the session's own user; the
 //! suite asserts from outside that each is still there, unstopped.
-use fp_tests::{Expect::Allowed, Suite, escape_suite};
+use fp_tests::{Expect::Allowed, Suite, denied, escape_suite};
 
 const SUITE: Suite = Suite {
     name: "escape-boundary",
     setup: r#"
 mkdir -p $B/open
-# An outsider of the session's user, alive for the whole session.
-setsid sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > $B/open/outsider.pid
+# An outsider of the session's user, alive for the whole session, with a token in its
+# environment.
+FP_TOKEN=outsider-token setsid sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > $B/open/outsider.pid
 "#,
     deny: &[],
     before_fp: "",
@@ -21,11 +22,29 @@ kill -9 $pid
 "#,
     policy: None,
     watch: &[],
-    never_read: None,
+    never_read: Some("outsider-token"),
 };
 
 escape_suite! {
     setup = SUITE;
+    // Signals, signal 0 (a probe) included.
+    kill_stop_outsider: denied("task_kill", "write", "process ") => "kill -STOP $(cat $B/open/outsider.pid)";
+    kill_zero_outsider: denied("task_kill", "write", "process ") => "kill -0 $(cat $B/open/outsider.pid)";
+    // pidfd_send_signal(2) (424) through a pidfd of the outsider, which pidfd_open gives.
+    pidfd_signal_outsider: denied("task_kill", "write", "process ") => "perl -e 'my $fd = syscall(434, $ARGV[0]+0, 0); die \"$!\\n\" if $fd < 0; syscall(424, $fd, 19, 0, 0) == 0 or die \"$!\\n\"' $(cat $B/open/outsider.pid)";
+    // Every ptrace-mode access of the outsider.
+    environ_of_outsider: denied("ptrace_access_check", "write", "process ") => "cat /proc/$(cat $B/open/outsider.pid)/environ";
+    mem_of_outsider: denied("ptrace_access_check", "write", "process ") => "perl -e 'open(my $f, \"<\", \"/proc/$ARGV[0]/mem\") or die \"$!\\n\"' $(cat $B/open/outsider.pid)";
+    fd_of_outsider: denied("ptrace_access_check", "write", "process ") => "ls -l /proc/$(cat $B/open/outsider.pid)/fd/";
+    ptrace_attach_outsider: denied("ptrace_access_check", "write", "process ") => "perl -e 'syscall(101, 16, $ARGV[0]+0, 0, 0) == 0 or die \"$!\\n\"' $(cat $B/open/outsider.pid)";
+    // process_vm_readv(2) (310) and pidfd_getfd(2) (438): the kernel turns the hook's EACCES into
+    // EPERM for these two, which the command reports as the refusal it is.
+    process_vm_readv_outsider: denied("ptrace_access_check", "write", "process ") => "perl -e 'my $buf = \"x\" x 8; my $iov = pack(\"QQ\", unpack(\"Q\", pack(\"p\", $buf)), 8); syscall(310, $ARGV[0]+0, $iov, 1, $iov, 1, 0) >= 0 or die($!{EPERM} ? \"Permission denied (EPERM)\\n\" : \"$!\\n\")' $(cat $B/open/outsider.pid)";
+    pidfd_getfd_outsider: denied("ptrace_access_check", "write", "process ") => "perl -e 'my $fd = syscall(434, $ARGV[0]+0, 0); die \"$!\\n\" if $fd < 0; syscall(438, $fd, 0, 0) >= 0 or die($!{EPERM} ? \"Permission denied (EPERM)\\n\" : \"$!\\n\")' $(cat $B/open/outsider.pid)";
+    // The session's own processes stay reachable: ps, signals, /proc, memory, fds.
+    ps_lists_every_process: Allowed => "ps -e -o pid,stat,comm > /dev/null && ps -p $(cat $B/open/outsider.pid) > /dev/null";
+    own_processes_are_reachable: Allowed => "sleep 30 & p=$!; kill -0 $p && cat /proc/$p/environ > /dev/null && ls /proc/$p/fd > /dev/null && perl -e 'my $fd = syscall(434, $ARGV[0]+0, 0); die \"$!\\n\" if $fd < 0; syscall(438, $fd, 0, 0) >= 0 or die \"$!\\n\"' $p && kill -STOP $p && kill -CONT $p && kill $p";
+    python_multiprocessing: Allowed => "python3 -c 'import multiprocessing as m; assert m.Pool(2).map(abs, [-1, -2]) == [1, 2]'";
     // pidfd_open(2) (x86_64 434) of the session's own processes: on 6.9+ a pidfd is opened
     // through file_open, with no path (pidfs). (Perl's syscall passes a string as a pointer:
     // `+0` makes a pid a number.)

@@ -153,6 +153,12 @@ pub struct FileDecision {
     /// Of a rename: the new name existed (its file was to be replaced).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub target_exists: bool,
+    /// Of a refusal at the session boundary (ptrace, signals, ... of a process outside the
+    /// session): the tgid of the process it aimed at, and that process's cgroup id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_cgroup: Option<u64>,
     pub dev: u64,
     pub ino: u64,
     pub decision: Verdict,

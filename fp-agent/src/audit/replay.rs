@@ -206,6 +206,13 @@ impl Reevaluate for crate::policy::EffectivePolicy {
 
     fn decide_record(&self, decision: &FileDecision) -> Reevaluation {
         use fp_common::refer::{MoveKind, MoveVerdict};
+        if decision.target_pid.is_some() {
+            // Not the policy's to decide: every policy keeps a session inside its boundary.
+            return Reevaluation {
+                verdict: PolicyVerdict::Deny,
+                rule: "session boundary: the target process is outside the session".to_owned(),
+            };
+        }
         let Some(kind) = decision.op.move_kind() else {
             return Reevaluate::decide(self, decision.path.as_bytes(), decision.op);
         };

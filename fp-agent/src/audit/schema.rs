@@ -182,6 +182,8 @@ fn kind_members(kind: &str) -> Option<&'static [(&'static str, Type, bool)]> {
             ("target_path", Path, false),
             ("directory", Bool, false),
             ("target_exists", Bool, false),
+            ("target_pid", U32, false),
+            ("target_cgroup", U64, false),
             ("dev", U64, true),
             ("ino", U64, true),
             ("decision", OneOf(DECISIONS), true),

@@ -20,6 +20,11 @@ pub fn path(ev: &DecisionEvent) -> &[u8] {
     &ev.path[..(ev.path_len as usize).min(PATH_MAX)]
 }
 
+/// The process a refusal at the session boundary aimed at: (tgid, cgroup id).
+pub fn target_process(ev: &DecisionEvent) -> Option<(u32, u64)> {
+    (ev.target_pid != 0).then_some((ev.target_pid, ev.target_cgroup))
+}
+
 /// The new name of a rename's or link's event (None for other events).
 pub fn target(ev: &DecisionEvent) -> Option<&[u8]> {
     is_move(ev).then(|| &ev.target[..(ev.target_len as usize).min(PATH_MAX)])
@@ -60,7 +65,8 @@ fn reason(ev: &DecisionEvent) -> String {
     if ev.flags & EVENT_DENIED == 0 && TableVerdict::from_u8(ev.verdict) != TableVerdict::Allow {
         reason.push_str("; audit mode: not enforced");
     }
-    if ev.flags & EVENT_PATH_FS_RELATIVE != 0 {
+    // Refusals decided without a file (bpf(), the session boundary) identify none.
+    if ev.flags & EVENT_PATH_FS_RELATIVE != 0 && (ev.dev, ev.ino) != (0, 0) {
         reason.push_str(&format!("; path within filesystem {}:{}", ev.dev >> 20, ev.dev & 0xfffff));
     }
     reason
@@ -76,6 +82,9 @@ pub fn line(ev: &DecisionEvent, ctx: &SessionContext) -> String {
     let mut shown = audit::RawPath(path(ev).to_vec()).display();
     if let Some(target) = target(ev) {
         shown = format!("{shown} -> {}", audit::RawPath(target.to_vec()).display());
+    }
+    if let Some((pid, cgroup)) = target_process(ev) {
+        shown = format!("process {pid} (cgroup {cgroup})");
     }
     format!(
         "fp: {action} {hook} {shown} by {} ({op}, pid {}, uid {}): {}{rule}\n",
@@ -126,6 +135,9 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
         None if ev.reason == Reason::Unresolved as u8 => {
             ("(unresolved path)".into(), "kernel".into())
         }
+        None if ev.reason == Reason::Boundary as u8 => {
+            ("(session boundary)".into(), "kernel".into())
+        }
         None => ("(default)".into(), "default".into()),
     };
     let allowed = TableVerdict::from_u8(ev.verdict) == TableVerdict::Allow;
@@ -145,6 +157,8 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
         target_path: target(ev).map(|t| audit::RawPath(t.to_vec())),
         directory: is_move(ev) && ev.flags & EVENT_MOVE_DIR != 0,
         target_exists: is_move(ev) && ev.flags & EVENT_TARGET_EXISTS != 0,
+        target_pid: target_process(ev).map(|(pid, _)| pid),
+        target_cgroup: target_process(ev).map(|(_, cgroup)| cgroup),
         dev: u64::from(ev.dev),
         ino: ev.ino,
         decision: if allowed { audit::Verdict::Allow } else { audit::Verdict::Deny },
@@ -205,6 +219,28 @@ mod tests {
         assert_eq!(record.target_path, Some(audit::RawPath(b"/w/c.txt".to_vec())));
         let open = audit_record(&event(Hook::FileOpen, Op::Read, b"/x"), &ctx());
         assert_eq!(open.target_path, None, "only moves have a second name");
+    }
+
+    #[test]
+    fn boundary_refusals_name_the_process_they_aimed_at() {
+        let mut ev = event(Hook::TaskKill, Op::Write, b"");
+        ev.reason = Reason::Boundary as u8;
+        ev.rule_id = NO_RULE;
+        (ev.target_pid, ev.target_cgroup) = (4242, 77);
+        let l = line(&ev, &ctx());
+        assert!(
+            l.starts_with("fp: denied task_kill process 4242 (cgroup 77) by cat (write, ")
+                && l.contains("session-boundary"),
+            "{l}"
+        );
+        let record = audit_record(&ev, &ctx());
+        assert_eq!((record.target_pid, record.target_cgroup), (Some(4242), Some(77)));
+        assert_eq!(
+            (record.rule.as_str(), record.rule_source.as_str()),
+            ("(session boundary)", "kernel")
+        );
+        let open = audit_record(&event(Hook::FileOpen, Op::Read, b"/x"), &ctx());
+        assert_eq!((open.target_pid, open.target_cgroup), (None, None), "only boundary refusals");
     }
 
     #[test]

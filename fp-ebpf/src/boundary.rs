@@ -1,0 +1,59 @@
+//! The session boundary between processes: a session's processes ptrace, read the memory, environ
+//! and `/proc/PID/{fd,cwd,root,exe,maps}` of, take fds from (pidfd_getfd) and signal only the
+//! processes of their own session (docs/threat-model.md, "The session boundary"). Outsiders may
+//! still act on the session: the rule is "current inside and target outside".
+use fp_common::kernel::{Hook, Op, Reason};
+
+use crate::{
+    kernel::{
+        OFF_CGROUP_ANCESTORS, OFF_CGROUP_KN, OFF_CGROUP_LEVEL, OFF_CSS_SET_DFL_CGRP,
+        OFF_KERNFS_NODE_ID, OFF_TASK_STRUCT_CGROUPS, OFF_TASK_STRUCT_TGID, SESSION_CGROUP_LEVEL,
+        off, read,
+    },
+    maps::PROTECTED,
+    protect::refuse_without_path,
+    report::Target,
+    session::{Session, unreadable},
+};
+
+/// The id of a `struct cgroup *` (its kernfs node's, the `st_ino` of its directory).
+#[inline(always)]
+fn cgroup_id(cgroup: u64) -> Result<u64, ()> {
+    read(read::<u64>(cgroup, off(&OFF_CGROUP_KN))?, off(&OFF_KERNFS_NODE_ID))
+}
+
+/// The process `task` belongs to, and whether its cgroup v2 lies in the subtree of the session
+/// cgroup `session`: its ancestor at the session level is that cgroup (`cgroup_is_descendant`).
+/// Read with helper calls: `ancestors` is an array of pointers past the struct's end, which the
+/// verifier's typed loads do not reach.
+#[inline(always)]
+fn process(task: u64, session: u64) -> Result<(Target, bool), ()> {
+    let tgid: u32 = read(task, off(&OFF_TASK_STRUCT_TGID))?;
+    let css_set: u64 = read(task, off(&OFF_TASK_STRUCT_CGROUPS))?;
+    let cgroup: u64 = read(css_set, off(&OFF_CSS_SET_DFL_CGRP))?;
+    let target = Target { cgroup: cgroup_id(cgroup)?, tgid: tgid as u64 };
+    let level = off(&SESSION_CGROUP_LEVEL);
+    if read::<i32>(cgroup, off(&OFF_CGROUP_LEVEL))? < level as i32 {
+        return Ok((target, false));
+    }
+    let ancestor: u64 = read(cgroup, off(&OFF_CGROUP_ANCESTORS) + level * 8)?;
+    Ok((target, cgroup_id(ancestor)? == session))
+}
+
+/// Refuses `hook` on `task` when its process is outside the session (a process of fp's own is
+/// named as self-protection); a task that cannot be read is refused (fail closed).
+#[inline(always)]
+pub(crate) fn refuse_outsider(session: &Session, hook: Hook, task: u64) -> i32 {
+    let Ok((target, inside)) = process(task, session.id) else {
+        return unreadable(session);
+    };
+    if inside {
+        return 0;
+    }
+    // SAFETY: only tested for presence.
+    let reason = match unsafe { PROTECTED.get(&(target.tgid as u32)) } {
+        Some(_) => Reason::SelfProtection,
+        None => Reason::Boundary,
+    };
+    refuse_without_path(session, hook, Op::Write, reason, (0, 0), Some(target))
+}
