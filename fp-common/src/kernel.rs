@@ -79,6 +79,7 @@ hooks! {
     SbPivotroot = 28, "sb_pivotroot";
     MoveMount = 29, "move_mount";
     DInstantiate = 30, "d_instantiate";
+    TaskAlloc = 31, "task_alloc";
 }
 
 impl Hook {
@@ -218,7 +219,8 @@ pub enum Reason {
     /// because a prompt or defer verdict is involved ([`crate::refer`]): EXDEV.
     Refer = 9,
     /// The session boundary: ptrace, a memory or environ read, pidfd_getfd or a signal aimed at
-    /// a process outside the session (the event names it: `target_pid`, `target_cgroup`).
+    /// a process outside the session (the event names it: `target_pid`, `target_cgroup`), or a
+    /// child started in another cgroup (`clone3(CLONE_INTO_CGROUP)`).
     Boundary = 10,
 }
 

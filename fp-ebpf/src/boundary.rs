@@ -1,7 +1,8 @@
 //! The session boundary between processes: a session's processes ptrace, read the memory, environ
 //! and `/proc/PID/{fd,cwd,root,exe,maps}` of, take fds from (pidfd_getfd) and signal only the
-//! processes of their own session (docs/threat-model.md, "The session boundary"). Outsiders may
-//! still act on the session: the rule is "current inside and target outside".
+//! processes of their own session, and start no process in another cgroup
+//! (docs/threat-model.md, "The session boundary"). Outsiders may still act on the session: the
+//! rule is "current inside and target outside".
 use fp_common::kernel::{Hook, Op, Reason};
 
 use crate::{
@@ -56,4 +57,20 @@ pub(crate) fn refuse_outsider(session: &Session, hook: Hook, task: u64) -> i32 {
         None => Reason::Boundary,
     };
     refuse_without_path(session, hook, Op::Write, reason, (0, 0), Some(target))
+}
+
+/// `clone3`'s flag for a child that starts in the cgroup its `cgroup` fd names.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// Refuses a new task that would start in a cgroup given by fd (`clone3(CLONE_INTO_CGROUP)`):
+/// an `O_PATH` fd of any cgroup directory is enough, and no file hook sees it. Refused whatever
+/// the cgroup: the hook does not get the fd, and a session has no cgroup of its own to start a
+/// child in (cgroupfs is read-only to it), so every target is outside the session or its own
+/// cgroup, where a plain fork puts the child anyway.
+#[inline(always)]
+pub(crate) fn refuse_clone_into_cgroup(session: &Session, clone_flags: u64) -> i32 {
+    if clone_flags & CLONE_INTO_CGROUP == 0 {
+        return 0;
+    }
+    refuse_without_path(session, Hook::TaskAlloc, Op::Write, Reason::Boundary, (0, 0), None)
 }

@@ -62,6 +62,7 @@ noop! {
     noop_sb_kern_mount = "sb_kern_mount", 1;
     noop_sb_pivotroot = "sb_pivotroot", 2;
     noop_move_mount = "move_mount", 2;
+    noop_task_alloc = "task_alloc", 2;
 }
 
 /// d_instantiate returns nothing.

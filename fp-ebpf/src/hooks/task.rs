@@ -3,7 +3,10 @@ use aya_ebpf::{macros::lsm, programs::LsmContext};
 use fp_common::kernel::Hook;
 
 use super::in_session;
-use crate::{boundary::refuse_outsider, protect::refuse_bpf};
+use crate::{
+    boundary::{refuse_clone_into_cgroup, refuse_outsider},
+    protect::refuse_bpf,
+};
 
 /// bpf(2) before 6.14.
 #[lsm(hook = "bpf")]
@@ -35,4 +38,11 @@ pub fn fp_task_kill(ctx: LsmContext) -> i32 {
 pub fn fp_ptrace_access_check(ctx: LsmContext) -> i32 {
     // ptrace_access_check(struct task_struct *child, unsigned int mode, int ret)
     in_session(ctx.arg(2), |session| refuse_outsider(session, Hook::PtraceAccessCheck, ctx.arg(0)))
+}
+
+/// Every new task (fork, clone, clone3, vfork, a new thread), before it joins a cgroup.
+#[lsm(hook = "task_alloc")]
+pub fn fp_task_alloc(ctx: LsmContext) -> i32 {
+    // task_alloc(struct task_struct *task, unsigned long clone_flags, int ret)
+    in_session(ctx.arg(2), |session| refuse_clone_into_cgroup(session, ctx.arg(1)))
 }
