@@ -301,9 +301,25 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> anyhow::Result<(
     result
 }
 
-/// `fp audit keygen`: writes `<prefix>.key` (0600) and `<prefix>.pub` (0644), refusing to
-/// overwrite an existing key unless `force`.
+/// `fp audit keygen`: writes `<prefix>.key` (0600) and `<prefix>.pub` (0644), creating the
+/// prefix's directory (0755, as `install -D`) when it does not exist, refusing to overwrite an
+/// existing key unless `force`.
 pub fn keygen(name: &str, prefix: &Path, force: bool) -> anyhow::Result<(PathBuf, PathBuf)> {
+    if prefix.as_os_str().as_encoded_bytes().ends_with(b"/") || prefix.is_dir() {
+        bail!(
+            "{} is a directory: keygen takes a prefix, e.g. {}/audit (for audit.key and audit.pub)",
+            prefix.display(),
+            prefix.display().to_string().trim_end_matches('/')
+        );
+    }
+    if let Some(dir) = prefix.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .with_context(|| format!("creating the key's directory {}", dir.display()))?;
+    }
     let private = PathBuf::from(format!("{}.key", prefix.display()));
     let public = PathBuf::from(format!("{}.pub", prefix.display()));
     for path in [&private, &public] {
@@ -334,6 +350,21 @@ mod tests {
         assert_eq!(verify_note(&note, &other), Err(NoteError::MissingSignature));
         let forged = note.replace("\n42\n", "\n43\n");
         assert_eq!(verify_note(&forged, &verifier), Err(NoteError::BadSignature));
+    }
+
+    /// The README's quick start runs keygen before anything made /etc/fp.
+    #[test]
+    fn keygen_makes_the_prefix_directory_and_refuses_a_directory_as_prefix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let prefix = tmp.path().join("etc/fp/audit");
+        let (private, public) = keygen("fp-test", &prefix, false).unwrap();
+        assert!(private.is_file() && public.is_file());
+        let err = keygen("fp-test", &prefix, false).unwrap_err().to_string();
+        assert!(err.contains("exists; pass --force"), "{err}");
+        for dir in [tmp.path().join("etc/fp"), tmp.path().join("etc/fp/")] {
+            let err = keygen("fp-test", &dir, false).unwrap_err().to_string();
+            assert!(err.contains("is a directory: keygen takes a prefix"), "{err}");
+        }
     }
 
     #[test]
