@@ -165,6 +165,30 @@ impl Default for DaemonSection {
     }
 }
 
+/// The workspace [`check_file_policy`] builds `<workspace>` rules with: a session's is its own.
+const CHECK_WORKSPACE: &str = "/nonexistent/fp-check-workspace";
+
+/// Builds the `[file_policy]` of the config at `path` as every session inherits it (globs
+/// expanded, floor exceptions and rule limits checked, tables compiled): a mistake the parser
+/// cannot see (a relative path, a bad glob, an unknown floor) stops the daemon at its start and
+/// `fp daemon --check`, with its file:line, instead of refusing every session later. A config
+/// without rules (each session brings its policy) is built under a placeholder session policy,
+/// so that what it does set (`floor_exceptions`) is checked too.
+pub fn check_file_policy(path: &Path) -> Result<(), PolicyError> {
+    let mut options = crate::policy::LoadOptions {
+        config_file: Some(path.to_path_buf()),
+        workspace: Some(PathBuf::from(CHECK_WORKSPACE)),
+        ..Default::default()
+    };
+    match crate::policy::EffectivePolicy::load(&options) {
+        Err(e) if e.kind == ErrorKind::NoPolicy => {
+            options.policy_text = Some("[file_policy]\ndefault = \"deny\"\n".into());
+            crate::policy::EffectivePolicy::load(&options).map(drop)
+        }
+        built => built.map(drop),
+    }
+}
+
 impl Config {
     /// Reads `path`; every error names the file, line and column.
     pub fn load(path: &Path) -> Result<Config, PolicyError> {

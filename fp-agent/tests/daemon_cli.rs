@@ -138,6 +138,17 @@ fn daemon_check_reports_config_errors_at_their_position() {
     let (code, _, err) = fp(&["daemon", "--config", bad.to_str().unwrap(), "--check"]);
     assert_eq!(code, 78);
     assert!(err.starts_with(&format!("{}:3:11: error: invalid type", bad.display())), "{err}");
+    // Mistakes in [file_policy] that only building the policy finds (docs/configuration.md).
+    for (policy, expected) in [
+        ("deny_paths = [\"src/**\"]", ":2:"),
+        ("deny_paths = [\"[\"]", ":2:"),
+        ("floor_exceptions = [\"nosuchfloor\"]", ":2:"),
+    ] {
+        std::fs::write(&bad, format!("[file_policy]\n{policy}\n")).unwrap();
+        let (code, out, err) = fp(&["daemon", "--config", bad.to_str().unwrap(), "--check"]);
+        assert_eq!(code, 78, "{policy}: {out}{err}");
+        assert!(err.starts_with(&format!("{}{expected}", bad.display())), "{policy}: {err}");
+    }
 }
 
 /// Where BPF LSM programs cannot load (this project's build host), the daemon refuses to start and

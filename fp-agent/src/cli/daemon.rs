@@ -23,7 +23,9 @@ pub struct Args {
 }
 
 pub fn main(args: Args) -> ExitCode {
-    let config = match Config::load(&args.config) {
+    let loaded = Config::load(&args.config)
+        .and_then(|config| crate::config::check_file_policy(&args.config).map(|()| config));
+    let config = match loaded {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
