@@ -163,10 +163,13 @@ fn child_enospc() {
     record(100);
     wait_for(Health::NoSpace);
     assert!(!handle.accepting_sessions());
+    let refused = handle.refuse_new_session().unwrap_err().to_string();
+    assert!(refused.contains("no space is left") && refused.contains("audit.log"), "{refused}");
     record(300);
     std::fs::remove_file(&filler).unwrap();
     wait_for(Health::Ok);
     assert!(handle.accepting_sessions());
+    handle.refuse_new_session().unwrap();
     record(100);
     writer.shutdown().unwrap();
     let report = verify_with(&log, Some(&key.verifier()), None);

@@ -1,7 +1,11 @@
 //! The host agent for real: `fp daemon` runs concurrent sessions with different policies started
 //! by `fp run`, lists them, refuses its socket to session processes and to a second daemon, and
 //! closes a verifiable audit log on SIGTERM.
-use std::{path::Path, process::Output, time::Duration};
+use std::{
+    path::Path,
+    process::{Command, Output},
+    time::Duration,
+};
 
 use fp_tests::{TempTree, exclusive, fp, start_daemon, statuses, stderr, stdout, wait_for_socket};
 
@@ -305,4 +309,54 @@ fn a_user_in_the_socket_group_runs_confined_sessions_through_the_daemon() {
     fp_tests::stop_daemon(daemon);
     let log = std::fs::read_to_string(t.join("log/audit.log")).unwrap();
     assert!(log.contains("\"uid\":65534"), "{log}");
+}
+
+/// A log that cannot take a session's records refuses new sessions (exit 125, the log named)
+/// and `fp status` says so; with space back, sessions start again (docs/audit.md, "Disk full").
+#[test]
+fn a_full_audit_disk_refuses_new_sessions_and_status_says_so() {
+    let _g = exclusive();
+    let t = TempTree::new("auditfull");
+    let f = t.file("ws/f", "data\n");
+    let ws = t.join("ws");
+    let socket = t.join("fp.sock");
+    let config = fp_tests::daemon_config(&t, "");
+    let logdir = t.join("log");
+    std::fs::create_dir_all(&logdir).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .arg(&logdir)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    let deny = t.file("deny.toml", &denying(&f));
+    let mut daemon = start_daemon(&config);
+    wait_for_socket(&socket, &mut daemon);
+    let run =
+        || fp_tests::run_with_daemon(&socket, &deny, &ws, "echo ran").wait_with_output().unwrap();
+    let status = || {
+        let out = fp_tests::fp().args(["status", "--socket"]).arg(&socket).output().unwrap();
+        stdout(&out)
+    };
+    assert!(status().contains("audit.log: ok"), "{}", status());
+    // Leave less than the 1 MiB a session needs (the log's own records stay writable).
+    let filler = logdir.join("filler");
+    std::fs::write(&filler, vec![0x55u8; 1536 * 1024]).unwrap();
+    let refused = run();
+    assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));
+    assert!(!stdout(&refused).contains("ran"), "the command ran: {}", stdout(&refused));
+    assert!(
+        stderr(&refused).contains("audit log") && stderr(&refused).contains("cannot be written"),
+        "{}",
+        stderr(&refused)
+    );
+    let shown = status();
+    assert!(shown.contains("audit.log: ") && shown.contains("MiB free"), "{shown}");
+    std::fs::remove_file(&filler).unwrap();
+    let again = run();
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(stdout(&again).contains("ran"));
+    fp_tests::stop_daemon(daemon);
+    fp_tests::assert_log_verifies(&t);
+    let _ = Command::new("umount").arg(&logdir).status();
 }

@@ -60,6 +60,17 @@ fn text(status: &Status) -> String {
         let _ =
             writeln!(out, "map       {:<20} {}/{} ({percent}%)", map.name, map.used, map.capacity);
     }
+    if let Some(audit) = &host.audit {
+        let free = audit
+            .free_bytes
+            .map_or(String::new(), |b| format!(", {:.1} MiB free", b as f64 / (1024.0 * 1024.0)));
+        let state = match audit.health.as_str() {
+            "ok" => "ok".to_owned(),
+            "no-space" => "NO SPACE: records queued in memory, new sessions refused".to_owned(),
+            other => format!("{}: the writer stopped, new sessions refused", other.to_uppercase()),
+        };
+        let _ = writeln!(out, "audit     {}: {state}{free}", audit.log.display());
+    }
     let counters = &host.counters;
     let _ = writeln!(out, "events    {} read, {} lost", counters.events, counters.losses);
     out
@@ -69,7 +80,7 @@ fn text(status: &Status) -> String {
 mod tests {
     use super::*;
     use crate::audit::OrphanOutcome;
-    use crate::daemon::api::{Counters, DaemonInfo, HostStatus, MapUsage, Orphan};
+    use crate::daemon::api::{AuditStatus, Counters, DaemonInfo, HostStatus, MapUsage, Orphan};
 
     #[test]
     fn status_prints_one_fact_per_line() {
@@ -95,6 +106,11 @@ mod tests {
                     outcome: OrphanOutcome::Kept,
                     reason: None,
                 }],
+                audit: Some(AuditStatus {
+                    log: "/var/log/fp/audit.log".into(),
+                    health: "no-space".into(),
+                    free_bytes: Some(0),
+                }),
             },
         };
         assert_eq!(
@@ -105,6 +121,8 @@ mod tests {
              sessions  3\n\
              orphan    run-812-4711 (its fp run, pid 812, was killed): 2 process(es), still confined\n\
              map       SESSIONS             3/1024 (0%)\n\
+             audit     /var/log/fp/audit.log: NO SPACE: records queued in memory, new sessions \
+             refused, 0.0 MiB free\n\
              events    10 read, 1 lost\n"
         );
     }

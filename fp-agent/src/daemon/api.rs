@@ -271,6 +271,20 @@ pub struct HostStatus {
     /// (docs/operations.md); the daemon removes them once those have exited. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphans: Vec<Orphan>,
+    /// The audit log's state (absent from a daemon that does not report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditStatus>,
+}
+
+/// Whether the audit log can be written: while it cannot, new sessions are refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditStatus {
+    pub log: std::path::PathBuf,
+    /// `ok`, `no-space` (new sessions refused, records queued in memory) or `failed` (the
+    /// writer stopped on an error; new sessions refused).
+    pub health: String,
+    /// Bytes free for the log on its filesystem (None: could not be read).
+    pub free_bytes: Option<u64>,
 }
 
 /// A killed `fp run`'s session, still confined by the programs it left pinned: the last

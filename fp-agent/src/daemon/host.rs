@@ -307,6 +307,11 @@ impl SessionHost for KernelHost {
                 losses: self.counters.losses.load(Ordering::Relaxed),
             },
             orphans: self.manager().orphans(),
+            audit: self.manager().audit_log().map(|log| api::AuditStatus {
+                log: log.log().to_path_buf(),
+                health: log.health().name().to_owned(),
+                free_bytes: log.free_bytes(),
+            }),
         }
     }
 

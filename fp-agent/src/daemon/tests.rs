@@ -92,6 +92,7 @@ impl SessionHost for FakeHost {
             sessions: self.sessions.lock().unwrap().len() as u32,
             counters: api::Counters { events: 7, losses: 0 },
             orphans: Vec::new(),
+            audit: None,
         }
     }
 

@@ -279,7 +279,18 @@ impl Manager {
 
     /// Creates a session: its cgroup, its tables in the kernel, its start record. Processes that
     /// join the returned cgroup are confined from then on. Nothing stays behind on error.
+    /// The audit log the manager's records go to (None: they go to stderr).
+    pub fn audit_log(&self) -> Option<&crate::audit::AuditHandle> {
+        match &self.outputs.sink {
+            Sink::Audit(log) => Some(log),
+            Sink::Stderr => None,
+        }
+    }
+
     pub fn create(&self, spec: SessionSpec) -> anyhow::Result<(String, PathBuf, u64)> {
+        if let Some(log) = self.audit_log() {
+            log.refuse_new_session()?;
+        }
         let cgroup =
             SessionCgroup::create(&self.hierarchy, &self.parent.path, self.parent.id, &spec.name)?;
         let context =

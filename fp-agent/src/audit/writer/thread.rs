@@ -27,7 +27,20 @@ pub enum Health {
     Failed = 2,
 }
 
+impl Health {
+    /// As `fp status` and its JSON name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Health::Ok => "ok",
+            Health::NoSpace => "no-space",
+            Health::Failed => "failed",
+        }
+    }
+}
+
 struct Shared {
+    /// The log's active segment, for messages.
+    log: std::path::PathBuf,
     dropped: AtomicU64,
     health: AtomicU8,
     shutdown: AtomicBool,
@@ -100,7 +113,47 @@ impl AuditHandle {
     pub fn accepting_sessions(&self) -> bool {
         self.health() == Health::Ok
     }
+
+    /// The log's active segment.
+    pub fn log(&self) -> &std::path::Path {
+        &self.shared.log
+    }
+
+    /// Bytes an unprivileged writer may still use on the log's filesystem (None: unreadable).
+    pub fn free_bytes(&self) -> Option<u64> {
+        let dir = self.shared.log.parent().filter(|d| !d.as_os_str().is_empty())?;
+        let stat = nix::sys::statvfs::statvfs(dir).ok()?;
+        Some(stat.blocks_available() as u64 * stat.fragment_size() as u64)
+    }
+
+    /// Refuses a new session while the log cannot be written, or is about to fill its
+    /// filesystem (less than [`SESSION_MIN_FREE`] left): no session acts without a record. The
+    /// sessions running go on, enforced, their records queued (docs/audit.md, "Disk full").
+    pub fn refuse_new_session(&self) -> anyhow::Result<()> {
+        let free = self.free_bytes();
+        let low;
+        let cause = match self.health() {
+            Health::NoSpace => "no space is left on its filesystem",
+            Health::Failed => "its writer stopped on an error (see the agent's log)",
+            Health::Ok => match free {
+                Some(free) if free < SESSION_MIN_FREE => {
+                    low = format!("{free} bytes are left on its filesystem");
+                    &low
+                }
+                _ => return Ok(()),
+            },
+        };
+        anyhow::bail!(
+            "the audit log {} cannot be written ({cause}): fp starts no new session until it can; \
+             the running sessions stay enforced",
+            self.shared.log.display()
+        )
+    }
 }
+
+/// Free space on the log's filesystem below which no new session starts: a session's start and
+/// first decisions must fit.
+pub const SESSION_MIN_FREE: u64 = 1 << 20;
 
 /// The writer thread; [`AuditWriter::shutdown`] drains the channel and seals the log.
 pub struct AuditWriter {
@@ -118,9 +171,11 @@ impl AuditWriter {
 /// Opens the log (errors surface here) and starts its writer thread.
 pub fn start(config: WriterConfig) -> anyhow::Result<(AuditHandle, AuditWriter)> {
     let capacity = config.channel_capacity;
+    let log = config.path.clone();
     let writer = LogWriter::open(config)?;
     let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
     let shared = Arc::new(Shared {
+        log,
         dropped: AtomicU64::new(0),
         health: AtomicU8::new(Health::Ok as u8),
         shutdown: AtomicBool::new(false),
