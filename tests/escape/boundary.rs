@@ -1,6 +1,7 @@
 //! Escape suite, the session boundary: a session process reaches no process outside its session.
 //! The outsiders are started by the setup, outside the session, as the session's own user; the
-//! suite asserts from outside that each is still there, unstopped.
+//! suite asserts from outside that each is still there, unstopped. Every technique runs twice:
+//! as root, and as an ordinary user (`as_nobody::`).
 use fp_tests::{Expect::Allowed, Suite, denied, escape_suite};
 
 const SUITE: Suite = Suite {
@@ -23,10 +24,23 @@ kill -9 $pid
     policy: None,
     watch: &[],
     never_read: Some("outsider-token"),
+    user: None,
+};
+
+/// The same, as an ordinary user: the session and its outsider run as `nobody`.
+const AS_NOBODY: Suite = Suite {
+    name: "escape-boundary-nobody",
+    setup: r#"
+mkdir -p $B/open
+FP_TOKEN=outsider-token setsid setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > $B/open/outsider.pid
+"#,
+    user: Some("nobody"),
+    ..SUITE
 };
 
 escape_suite! {
     setup = SUITE;
+    also = as_nobody: AS_NOBODY;
     // clone3(2) (435) with CLONE_INTO_CGROUP (0x200000000) and an O_PATH (0x200000) fd of the
     // cgroup2 root: struct clone_args up to `cgroup` (88 bytes); the child, were it made, would
     // start outside every session. The root's mount differs by host: findmnt finds it.

@@ -18,6 +18,7 @@ perl -e 'my ($n, $v) = ("trusted.fp", "1"); syscall(188, $ARGV[0], $n, $v, 1, 0)
     policy: None,
     watch: &[],
     never_read: None,
+    user: None,
 };
 
 escape_suite! {

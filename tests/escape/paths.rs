@@ -36,6 +36,7 @@ mount -t overlay overlay -o lowerdir=$B/ovl/lower,upperdir=$B/ovl/upper,workdir=
     policy: None,
     watch: &[],
     never_read: None,
+    user: None,
 };
 
 escape_suite! {

@@ -44,6 +44,7 @@ echo other > $B/work/other.txt; echo swap > $B/work/x.txt; echo one > $B/work/s1
     policy: Some(POLICY),
     watch: &["sec", "keys", "private", "frozen", "keep"],
     never_read: Some("TOPSECRET"),
+    user: None,
 };
 
 escape_suite! {

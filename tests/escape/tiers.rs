@@ -26,6 +26,7 @@ echo swap > $B/work/x
     policy: Some(POLICY),
     watch: &["ro", "private"],
     never_read: Some("TOPSECRET"),
+    user: None,
 };
 
 escape_suite! {

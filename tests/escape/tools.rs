@@ -17,6 +17,7 @@ tar -C $B/open/src -cf $B/open/t.tar secret/tar_extract_over
     policy: None,
     watch: &[],
     never_read: None,
+    user: None,
 };
 
 escape_suite! {

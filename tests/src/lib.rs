@@ -208,6 +208,8 @@ pub struct Suite {
     pub watch: &'static [&'static str],
     /// Text that must never appear in the session's output: the content of files it may not read.
     pub never_read: Option<&'static str>,
+    /// The user the session runs as (`fp run --user`); None: root.
+    pub user: Option<&'static str>,
 }
 
 /// Every technique of a suite, run in ONE session (starting fp loads and verifies every program,
@@ -270,6 +272,9 @@ impl Batch {
         }
         for fd in suite.keep_fds {
             cmd.arg("--keep-fd").arg(fd.to_string());
+        }
+        if let Some(user) = suite.user {
+            cmd.arg("--user").arg(user);
         }
         let out =
             cmd.args(["--", "sh", "-c", &statuses(&script)]).env("B", &base).output().unwrap();
@@ -387,8 +392,18 @@ macro_rules! exchange {
 
 /// Declares an escape suite: the techniques, one `#[test]` per technique checking it, and a test
 /// that the protected tree is unchanged. All run in one session, started by the first test.
+/// `also = MODULE: SETUP;` runs the same techniques again in a second session under SETUP (e.g.
+/// as another user), as the tests of `MODULE`.
 #[macro_export]
 macro_rules! escape_suite {
+    (setup = $setup:expr; also = $module:ident: $also:expr; $($name:ident: $expect:expr => $command:expr;)*) => {
+        $crate::escape_suite! { setup = $setup; $($name: $expect => $command;)* }
+
+        mod $module {
+            use super::*;
+            $crate::escape_suite! { setup = $also; $($name: $expect => $command;)* }
+        }
+    };
     (setup = $setup:expr; $($name:ident: $expect:expr => $command:expr;)*) => {
         const TECHNIQUES: &[$crate::Technique] = &[
             $($crate::Technique { name: stringify!($name), command: $command, expect: $expect },)*
