@@ -250,3 +250,21 @@ fn commands_without_bpf_lsm_say_how_to_enable_it_and_change_nothing() {
     assert_eq!(bpf_and_cgroup_mounts(), mounts, "nothing mounted");
     assert_eq!(Path::new("/sys/fs/cgroup/fp").exists(), cgroup_parent_existed, "no cgroup made");
 }
+
+/// A `--workspace` that is no directory is refused before anything runs: a typo would give a
+/// session whose `<workspace>` rules match nothing.
+#[test]
+fn a_workspace_that_is_no_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/coding-agent.toml");
+    let missing = dir.path().join("missing");
+    for (ws, expected) in [(&missing, "No such file or directory"), (&file, "not a directory")] {
+        let ws = ws.to_str().unwrap();
+        let args = ["run", "--embedded", "--policy", policy, "--workspace", ws, "--", "true"];
+        let (code, _, err) = fp(&args);
+        assert_eq!(code, 125, "{err}");
+        assert!(err.contains(&format!("--workspace {ws}: {expected}")), "{err}");
+    }
+}

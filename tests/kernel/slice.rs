@@ -34,6 +34,18 @@ fn denied_paths_fail_inside_the_session_and_work_outside() {
     }
 }
 
+/// The command starts in `--workspace`, not where fp was started.
+#[test]
+fn the_command_starts_in_its_workspace() {
+    let _g = exclusive();
+    let t = TempTree::new("enter");
+    let ws = t.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = run_confined(&[&t.join("nothing")], &["--workspace", ws.to_str().unwrap()], "pwd");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), ws.display().to_string());
+}
+
 #[test]
 fn denials_are_reported_on_stderr_and_in_the_log() {
     let _g = exclusive();

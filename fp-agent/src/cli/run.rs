@@ -37,7 +37,8 @@ pub struct Args {
     /// The operator's config.toml (its [file_policy] is the global layer).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// What <workspace> expands to [default: the current directory].
+    /// What <workspace> expands to, and where the command starts; an existing directory
+    /// [default: the current directory].
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// Run the command as USER (and expand ~ to their home) [default: the user behind sudo, or
@@ -228,7 +229,7 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
         pid,
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
     };
-    let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| {
+    let status = run_placed(&args.command, run_as, &args.keep_fds, start_dir(args)?, |pid| {
         client.create(request(pid)).map(drop).map_err(|e| anyhow::anyhow!("the daemon: {e}"))
     })?;
     Ok(ExitCode::from(status))
@@ -310,12 +311,22 @@ fn note_floors_over_base(policy: &EffectivePolicy, run_as: &RunAs) {
     );
 }
 
-/// What `<workspace>` expands to: `--workspace`, else the current directory.
+/// What `<workspace>` expands to: `--workspace`, which must be a directory (a typo would give
+/// rules that match nothing), else the current directory.
 fn workspace(args: &Args) -> anyhow::Result<PathBuf> {
-    match &args.workspace {
-        Some(ws) => Ok(std::path::absolute(ws)?),
-        None => std::env::current_dir().context("the current directory"),
+    let Some(ws) = &args.workspace else {
+        return std::env::current_dir().context("the current directory");
+    };
+    match std::fs::metadata(ws) {
+        Ok(md) if md.is_dir() => Ok(std::path::absolute(ws)?),
+        Ok(_) => bail!("--workspace {}: not a directory", ws.display()),
+        Err(e) => bail!("--workspace {}: {e}", ws.display()),
     }
+}
+
+/// Where the command starts: in `--workspace`, when given (None: where fp runs).
+fn start_dir(args: &Args) -> anyhow::Result<Option<PathBuf>> {
+    args.workspace.as_ref().map(|_| workspace(args)).transpose()
 }
 
 /// A `--deny` path as the kernel will see it: symlinks resolved when it exists (the inode table
@@ -348,7 +359,7 @@ fn run_session(
     // Created once the command's process exists (in its own mount namespace, which the prompt
     // broker marks) and before it runs the command.
     let mut created = None;
-    let status = run_placed(&args.command, run_as, &args.keep_fds, |pid| {
+    let status = run_placed(&args.command, run_as, &args.keep_fds, start_dir(args)?, |pid| {
         let (_, cgroup, id) = host.create(spec, pid)?;
         created = Some(id);
         join_cgroup(&cgroup, pid)
@@ -378,11 +389,13 @@ extern "C" fn forward_signal(sig: libc::c_int) {
 /// put it into its session: the child reports its pid and waits before exec until `place`
 /// returns, so not one instruction of the command runs outside the session. Forwards fp's
 /// termination signals to it while it runs. Returns fp's exit status: the command's, 128 +
-/// signal, or 127 when it could not be started.
+/// signal, or 127 when it could not be started. The command starts in `cwd` ([`start_dir`]),
+/// else in fp's own working directory (if it still has one).
 fn run_placed(
     command: &[OsString],
     run_as: &RunAs,
     keep_fds: &[i32],
+    cwd: Option<PathBuf>,
     place: impl FnOnce(i32) -> anyhow::Result<()>,
 ) -> anyhow::Result<u8> {
     let mut cmd = std::process::Command::new(&command[0]);
@@ -408,7 +421,7 @@ fn run_placed(
     // Unprivileged, the command runs with this process's own ids: those are what it may map.
     let own_mounts =
         UserNamespace::mapping(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())?;
-    let cwd = std::env::current_dir().ok().and_then(|dir| {
+    let cwd = cwd.or_else(|| std::env::current_dir().ok()).and_then(|dir| {
         std::ffi::CString::new(std::os::unix::ffi::OsStringExt::into_vec(dir.into_os_string())).ok()
     });
     let (pid_read, pid_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
@@ -445,10 +458,12 @@ fn run_placed(
             if libc::read(release_r, (&raw mut go).cast(), 1) != 1 {
                 return Err(std::io::Error::other("fp did not place the command in its session"));
             }
-            // Its working directory again, by name: a prompt scope above it may have become a
-            // mount of its own while it waited (docs/prompt.md, Marks).
-            if let Some(cwd) = &cwd {
-                libc::chdir(cwd.as_ptr());
+            // Its working directory by name, entered now: a prompt scope above it may have
+            // become a mount of its own while it waited (docs/prompt.md, Marks).
+            if let Some(cwd) = &cwd
+                && libc::chdir(cwd.as_ptr()) != 0
+            {
+                return Err(std::io::Error::last_os_error());
             }
             // Only stdio (and --keep-fd) cross into the session: every other fd closes at exec.
             const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
