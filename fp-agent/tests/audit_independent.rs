@@ -85,17 +85,25 @@ fn independent_verifier_accepts_fp_logs_and_rejects_tampering() {
     log.close().unwrap();
     let all = segments::expand(std::slice::from_ref(&path)).unwrap();
     assert!(all.len() > 2, "the log rotated");
-    let verify = |segments: &[PathBuf]| {
+    let verify_with = |key: &Path, segments: &[PathBuf]| {
         run(Command::new("python3")
             .arg(script())
             .arg("verify")
             .arg("--pubkey")
-            .arg(&public)
+            .arg(key)
             .args(segments))
     };
+    let verify = |segments: &[PathBuf]| verify_with(&public, segments);
     let output = verify(&all);
     assert!(output.status.success(), "fpaudit.py rejected an fp log");
     assert!(String::from_utf8_lossy(&output.stdout).contains("\"ok\": true"));
+    // A key the log does not name: a mix-up, not tampering (exit 2), as fp says.
+    let other_dir = dir.path().join("other");
+    std::fs::create_dir(&other_dir).unwrap();
+    let (_, other) = keygen(&other_dir);
+    let output = verify_with(&other, &all);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stdout));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("wrong-key"));
     let mut lines = support::lines(&all[1]);
     lines[2] = String::from_utf8(lines[2].clone()).unwrap().replace("coder", "c0der").into_bytes();
     write_lines(&all[1], &lines);
@@ -131,12 +139,14 @@ fn fp_verifies_and_replays_an_independently_written_log() {
     let records = replay["records"].as_array().unwrap();
     assert_eq!(records.len(), 9);
     assert_eq!(records[0]["path"]["b64"], "L3dvcmsvaW5kZXAtMP8=", "non-UTF-8 bytes survive");
-    // With a wrong key the signatures fail: exit 1.
+    // With a key the log does not name: cannot verify (exit 2), the cause on the first line.
     let other_dir = dir.path().join("other");
     std::fs::create_dir(&other_dir).unwrap();
     let (_, other) = keygen(&other_dir);
     let output = run(fp().args(["audit", "verify", "--pubkey"]).arg(&other).arg(&log));
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.starts_with("CANNOT VERIFY: the log is signed by key "), "{text}");
 }
 
 #[test]

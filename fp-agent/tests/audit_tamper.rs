@@ -150,12 +150,15 @@ fn forged_checkpoint_signature_is_bad() {
     assert_problem(&report, ProblemClass::BadSignature, 26, 25);
 }
 
+/// A key the log does not name is a mix-up, not tampering: the log cannot be verified with it.
 #[test]
-fn wrong_key_finds_no_signature() {
+fn a_key_the_log_does_not_name_cannot_verify_it() {
     let (_dir, path, _key) = fixture();
-    let report = verify_with(&path, Some(&signer().verifier()), None);
-    assert_problem(&report, ProblemClass::MissingSignature, 7, 6);
-    assert_eq!(report.exit_code(), 1);
+    let other = signer().verifier();
+    let report = verify_with(&path, Some(&other), None);
+    assert_problem(&report, ProblemClass::WrongKey, 7, 6);
+    assert!(report.problem.as_ref().unwrap().detail.contains(&other.key_id()));
+    assert_eq!(report.exit_code(), 2);
 }
 
 #[test]

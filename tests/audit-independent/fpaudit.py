@@ -478,7 +478,7 @@ def verify(args):
     def report(problem):
         exit_code = 0
         if problem is not None:
-            exit_code = 3 if problem["class"] == "torn-tail" else 1
+            exit_code = {"torn-tail": 3, "wrong-key": 2}.get(problem["class"], 1)
         elif warnings:
             exit_code = 3
         print(json.dumps({"ok": exit_code in (0, 3), "exit_code": exit_code, "problem": problem,
@@ -570,6 +570,8 @@ def verify(args):
                 else:
                     origin, size, root, _, _ = parse_note(rec["note"])
             except NoteError as e:
+                if e.kind == "missing-signature" and verifier.key_id not in st["key_ids"]:
+                    return "wrong-key"  # a key mix-up: the log cannot be verified with it
                 return "malformed-line" if e.kind == "malformed" else e.kind
             if origin != "fp.audit/" + str(st["log_id"]) or size != rec["size"] \
                     or root.hex() != rec["root"]:

@@ -199,9 +199,13 @@ fn run_verify(paths: &[PathBuf], trust: &Trust) -> anyhow::Result<(Vec<PathBuf>,
 
 fn print_report(report: &Report) {
     let verdict = match report.exit_code() {
-        exit::INTACT => "intact",
-        exit::TAMPER => "TAMPER EVIDENCE",
-        _ => "intact with warnings",
+        exit::INTACT => "intact".to_owned(),
+        exit::TAMPER => "TAMPER EVIDENCE".to_owned(),
+        exit::CANNOT_VERIFY => match &report.problem {
+            Some(problem) => format!("CANNOT VERIFY: {}", problem.detail),
+            None => "CANNOT VERIFY".to_owned(),
+        },
+        _ => "intact with warnings".to_owned(),
     };
     println!("{verdict}");
     println!(
@@ -282,9 +286,9 @@ fn replay_command(args: &ReplayArgs) -> anyhow::Result<u8> {
         decision: args.decision,
     };
     let (segments, report) = run_verify(&args.paths, &args.trust)?;
-    let failed = report.exit_code() == exit::TAMPER;
+    let failed = matches!(report.exit_code(), exit::TAMPER | exit::CANNOT_VERIFY);
     if failed {
-        let problem = report.problem.as_ref().expect("tamper has a problem");
+        let problem = report.problem.as_ref().expect("a failed verification has a problem");
         let what = format!("{}:{}: {}", problem.segment.display(), problem.line, problem.detail);
         if !args.force {
             eprintln!(

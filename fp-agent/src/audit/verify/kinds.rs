@@ -116,6 +116,20 @@ impl Walk<'_> {
                                 "checkpoint signature does not verify".into(),
                             ));
                         }
+                        Err(NoteError::MissingSignature)
+                            if !self.report.key_ids.contains(&key.key_id()) =>
+                        {
+                            return Some((
+                                ProblemClass::WrongKey,
+                                format!(
+                                    "the log is signed by key {}, not by the given public key \
+                                     {}: verify with the log's public key (a log re-signed with \
+                                     another key would read the same)",
+                                    self.report.key_ids.join(", "),
+                                    key.key_id()
+                                ),
+                            ));
+                        }
                         Err(NoteError::MissingSignature) => {
                             return Some((
                                 ProblemClass::MissingSignature,

@@ -20,12 +20,16 @@ pub enum ProblemClass {
     MissingSignature,
     Truncated,
     Fork,
+    /// The given public key is none the log names: a key mix-up (or a log re-signed with
+    /// another key), which the given key cannot tell apart: the log cannot be verified with it.
+    WrongKey,
 }
 
 impl ProblemClass {
-    /// A torn tail is what a crash leaves; everything else is evidence of tampering.
+    /// A torn tail is what a crash leaves, a wrong key says nothing of the log; everything else
+    /// is evidence of tampering.
     pub fn is_tamper(self) -> bool {
-        self != ProblemClass::TornTail
+        !matches!(self, ProblemClass::TornTail | ProblemClass::WrongKey)
     }
 }
 
@@ -72,6 +76,7 @@ impl Report {
     /// The exit code of `fp audit verify` (docs/audit.md).
     pub fn exit_code(&self) -> u8 {
         match &self.problem {
+            Some(problem) if problem.class == ProblemClass::WrongKey => exit::CANNOT_VERIFY,
             Some(problem) if problem.class.is_tamper() => exit::TAMPER,
             Some(_) => exit::WARNINGS,
             None if !self.warnings.is_empty() => exit::WARNINGS,
