@@ -147,6 +147,11 @@ fn fp_verifies_and_replays_an_independently_written_log() {
     assert_eq!(output.status.code(), Some(2));
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(text.starts_with("CANNOT VERIFY: the log is signed by key "), "{text}");
+    // Replay refuses it, and says so in its JSON too.
+    let output = run(fp().args(["audit", "replay", "--json", "--pubkey"]).arg(&other).arg(&log));
+    assert_eq!(output.status.code(), Some(2));
+    let refused: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(refused["refused"].as_str().unwrap().starts_with("refusing to replay"), "{refused}");
 }
 
 #[test]
@@ -218,6 +223,16 @@ fn replay_under_another_policy_reports_the_differences() {
     let first = &what_if["examples"][0];
     assert_eq!(first["op"], "write", "{first}");
     assert!(first.to_string().contains("default"), "{first}");
+
+    // A filter nothing matches is said, not silent.
+    let output = run(fp()
+        .args(["audit", "replay", "--session", "nosuch", "--pubkey"])
+        .arg(&public)
+        .arg(&path));
+    assert!(output.status.success());
+    assert!(output.stdout.is_empty());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("none of the") && said.contains("matches the filter"), "{said}");
 
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[file_policy]\ndefault = \"sometimes\"\n").unwrap();

@@ -291,16 +291,28 @@ fn replay_command(args: &ReplayArgs) -> anyhow::Result<u8> {
         let problem = report.problem.as_ref().expect("a failed verification has a problem");
         let what = format!("{}:{}: {}", problem.segment.display(), problem.line, problem.detail);
         if !args.force {
-            eprintln!(
-                "fp audit: refusing to replay: verification failed ({what}); pass --force to \
-                 replay anyway"
+            let refusal = format!(
+                "refusing to replay: verification failed ({what}); pass --force to replay anyway"
             );
-            return Ok(exit::TAMPER);
+            if args.json {
+                let doc = serde_json::json!({ "verification": report, "refused": refusal });
+                println!("{doc}");
+            }
+            eprintln!("fp audit: {refusal}");
+            // 1 for tamper evidence, 2 for a log the given key cannot verify.
+            return Ok(report.exit_code());
         }
         eprintln!("fp audit: WARNING: replaying a log that failed verification ({what})");
     }
     let records = replay::read_records(&segments)?;
     let matching: Vec<&Record> = records.iter().filter(|r| filter.matches(r)).collect();
+    if matching.is_empty() {
+        // Said on stderr, so that stdout stays the (empty) listing scripts read.
+        match records.len() {
+            0 => eprintln!("fp audit: the log holds no records"),
+            n => eprintln!("fp audit: none of the {n} records read matches the filter"),
+        }
+    }
     let decisions = || {
         matching.iter().filter_map(|r| match &r.body {
             Body::Decision(d) => Some((*r, d)),
