@@ -19,6 +19,7 @@ use crate::exit::FP_ERROR;
 pub struct Connection {
     #[command(flatten)]
     socket: super::sessions::Socket,
+    /// Report as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -34,6 +35,7 @@ pub struct ListArgs {
 
 #[derive(clap::Args)]
 pub struct ApproveArgs {
+    /// The approval's id, as `fp approvals` lists it.
     id: ApprovalId,
     /// Also allow later prompts of the session: all of them, the path's directory (and below),
     /// or the path.
@@ -48,6 +50,7 @@ pub struct ApproveArgs {
 
 #[derive(clap::Args)]
 pub struct DenyArgs {
+    /// The approval's id, as `fp approvals` lists it.
     id: ApprovalId,
     #[command(flatten)]
     socket: Connection,

@@ -42,7 +42,9 @@ pub enum Command {
     Replay(Box<ReplayArgs>),
     /// Print the last records of a log; `-f` follows it across rotations.
     Tail {
+        /// The log's active segment, e.g. /var/log/fp/audit.log.
         path: PathBuf,
+        /// Keep printing records as they are written.
         #[arg(short = 'f', long)]
         follow: bool,
         /// How many existing records to show first.
@@ -66,12 +68,15 @@ pub struct Trust {
 
 #[derive(clap::Args)]
 pub struct ReplayArgs {
+    /// The log's active segment (its rotated segments are included), or segment files.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     #[command(flatten)]
     trust: Trust,
+    /// Only the records of this session (its name, as `fp sessions` lists it).
     #[arg(long)]
     session: Option<String>,
+    /// Only the records of this agent.
     #[arg(long)]
     agent: Option<String>,
     /// RFC 3339 time.

@@ -42,6 +42,7 @@ pub enum Command {
         /// Report as JSON, one object per path and line.
         #[arg(long)]
         json: bool,
+        /// The paths to decide.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
