@@ -163,3 +163,18 @@ fn explain_moves() {
     assert_eq!(code, 2, "one path is a usage error: {err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Without `--workspace`, explain (like check, run and replay) takes the current directory.
+#[test]
+fn explain_defaults_the_workspace_to_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fp"))
+        .args(["policy", "explain", "--policy", &example("coding-agent.toml")])
+        .args(["--op", "write", "src/main.rs"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("write allow") && text.contains("<workspace>/**"), "{text}");
+}

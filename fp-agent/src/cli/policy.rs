@@ -65,7 +65,7 @@ pub struct Session {
     /// The operator's config.toml (its [file_policy] is the global layer).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// The session's workspace (what <workspace> expands to).
+    /// The session's workspace (what <workspace> expands to) [default: the current directory].
     #[arg(long)]
     workspace: Option<PathBuf>,
     /// The user the session runs as (what ~ expands to); default: the caller.
@@ -111,13 +111,21 @@ fn absolute(path: &Path) -> Result<PathBuf, Failure> {
         .map_err(|e| Failure::Usage(format!("cannot resolve {}: {e}", path.display())))
 }
 
+impl Session {
+    /// What `<workspace>` expands to: `--workspace`, else the current directory (as `fp run`).
+    fn workspace(&self) -> Result<PathBuf, Failure> {
+        match &self.workspace {
+            Some(w) => Ok(w.clone()),
+            None => std::env::current_dir()
+                .map_err(|e| Failure::Usage(format!("the current directory: {e}"))),
+        }
+    }
+}
+
 /// Loads a policy for `fp audit replay --policy`: `<workspace>` defaults to the current directory.
 pub fn load_for_replay(policy: &Path, session: &Session) -> anyhow::Result<EffectivePolicy> {
-    let workspace = match &session.workspace {
-        Some(w) => w.clone(),
-        None => std::env::current_dir()?,
-    };
-    load(policy, session, Some(workspace)).map_err(|e| match e {
+    let loaded = session.workspace().and_then(|workspace| load(policy, session, Some(workspace)));
+    loaded.map_err(|e| match e {
         Failure::Policy(e) => anyhow::anyhow!("{e}"),
         Failure::Usage(m) => anyhow::anyhow!("{m}"),
     })
@@ -256,7 +264,7 @@ fn explain(
     json: bool,
     paths: &[PathBuf],
 ) -> Result<(), Failure> {
-    let policy = load(policy_file, session, session.workspace.clone())?;
+    let policy = load(policy_file, session, Some(session.workspace()?))?;
     for path in paths {
         let normalized = normalized(path)?;
         let decision = policy.decide(&normalized, op);
@@ -303,7 +311,7 @@ fn explain_move(
     let [src, dst] = paths else {
         return Err(Failure::Usage(format!("--op {} takes two paths, SRC and DST", kind.name())));
     };
-    let policy = load(policy_file, session, session.workspace.clone())?;
+    let policy = load(policy_file, session, Some(session.workspace()?))?;
     let (src_path, dst_path) = (normalized(src)?, normalized(dst)?);
     fn name<'a>(path: &Path, bytes: &'a [u8]) -> Name<'a> {
         let md = std::fs::symlink_metadata(path).ok();
@@ -385,7 +393,7 @@ fn explain_json(policy: &EffectivePolicy, path: &str, op: Op, d: &Decision) -> s
 }
 
 fn compile(policy_file: &Path, session: &Session, json: bool) -> Result<(), Failure> {
-    let policy = load(policy_file, session, session.workspace.clone())?;
+    let policy = load(policy_file, session, Some(session.workspace()?))?;
     let tables = policy.compile()?;
     if json {
         let rules: Vec<_> = policy
