@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 12;
+pub const ABI_VERSION: u32 = 13;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -80,6 +80,8 @@ hooks! {
     MoveMount = 29, "move_mount";
     DInstantiate = 30, "d_instantiate";
     TaskAlloc = 31, "task_alloc";
+    FileSetFowner = 32, "file_set_fowner";
+    FileSendSigiotask = 33, "file_send_sigiotask";
 }
 
 impl Hook {
@@ -140,6 +142,10 @@ pub mod maps {
     pub const PENDING: &str = "PENDING";
     pub const PROTECTED: &str = "PROTECTED";
     pub const GRANTS: &str = "GRANTS";
+    /// The session whose process set each file's owner (F_SETOWN), by file address.
+    pub const FOWNERS: &str = "FOWNERS";
+    /// Owners set by session processes that `FOWNERS` had no room for.
+    pub const FOWNERS_LOST: &str = "FOWNERS_LOST";
     /// The per-CPU scratch value of a decision: never read by userspace, nor pinned.
     pub const SCRATCH: &str = "SCRATCH";
     /// The programs' verdict cache (docs/performance.md, The verdict cache): never read by
@@ -156,7 +162,7 @@ pub mod maps {
     pub const OWNERS: &str = "OWNERS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`UNPINNED`].
-    pub const PINNED: [&str; 14] = [
+    pub const PINNED: [&str; 16] = [
         SESSIONS,
         CGROUP_SESSION,
         COUNTERS,
@@ -171,6 +177,8 @@ pub mod maps {
         PENDING,
         PROTECTED,
         GRANTS,
+        FOWNERS,
+        FOWNERS_LOST,
     ];
 
     /// The maps only the programs use, never pinned: the scratch value and the caches.
@@ -219,8 +227,9 @@ pub enum Reason {
     /// because a prompt or defer verdict is involved ([`crate::refer`]): EXDEV.
     Refer = 9,
     /// The session boundary: ptrace, a memory or environ read, pidfd_getfd or a signal aimed at
-    /// a process outside the session (the event names it: `target_pid`, `target_cgroup`), or a
-    /// child started in another cgroup (`clone3(CLONE_INTO_CGROUP)`).
+    /// a process outside the session (the event names it: `target_pid`, `target_cgroup`), a
+    /// file's signal (SIGIO) to one when a session process set the file's owner, or a child
+    /// started in another cgroup (`clone3(CLONE_INTO_CGROUP)`).
     Boundary = 10,
 }
 
@@ -557,7 +566,16 @@ kernel_fields! {
     OFF_CGROUP_ANCESTORS = "cgroup"."ancestors";
     OFF_CGROUP_KN = "cgroup"."kn";
     OFF_KERNFS_NODE_ID = "kernfs_node"."id";
+    OFF_FILE_F_OWNER = "file"."f_owner";
 }
+
+/// Kernel struct fields only some supported kernels have: the read-only global holds the byte
+/// offset plus one, and 0 where the running kernel lacks the field.
+pub const OPTIONAL_FIELDS: &[KernelField] = &[
+    // A file's owner (F_SETOWN) lies inside `struct file` at `f_owner` on 6.1; later kernels
+    // allocate it apart (`file.f_owner` is a pointer) and point back at the file from it.
+    KernelField { global: "OFF_FOWN_STRUCT_FILE", strukt: "fown_struct", field: "file" },
+];
 
 #[cfg(feature = "user")]
 mod pod {

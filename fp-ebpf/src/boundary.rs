@@ -3,17 +3,21 @@
 //! processes of their own session, and start no process in another cgroup
 //! (docs/threat-model.md, "The session boundary"). Outsiders may still act on the session: the
 //! rule is "current inside and target outside".
-use fp_common::kernel::{Hook, Op, Reason};
+use fp_common::{
+    kernel::{Hook, Op, Reason, SESSION_AUDIT_ONLY},
+    policy::{NO_RULE, TableVerdict},
+};
 
 use crate::{
+    decide::Outcome,
     kernel::{
-        OFF_CGROUP_ANCESTORS, OFF_CGROUP_KN, OFF_CGROUP_LEVEL, OFF_CSS_SET_DFL_CGRP,
+        EACCES, OFF_CGROUP_ANCESTORS, OFF_CGROUP_KN, OFF_CGROUP_LEVEL, OFF_CSS_SET_DFL_CGRP,
         OFF_KERNFS_NODE_ID, OFF_TASK_STRUCT_CGROUPS, OFF_TASK_STRUCT_TGID, SESSION_CGROUP_LEVEL,
         off, read,
     },
     maps::PROTECTED,
     protect::refuse_without_path,
-    report::Target,
+    report::{Report, Target, report_process},
     session::{Session, unreadable},
 };
 
@@ -56,7 +60,15 @@ pub(crate) fn refuse_outsider(session: &Session, hook: Hook, task: u64) -> i32 {
         Some(_) => Reason::SelfProtection,
         None => Reason::Boundary,
     };
-    refuse_without_path(session, hook, Op::Write, reason, (0, 0), Some(target))
+    let outcome = Outcome { verdict: TableVerdict::Deny, reason, rule_id: NO_RULE };
+    let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
+    report_process(
+        session,
+        &outcome,
+        &Report { hook, op: Op::Write, denied: enforced, mv: None },
+        &target,
+    );
+    if enforced { -EACCES } else { 0 }
 }
 
 /// `clone3`'s flag for a child that starts in the cgroup its `cgroup` fd names.
@@ -72,5 +84,5 @@ pub(crate) fn refuse_clone_into_cgroup(session: &Session, clone_flags: u64) -> i
     if clone_flags & CLONE_INTO_CGROUP == 0 {
         return 0;
     }
-    refuse_without_path(session, Hook::TaskAlloc, Op::Write, Reason::Boundary, (0, 0), None)
+    refuse_without_path(session, Hook::TaskAlloc, Op::Write, Reason::Boundary, (0, 0))
 }

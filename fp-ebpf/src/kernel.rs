@@ -61,6 +61,9 @@ offsets!(
     OFF_CGROUP_ANCESTORS,
     OFF_CGROUP_KN,
     OFF_KERNFS_NODE_ID,
+    OFF_FILE_F_OWNER,
+    // fp_common::kernel::OPTIONAL_FIELDS: the offset plus one, 0 where the kernel lacks it.
+    OFF_FOWN_STRUCT_FILE,
 );
 
 /// cgroup v2 level of session cgroups (depth of the configured parent + 1): the session of a task

@@ -9,7 +9,8 @@
 //! constants), `maps`, `session`, `walk` (the path walk), `tables` (the session's tables and the
 //! evaluation), `decide`, `cache` (the verdict cache), `created`
 //! (the creation slot), `dirs` (the directory cache), `moves`
-//! (renames and links), `prompt`, `protect`, `boundary` (the session boundary), `report` (the event) and `hooks` (the `#[lsm]`
+//! (renames and links), `prompt`, `protect`, `boundary` (the session boundary), `sigio` (the boundary for a file's
+//! signals), `report` (the event) and `hooks` (the `#[lsm]`
 //! programs by object family).
 #![no_std]
 #![no_main]
@@ -31,5 +32,6 @@ mod protect;
 mod report;
 mod runtime;
 mod session;
+mod sigio;
 mod tables;
 mod walk;

@@ -1,5 +1,6 @@
-//! Every map of the programs (userspace finds them by name: fp_common::kernel::maps) and the
-//! per-CPU scratch value.
+//! The maps of the decisions (userspace finds every map by name: fp_common::kernel::maps; a
+//! module with maps of its own keeps them beside its programs, as crate::sigio) and the per-CPU
+//! scratch value.
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, RingBuf, lpm_trie::Key},
@@ -19,7 +20,6 @@ use crate::{
     decide::Outcome,
     dirs::{DirCached, Name},
     moves::MoveNames,
-    report::Target,
     walk::Walk,
 };
 
@@ -154,8 +154,6 @@ pub(crate) struct Scratch {
     /// This CPU's copy of the header of the tables `header_tables` (crate::tables::header).
     pub(crate) header_tables: u64,
     pub(crate) header: TableHeader,
-    /// The process a refusal at the session boundary aimed at, for its event (crate::report).
-    pub(crate) target: Target,
 }
 
 #[map]

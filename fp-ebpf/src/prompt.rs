@@ -60,5 +60,5 @@ pub(crate) fn check_pending(session: &Session, hook: Hook, file: u64) -> i32 {
     if unsafe { PENDING.get(&key) }.is_none() {
         return 0;
     }
-    refuse_without_path(session, hook, Op::Read, Reason::PromptPending, (ino, dev), None)
+    refuse_without_path(session, hook, Op::Read, Reason::PromptPending, (ino, dev))
 }

@@ -9,13 +9,13 @@ use crate::{
     decide::Outcome,
     kernel::EACCES,
     maps::SCRATCH,
-    report::{Report, Target, report},
+    report::{Report, report},
     session::Session,
     walk::{NO_MOUNT, UNRESOLVED},
 };
 
 /// Reports and refuses an operation decided without resolving a path (the event names the file
-/// by identity, if any, or the `process` it aimed at); audit-mode sessions are only reported.
+/// by identity, if any); audit-mode sessions are only reported.
 #[inline(always)]
 pub(crate) fn refuse_without_path(
     session: &Session,
@@ -23,7 +23,6 @@ pub(crate) fn refuse_without_path(
     op: Op,
     reason: Reason,
     file: (u64, u32),
-    process: Option<Target>,
 ) -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES;
@@ -34,26 +33,19 @@ pub(crate) fn refuse_without_path(
         (*s).walk.dev = file.1 as u64;
         (*s).walk.vfsmount = NO_MOUNT;
         (*s).walk.state = UNRESOLVED;
-        if let Some(target) = process {
-            (*s).target = target;
-        }
     }
     let verdict =
         if reason == Reason::PromptPending { TableVerdict::Prompt } else { TableVerdict::Deny };
     let outcome = Outcome { verdict, reason, rule_id: NO_RULE };
     let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
-    report(
-        session,
-        &outcome,
-        &Report { hook, op, denied: enforced, mv: None, at_process: process.is_some() },
-    );
+    report(session, &outcome, &Report { hook, op, denied: enforced, mv: None });
     if enforced { -EACCES } else { 0 }
 }
 
 /// Sessions may not use bpf(): with it, root could detach fp's programs or rewrite its maps.
 #[inline(always)]
 pub(crate) fn refuse_bpf(session: &Session) -> i32 {
-    refuse_without_path(session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0), None)
+    refuse_without_path(session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0))
 }
 
 /// Sessions may not change the mount table, in any namespace: a mount, bind mount, move or
@@ -67,5 +59,5 @@ pub(crate) fn refuse_mount(
     identity: impl FnOnce() -> Result<(u64, u32), ()>,
 ) -> i32 {
     let file = identity().unwrap_or((0, 0));
-    refuse_without_path(session, hook, Op::Write, Reason::SelfProtection, file, None)
+    refuse_without_path(session, hook, Op::Write, Reason::SelfProtection, file)
 }

@@ -1,7 +1,10 @@
 //! The ring-buffer event of a decision.
-use aya_ebpf::helpers::{
-    bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid,
-    generated::bpf_probe_read_kernel,
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid,
+        generated::bpf_probe_read_kernel,
+    },
+    maps::ring_buf::RingBufEntry,
 };
 use core::ffi::c_void;
 use fp_common::kernel::{
@@ -26,7 +29,6 @@ pub(crate) struct MoveEvent {
 }
 
 /// The process a refusal at the session boundary aimed at (crate::boundary).
-#[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct Target {
     /// Its cgroup v2 id.
@@ -43,55 +45,87 @@ pub(crate) struct Report {
     pub(crate) denied: bool,
     /// A rename's or link's.
     pub(crate) mv: Option<MoveEvent>,
-    /// A refusal at the session boundary: the event names the process in `Scratch::target`
-    /// (kept out of this struct, which the moves' programs hold on a stack near its limit).
-    pub(crate) at_process: bool,
 }
 
-/// Reports a decision. For a move, `path` is the source saved in `other` and `target` the
-/// target's path the walk left in the buffer.
-pub(crate) fn report(session: &Session, outcome: &Outcome, what: &Report) {
-    let Report { hook, op, denied, mv, at_process } = *what;
-    let Some(s) = SCRATCH.get_ptr(0) else {
-        return;
-    };
-    // SAFETY: this CPU's scratch value, filled by `check`.
-    let (w, path, other) = unsafe { (&(*s).walk, &(*s).path, &(*s).other) };
+/// Counts a decision in the session's counters and reserves its event (None, counted as
+/// dropped, when the ring buffer is full).
+#[inline(always)]
+fn reserve(
+    session: &Session,
+    outcome: &Outcome,
+    denied: bool,
+) -> Option<RingBufEntry<DecisionEvent>> {
     if denied {
         count(session.id, |c| unsafe { &raw mut (*c).denied });
     }
     if outcome.reason == Reason::Unresolved {
         count(session.id, |c| unsafe { &raw mut (*c).unresolved });
     }
-    let Some(mut entry) = EVENTS.reserve::<DecisionEvent>(0) else {
+    let entry = EVENTS.reserve::<DecisionEvent>(0);
+    if entry.is_none() {
         count(session.id, |c| unsafe { &raw mut (*c).dropped });
-        return;
-    };
-    let ev = entry.as_mut_ptr();
+    }
+    entry
+}
+
+/// Fills what every event says: the session, the current task, the outcome and `what` (its
+/// `flags` besides `EVENT_DENIED`), with no file and no target process.
+///
+/// SAFETY: `ev` is a reserved, exclusively owned ring buffer record.
+#[inline(always)]
+unsafe fn stamp(
+    ev: *mut DecisionEvent,
+    session: &Session,
+    outcome: &Outcome,
+    what: &Report,
+    flags: u8,
+) {
     let pid_tgid = bpf_get_current_pid_tgid();
     let uid_gid = bpf_get_current_uid_gid();
-    // SAFETY: `ev` is a reserved, exclusively owned ring buffer record of the right size.
+    // SAFETY: as the caller promised.
     unsafe {
         (*ev).session = session.id;
-        (*ev).ino = w.ino;
-        (*ev).dev = w.dev as u32;
+        (*ev).ino = 0;
+        (*ev).dev = 0;
         (*ev).pid = pid_tgid as u32;
         (*ev).tgid = (pid_tgid >> 32) as u32;
         (*ev).uid = uid_gid as u32;
         (*ev).gid = (uid_gid >> 32) as u32;
         (*ev).rule_id = outcome.rule_id;
-        (*ev).hook = hook as u8;
+        (*ev).hook = what.hook as u8;
         (*ev).reason = outcome.reason as u8;
-        (*ev).op = op as u8;
-        (*ev).flags = if w.vfsmount == NO_MOUNT { EVENT_PATH_FS_RELATIVE } else { 0 }
-            | if denied { EVENT_DENIED } else { 0 };
+        (*ev).op = what.op as u8;
+        (*ev).flags = flags | if what.denied { EVENT_DENIED } else { 0 };
         (*ev).verdict = outcome.verdict as u8;
         (*ev)._pad = [0; 3];
-        let target = if at_process { (*s).target } else { Target { tgid: 0, cgroup: 0 } };
-        (*ev).target_cgroup = target.cgroup;
-        (*ev).target_pid = target.tgid as u32;
+        (*ev).target_cgroup = 0;
+        (*ev).target_pid = 0;
         (*ev)._pad2 = 0;
         (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
+        (*ev).path_len = 0;
+        (*ev).target_len = 0;
+    }
+}
+
+/// Reports a decision. For a move, `path` is the source saved in `other` and `target` the
+/// target's path the walk left in the buffer.
+pub(crate) fn report(session: &Session, outcome: &Outcome, what: &Report) {
+    let Some(s) = SCRATCH.get_ptr(0) else {
+        return;
+    };
+    // SAFETY: this CPU's scratch value, filled by `check`.
+    let (w, path, other) = unsafe { (&(*s).walk, &(*s).path, &(*s).other) };
+    let Some(mut entry) = reserve(session, outcome, what.denied) else {
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    let mv = what.mv;
+    // SAFETY: `ev` is a reserved, exclusively owned ring buffer record of the right size.
+    unsafe {
+        let relative = if w.vfsmount == NO_MOUNT { EVENT_PATH_FS_RELATIVE } else { 0 };
+        stamp(ev, session, outcome, what, relative);
+        (*ev).ino = w.ino;
+        (*ev).dev = w.dev as u32;
         // An unresolved path is never reported as a (truncated) string.
         let start = w.pos as usize & (PATH_MAX - 1);
         let len = if w.state == RESOLVED { (PATH_MAX - start) & (PATH_MAX - 1) } else { 0 };
@@ -117,6 +151,24 @@ pub(crate) fn report(session: &Session, outcome: &Outcome, what: &Report) {
         }
         (*ev).path_len = if mv.is_some() { second_len } else { first_len };
         (*ev).target_len = if mv.is_some() { first_len } else { 0 };
+    }
+    entry.submit(0);
+}
+
+/// Reports a decision about a process (a refusal at the session boundary, crate::boundary): the
+/// event names `target` and no file. Touches no scratch value: the hooks of signals also run in
+/// interrupt context (a signal sent on I/O completion, a socket's SIGIO), on top of a decision
+/// that may be using this CPU's.
+pub(crate) fn report_process(session: &Session, outcome: &Outcome, what: &Report, target: &Target) {
+    let Some(mut entry) = reserve(session, outcome, what.denied) else {
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: `ev` is a reserved, exclusively owned ring buffer record of the right size.
+    unsafe {
+        stamp(ev, session, outcome, what, EVENT_PATH_FS_RELATIVE);
+        (*ev).target_cgroup = target.cgroup;
+        (*ev).target_pid = target.tgid as u32;
     }
     entry.submit(0);
 }

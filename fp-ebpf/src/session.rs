@@ -60,6 +60,13 @@ pub(crate) fn current_session() -> Option<Session> {
     if id == 0 {
         return None;
     }
+    session(id)
+}
+
+/// The session of cgroup `id`, for a decision made on its behalf in whatever task runs then (a
+/// file's signal, crate::sigio).
+#[inline(always)]
+pub(crate) fn session(id: u64) -> Option<Session> {
     session_info(id).map(|info| Session { id, info, attached: false })
 }
 

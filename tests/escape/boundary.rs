@@ -59,6 +59,12 @@ escape_suite! {
     // EPERM for these two, which the command reports as the refusal it is.
     process_vm_readv_outsider: denied("ptrace_access_check", "write", "process ") => "perl -e 'my $buf = \"x\" x 8; my $iov = pack(\"QQ\", unpack(\"Q\", pack(\"p\", $buf)), 8); syscall(310, $ARGV[0]+0, $iov, 1, $iov, 1, 0) >= 0 or die($!{EPERM} ? \"Permission denied (EPERM)\\n\" : \"$!\\n\")' $(cat $B/open/outsider.pid)";
     pidfd_getfd_outsider: denied("ptrace_access_check", "write", "process ") => "perl -e 'my $fd = syscall(434, $ARGV[0]+0, 0); die \"$!\\n\" if $fd < 0; syscall(438, $fd, 0, 0) >= 0 or die($!{EPERM} ? \"Permission denied (EPERM)\\n\" : \"$!\\n\")' $(cat $B/open/outsider.pid)";
+    // A file's signal: the outsider made the owner of a pipe's read end (F_SETOWN, 8), its
+    // signal SIGSTOP (F_SETSIG, 10), O_ASYNC (0x2000) set (F_SETFL, 4); a write sends it. The
+    // kernel drops a refused one silently: the command reports the refusal when the outsider
+    // is still running.
+    sigio_to_outsider: denied("file_send_sigiotask", "write", "process ") => r#"perl -e 'pipe(my $r, my $w) or die "$!\n"; fcntl($r, 8, $ARGV[0]+0) or die "$!\n"; fcntl($r, 10, 19) or die "$!\n"; fcntl($r, 4, 0x2000) or die "$!\n"; syswrite($w, "x"); select(undef, undef, undef, 0.5); open(my $s, "<", "/proc/$ARGV[0]/stat") or die "$!\n"; (<$s> =~ /\) (\S)/ and $1 eq "T") and die "the outsider was stopped\n"; die "Permission denied: no signal reached the outsider\n"' $(cat $B/open/outsider.pid)"#;
+    sigio_to_self: Allowed => r#"perl -e 'my $got = 0; $SIG{IO} = sub { $got = 1 }; pipe(my $r, my $w) or die "$!\n"; fcntl($r, 8, $$+0) or die "$!\n"; fcntl($r, 4, 0x2000) or die "$!\n"; syswrite($w, "x"); for (1..40) { last if $got; select(undef, undef, undef, 0.05) } $got or die "no SIGIO\n"'"#;
     // The session's own processes stay reachable: ps, signals, /proc, memory, fds.
     ps_lists_every_process: Allowed => "ps -e -o pid,stat,comm > /dev/null && ps -p $(cat $B/open/outsider.pid) > /dev/null";
     own_processes_are_reachable: Allowed => "sleep 30 & p=$!; kill -0 $p && cat /proc/$p/environ > /dev/null && ls /proc/$p/fd > /dev/null && perl -e 'my $fd = syscall(434, $ARGV[0]+0, 0); die \"$!\\n\" if $fd < 0; syscall(438, $fd, 0, 0) >= 0 or die \"$!\\n\"' $p && kill -STOP $p && kill -CONT $p && kill $p";

@@ -10,7 +10,7 @@ use std::{
 use anyhow::{Context as _, anyhow, bail};
 use aya::{
     Ebpf,
-    maps::{CgroupStorageKey, HashMap, LpmTrie, MapData, RingBuf, lpm_trie::Key},
+    maps::{Array, CgroupStorageKey, HashMap, LpmTrie, MapData, RingBuf, lpm_trie::Key},
     programs::{LsmCgroup, Program, links::PinnedLink},
 };
 use fp_common::{
@@ -485,7 +485,30 @@ impl Enforcer {
         let mut counters: HashMap<_, u64, SessionCounters> =
             HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
         gone(counters.remove(&cgroup))?;
+        let live: HashSet<u64> = self.sessions()?.into_iter().map(|(id, _)| id).collect();
+        self.forget_owners(&live)?;
         cleared
+    }
+
+    /// Forgets the file owners (fp-ebpf's `sigio`) set by sessions not in `live`, and,
+    /// once no session is left, the count of owners the map had no room for: its files signal
+    /// no process until then (docs/threat-model.md, "The session boundary").
+    fn forget_owners(&mut self, live: &HashSet<u64>) -> anyhow::Result<()> {
+        let mut owners: HashMap<_, u64, u64> = HashMap::try_from(self.map_mut(maps::FOWNERS)?)?;
+        let doomed: Vec<u64> = owners
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, session)| !live.contains(session))
+            .map(|(file, _)| file)
+            .collect();
+        for file in &doomed {
+            gone(owners.remove(file))?;
+        }
+        if live.is_empty() {
+            let mut lost: Array<_, u64> = Array::try_from(self.map_mut(maps::FOWNERS_LOST)?)?;
+            lost.set(0, 0, 0)?;
+        }
+        Ok(())
     }
 
     /// Every session the programs confine now, by cgroup id.
@@ -544,6 +567,7 @@ impl Enforcer {
         })?;
         sweep::<u64, SessionCounters>(self.map_mut(maps::COUNTERS)?, |c| !cgroups.contains(c))?;
         sweep::<InodeKey, u64>(self.map_mut(maps::PENDING)?, |k| !cgroups.contains(&k.session_id))?;
+        self.forget_owners(cgroups)?;
         for dir in pinned_files(&self.pin_dir.join(SESSION_LINKS), "")? {
             let id = dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse().ok());
             if id.is_none_or(|id| !cgroups.contains(&id)) {

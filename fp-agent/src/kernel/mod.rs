@@ -19,8 +19,9 @@ use aya::{
     programs::{LsmCgroup, Program, links::FdLink},
 };
 use fp_common::kernel::{
-    ABI_VERSION, Hook, KERNEL_FIELDS, RDONLY_CAST, RDONLY_CAST_CALL, SEQ_COUNTERS, SEQCOUNT,
-    SEQCOUNT_BTF_ID, SEQCOUNT_SEQUENCE, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, programs,
+    ABI_VERSION, Hook, KERNEL_FIELDS, OPTIONAL_FIELDS, RDONLY_CAST, RDONLY_CAST_CALL, SEQ_COUNTERS,
+    SEQCOUNT, SEQCOUNT_BTF_ID, SEQCOUNT_SEQUENCE, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP,
+    programs,
 };
 
 use crate::owner::Owner;
@@ -103,8 +104,13 @@ pub struct Offset {
 }
 
 /// Resolves every field the programs read from the running kernel's BTF. Any field that cannot be
-/// resolved stops the load, naming the field and the kernel.
+/// resolved stops the load, naming the field and the kernel; an [`OPTIONAL_FIELDS`] one the
+/// kernel lacks is 0 (one it has, its offset plus one).
 pub fn resolve_offsets(btf: &btf::Btf) -> anyhow::Result<Vec<Offset>> {
+    let optional = OPTIONAL_FIELDS.iter().map(|f| {
+        let offset = btf.member_offset(f.strukt, f.field).map_or(0, |o| o + 1);
+        Ok(Offset { global: f.global, strukt: f.strukt, field: f.field, offset })
+    });
     KERNEL_FIELDS
         .iter()
         .map(|f| {
@@ -119,6 +125,7 @@ pub fn resolve_offsets(btf: &btf::Btf) -> anyhow::Result<Vec<Offset>> {
             })?;
             Ok(Offset { global: f.global, strukt: f.strukt, field: f.field, offset })
         })
+        .chain(optional)
         .collect()
 }
 
@@ -566,7 +573,7 @@ mod tests {
         assert!(per_cgroup <= 10, "{per_cgroup} per-cgroup hooks, the kernel has 10");
         assert!(per_cgroup > 0, "the hottest hooks are per-cgroup (fp-ebpf/src/hooks)");
         assert!(text.contains("license"));
-        for f in KERNEL_FIELDS {
+        for f in KERNEL_FIELDS.iter().chain(OPTIONAL_FIELDS) {
             assert!(text.contains(f.global), "object lacks the global {}", f.global);
         }
         for global in [SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP] {

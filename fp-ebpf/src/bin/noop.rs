@@ -63,11 +63,18 @@ noop! {
     noop_sb_pivotroot = "sb_pivotroot", 2;
     noop_move_mount = "move_mount", 2;
     noop_task_alloc = "task_alloc", 2;
+    noop_file_send_sigiotask = "file_send_sigiotask", 3;
 }
 
 /// d_instantiate returns nothing.
 #[lsm(hook = "d_instantiate")]
 pub fn noop_d_instantiate(_ctx: LsmContext) -> i32 {
+    0
+}
+
+/// file_set_fowner returns nothing.
+#[lsm(hook = "file_set_fowner")]
+pub fn noop_file_set_fowner(_ctx: LsmContext) -> i32 {
     0
 }
 

@@ -10,6 +10,7 @@ mod file;
 mod inode;
 mod mount;
 mod path;
+mod sigio;
 mod task;
 
 use aya_ebpf::helpers::generated::bpf_set_retval;
