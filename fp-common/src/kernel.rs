@@ -82,6 +82,9 @@ hooks! {
     TaskAlloc = 31, "task_alloc";
     FileSetFowner = 32, "file_set_fowner";
     FileSendSigiotask = 33, "file_send_sigiotask";
+    LockedDown = 34, "locked_down";
+    KernelLoadData = 35, "kernel_load_data";
+    KernelReadFile = 36, "kernel_read_file";
 }
 
 impl Hook {

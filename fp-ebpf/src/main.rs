@@ -10,7 +10,7 @@
 //! evaluation), `decide`, `cache` (the verdict cache), `created`
 //! (the creation slot), `dirs` (the directory cache), `moves`
 //! (renames and links), `prompt`, `protect`, `boundary` (the session boundary), `sigio` (the boundary for a file's
-//! signals), `report` (the event) and `hooks` (the `#[lsm]`
+//! signals), `floor` (devices and kernel interfaces), `report` (the event) and `hooks` (the `#[lsm]`
 //! programs by object family).
 #![no_std]
 #![no_main]
@@ -23,6 +23,7 @@ mod cache;
 mod created;
 mod decide;
 mod dirs;
+mod floor;
 mod hooks;
 mod kernel;
 mod maps;

@@ -10,14 +10,7 @@ echo open > $B/open/f
 echo replaced > $B/open/src/secret/tar_extract_over
 tar -C $B/open/src -cf $B/open/t.tar secret/tar_extract_over
 "#,
-    deny: &[],
-    before_fp: "",
-    keep_fds: &[],
-    after: "",
-    policy: None,
-    watch: &[],
-    never_read: None,
-    user: None,
+    ..Suite::PLAIN
 };
 
 escape_suite! {

@@ -212,6 +212,22 @@ pub struct Suite {
     pub user: Option<&'static str>,
 }
 
+impl Suite {
+    /// A suite with nothing besides its name and setup: `Suite { name, setup, ..Suite::PLAIN }`.
+    pub const PLAIN: Suite = Suite {
+        name: "",
+        setup: "",
+        deny: &[],
+        before_fp: "",
+        keep_fds: &[],
+        after: "",
+        policy: None,
+        watch: &[],
+        never_read: None,
+        user: None,
+    };
+}
+
 /// Every technique of a suite, run in ONE session (starting fp loads and verifies every program,
 /// which is slow under TCG), and what the session reported.
 pub struct Batch {

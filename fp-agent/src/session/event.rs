@@ -25,6 +25,29 @@ pub fn target_process(ev: &DecisionEvent) -> Option<(u32, u64)> {
     (ev.target_pid != 0).then_some((ev.target_pid, ev.target_cgroup))
 }
 
+/// The kernel interface a refusal of the floor names (fp-ebpf's `floor`), from the event's inode
+/// field: the kernel's `enum lockdown_reason`, or what was handed to the kernel (`enum
+/// kernel_load_data_id`, the same numbers as `kernel_read_file_id`).
+pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
+    const LOADED: [&str; 7] = [
+        "unknown",
+        "firmware",
+        "module",
+        "kexec image",
+        "kexec initramfs",
+        "policy",
+        "certificate",
+    ];
+    match Hook::from_u8(ev.hook)? {
+        Hook::LockedDown => Some(format!("lockdown reason {}", ev.ino)),
+        Hook::KernelLoadData | Hook::KernelReadFile => Some(match LOADED.get(ev.ino as usize) {
+            Some(what) => format!("kernel load of a {what}"),
+            None => format!("kernel load id {}", ev.ino),
+        }),
+        _ => None,
+    }
+}
+
 /// The new name of a rename's or link's event (None for other events).
 pub fn target(ev: &DecisionEvent) -> Option<&[u8]> {
     is_move(ev).then(|| &ev.target[..(ev.target_len as usize).min(PATH_MAX)])
@@ -65,8 +88,12 @@ fn reason(ev: &DecisionEvent) -> String {
     if ev.flags & EVENT_DENIED == 0 && TableVerdict::from_u8(ev.verdict) != TableVerdict::Allow {
         reason.push_str("; audit mode: not enforced");
     }
-    // Refusals decided without a file (bpf(), the session boundary) identify none.
-    if ev.flags & EVENT_PATH_FS_RELATIVE != 0 && (ev.dev, ev.ino) != (0, 0) {
+    // Refusals decided without a file (bpf(), the session boundary) identify none; the floor's
+    // name a kernel interface instead.
+    if ev.flags & EVENT_PATH_FS_RELATIVE != 0
+        && (ev.dev, ev.ino) != (0, 0)
+        && kernel_interface(ev).is_none()
+    {
         reason.push_str(&format!("; path within filesystem {}:{}", ev.dev >> 20, ev.dev & 0xfffff));
     }
     reason
@@ -85,6 +112,9 @@ pub fn line(ev: &DecisionEvent, ctx: &SessionContext) -> String {
     }
     if let Some((pid, cgroup)) = target_process(ev) {
         shown = format!("process {pid} (cgroup {cgroup})");
+    }
+    if let Some(interface) = kernel_interface(ev) {
+        shown = interface;
     }
     format!(
         "fp: {action} {hook} {shown} by {} ({op}, pid {}, uid {}): {}{rule}\n",
@@ -241,6 +271,22 @@ mod tests {
         );
         let open = audit_record(&event(Hook::FileOpen, Op::Read, b"/x"), &ctx());
         assert_eq!((open.target_pid, open.target_cgroup), (None, None), "only boundary refusals");
+    }
+
+    #[test]
+    fn floor_refusals_name_the_kernel_interface() {
+        let mut ev = event(Hook::LockedDown, Op::Write, b"");
+        ev.reason = Reason::Boundary as u8;
+        ev.ino = 22;
+        ev.flags |= EVENT_PATH_FS_RELATIVE;
+        let l = line(&ev, &ctx());
+        assert!(l.starts_with("fp: denied locked_down lockdown reason 22 by cat"), "{l}");
+        assert!(!l.contains("within filesystem"), "{l}");
+        ev.hook = Hook::KernelReadFile as u8;
+        ev.ino = 2;
+        assert!(line(&ev, &ctx()).contains("kernel_read_file kernel load of a module by"));
+        ev.ino = 99;
+        assert!(line(&ev, &ctx()).contains("kernel load id 99 by"));
     }
 
     #[test]

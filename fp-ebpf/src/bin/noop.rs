@@ -64,6 +64,9 @@ noop! {
     noop_move_mount = "move_mount", 2;
     noop_task_alloc = "task_alloc", 2;
     noop_file_send_sigiotask = "file_send_sigiotask", 3;
+    noop_locked_down = "locked_down", 1;
+    noop_kernel_load_data = "kernel_load_data", 2;
+    noop_kernel_read_file = "kernel_read_file", 3;
 }
 
 /// d_instantiate returns nothing.

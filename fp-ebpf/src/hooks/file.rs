@@ -9,6 +9,7 @@ use super::{in_session, in_session_cgroup};
 use crate::{
     created,
     decide::{answered, decide_file},
+    floor::refuse_block_device,
     kernel::{
         F_FLAGS_EXEC, F_FLAGS_TMPFILE, FMODE_CREATED, FMODE_EXEC, FMODE_READ, FMODE_WRITE,
         OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, load, off, pseudo_file,
@@ -22,7 +23,8 @@ use crate::{
 /// write for O_WRONLY, exec for execve/uselib, read otherwise. O_TRUNC is checked as a write by
 /// path_truncate (6.1) or file_truncate (6.2+). The open of a file it just created takes
 /// path_mknod's decision on its name (crate::created).
-/// A pseudo filesystem's file (a pidfd on 6.9+) is no path object ([`pseudo_file`]).
+/// A pseudo filesystem's file (a pidfd on 6.9+) is no path object ([`pseudo_file`]). A block
+/// device is refused by any name (crate::floor).
 #[lsm_cgroup(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
@@ -47,6 +49,9 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         } else {
             (Op::Read, false)
         };
+        if let Some(refused) = refuse_block_device(session, file, op) {
+            return refused;
+        }
         // What the verdict cache would answer right away, without looking it up.
         if answered(session, op, and_write, claimed) {
             return 0;

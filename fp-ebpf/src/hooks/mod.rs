@@ -7,6 +7,7 @@
 //! cgroup's storage. The kernel has 10 such hooks for the whole host (`CGROUP_LSM_NUM`); the other
 //! hooks are `#[lsm]` programs, which every task runs and which return at once outside sessions.
 mod file;
+mod floor;
 mod inode;
 mod mount;
 mod path;

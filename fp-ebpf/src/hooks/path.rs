@@ -11,6 +11,7 @@ use fp_common::{
 use super::{in_session, in_session_cgroup};
 use crate::{
     decide::{decide_in_dir, decide_path},
+    floor::refuse_device_node,
     kernel::{OFF_PATH_MNT, RENAME_EXCHANGE, load, off},
     moves::decide_move,
     session::unreadable,
@@ -33,11 +34,15 @@ pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
 }
 
 /// Creation of a regular file, FIFO, socket or device node: `open(O_CREAT)` calls it before
-/// creating, so a denied path is never created.
+/// creating, so a denied path is never created. Device nodes are refused first (crate::floor).
 #[lsm_cgroup(hook = "path_mknod")]
 pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
     // path_mknod(const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev, int ret)
     in_session_cgroup(ctx.arg(4), |session| {
+        let (mode, dev): (u16, u32) = (ctx.arg(2), ctx.arg(3));
+        if let Some(refused) = refuse_device_node(session, mode as u32, dev) {
+            return refused;
+        }
         decide_in_dir(session, Hook::PathMknod, Op::Write, ctx.arg(0), ctx.arg(1))
     })
 }

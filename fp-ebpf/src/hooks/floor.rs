@@ -1,0 +1,28 @@
+//! Hooks on kernel interfaces (crate::floor): lockdown's, and what is loaded into the kernel.
+use aya_ebpf::{macros::lsm, programs::LsmContext};
+use fp_common::kernel::Hook;
+
+use super::in_session;
+use crate::floor::{refuse_kernel_load, refuse_locked_down};
+
+/// Every check of the kernel's lockdown (`security_locked_down`), whether or not the lockdown
+/// LSM is active: asked by the task using the interface.
+#[lsm(hook = "locked_down")]
+pub fn fp_locked_down(ctx: LsmContext) -> i32 {
+    // locked_down(enum lockdown_reason what, int ret)
+    in_session(ctx.arg(1), |session| refuse_locked_down(session, ctx.arg(0)))
+}
+
+/// Data handed to the kernel from memory: `init_module`, `kexec_load`.
+#[lsm(hook = "kernel_load_data")]
+pub fn fp_kernel_load_data(ctx: LsmContext) -> i32 {
+    // kernel_load_data(enum kernel_load_data_id id, bool contents, int ret)
+    in_session(ctx.arg(2), |session| refuse_kernel_load(session, Hook::KernelLoadData, ctx.arg(0)))
+}
+
+/// A file the kernel reads for itself: `finit_module`, `kexec_file_load`, firmware.
+#[lsm(hook = "kernel_read_file")]
+pub fn fp_kernel_read_file(ctx: LsmContext) -> i32 {
+    // kernel_read_file(struct file *file, enum kernel_read_file_id id, bool contents, int ret)
+    in_session(ctx.arg(3), |session| refuse_kernel_load(session, Hook::KernelReadFile, ctx.arg(1)))
+}
