@@ -54,7 +54,9 @@ pub fn main(cmd: Command) -> ExitCode {
                 ),
                 Ok((offsets, cache, loads)) => {
                     for o in offsets {
-                        println!("{:<26} {}.{} = {}", o.global, o.strukt, o.field, o.offset);
+                        let offset =
+                            o.offset.map_or_else(|| "absent".to_owned(), |o| o.to_string());
+                        println!("{:<26} {}.{} = {offset}", o.global, o.strukt, o.field);
                     }
                     println!(
                         "verdict cache: {}",

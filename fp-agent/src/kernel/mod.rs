@@ -100,7 +100,11 @@ pub struct Offset {
     pub global: &'static str,
     pub strukt: &'static str,
     pub field: &'static str,
-    pub offset: u32,
+    /// The field's byte offset; None for an [`OPTIONAL_FIELDS`] one the kernel lacks.
+    pub offset: Option<u32>,
+    /// What the global holds: the offset, or for an optional field the offset plus one (0: absent).
+    #[serde(skip)]
+    pub value: u32,
 }
 
 /// Resolves every field the programs read from the running kernel's BTF. Any field that cannot be
@@ -108,8 +112,9 @@ pub struct Offset {
 /// kernel lacks is 0 (one it has, its offset plus one).
 pub fn resolve_offsets(btf: &btf::Btf) -> anyhow::Result<Vec<Offset>> {
     let optional = OPTIONAL_FIELDS.iter().map(|f| {
-        let offset = btf.member_offset(f.strukt, f.field).map_or(0, |o| o + 1);
-        Ok(Offset { global: f.global, strukt: f.strukt, field: f.field, offset })
+        let offset = btf.member_offset(f.strukt, f.field).ok();
+        let value = offset.map_or(0, |o| o + 1);
+        Ok(Offset { global: f.global, strukt: f.strukt, field: f.field, offset, value })
     });
     KERNEL_FIELDS
         .iter()
@@ -123,7 +128,13 @@ pub fn resolve_offsets(btf: &btf::Btf) -> anyhow::Result<Vec<Offset>> {
                     kernel_release()
                 )
             })?;
-            Ok(Offset { global: f.global, strukt: f.strukt, field: f.field, offset })
+            Ok(Offset {
+                global: f.global,
+                strukt: f.strukt,
+                field: f.field,
+                offset: Some(offset),
+                value: offset,
+            })
         })
         .chain(optional)
         .collect()
@@ -277,7 +288,7 @@ fn open(sessions: SessionCgroups) -> anyhow::Result<(Ebpf, &'static aya::Btf, Ho
     let prepared = prepared()?;
     let mut loader = prepared.loader.lock().unwrap_or_else(|e| e.into_inner());
     for o in &prepared.offsets {
-        loader.override_global(o.global, &o.offset, true);
+        loader.override_global(o.global, &o.value, true);
     }
     // The loader outlives this call and keeps references: 16 bytes per load, two at most per
     // process.
