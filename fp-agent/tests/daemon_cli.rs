@@ -92,8 +92,8 @@ fn sessions_list_end_and_reload() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out,
-        "ID  AGENT   MODE     PIDS  DENIALS  STARTED               POLICY\n\
-         s1  claude  enforce  3     2        2026-11-21T14:00:00Z  9c1f0e4b7a2d5c3e8f6\n"
+        "ID  AGENT   MODE     PIDS  DENIALS  BOUNDARY  STARTED               POLICY\n\
+         s1  claude  enforce  3     2        0         2026-11-21T14:00:00Z  9c1f0e4b7a2d5c3e8f6\n"
     );
     let (code, out, _) = fp(&["sessions", "--json", "--socket", daemon.socket()]);
     assert_eq!(code, 0);

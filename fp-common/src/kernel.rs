@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 13;
+pub const ABI_VERSION: u32 = 14;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -85,6 +85,8 @@ hooks! {
     LockedDown = 34, "locked_down";
     KernelLoadData = 35, "kernel_load_data";
     KernelReadFile = 36, "kernel_read_file";
+    PerfEventOpen = 37, "perf_event_open";
+    KernelModuleRequest = 38, "kernel_module_request";
 }
 
 impl Hook {
@@ -109,6 +111,8 @@ impl Hook {
             }
             // bpf(cmd, attr, size) until 6.13, then a fourth argument, `kernel`.
             Self::Bpf if params.len() > 3 => programs::BPF_KERNEL,
+            // perf_event_open(attr, type) until 6.11, then the check's type alone.
+            Self::PerfEventOpen if params.len() == 1 => programs::PERF_EVENT_OPEN_TYPE,
             _ => self.default_program(),
         }
     }
@@ -120,6 +124,8 @@ pub mod programs {
     pub const INODE_SETATTR_IDMAP: &str = "fp_inode_setattr_idmap";
     /// bpf with its trailing `kernel` argument (6.14+).
     pub const BPF_KERNEL: &str = "fp_bpf_kernel";
+    /// perf_event_open with the check's type alone (6.12; `attr` before).
+    pub const PERF_EVENT_OPEN_TYPE: &str = "fp_perf_event_open_type";
     /// The pass-through program `fp kernel probe` attaches to lsm/file_open; it cannot deny.
     pub const PROBE: &str = "fp_probe";
     /// Its per-cgroup twin, attached to lsm_cgroup/file_open of an empty cgroup; it allows.
@@ -316,6 +322,9 @@ pub struct SessionCounters {
     /// Opens held for the prompt broker (files marked pending). While it is 0 no file of the
     /// session is pending, and reads and writes skip the `PENDING` lookup.
     pub held: u64,
+    /// Refusals at the session boundary ([`Reason::Boundary`]): outsiders reached for, kernel
+    /// interfaces (a share of `denied`).
+    pub boundary: u64,
 }
 
 /// A decision reported through the `EVENTS` ring buffer: every denial, and allowed writes,
@@ -570,6 +579,9 @@ kernel_fields! {
     OFF_CGROUP_KN = "cgroup"."kn";
     OFF_KERNFS_NODE_ID = "kernfs_node"."id";
     OFF_FILE_F_OWNER = "file"."f_owner";
+    OFF_PROC_INODE_VFS_INODE = "proc_inode"."vfs_inode";
+    OFF_PROC_INODE_PDE = "proc_inode"."pde";
+    OFF_PROC_INODE_SYSCTL = "proc_inode"."sysctl";
 }
 
 /// Kernel struct fields only some supported kernels have: the read-only global holds the byte
@@ -599,7 +611,7 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<SessionInfo>(), 24);
         assert_eq!(size_of::<CgroupSession>(), 32);
-        assert_eq!(size_of::<SessionCounters>(), 40);
+        assert_eq!(size_of::<SessionCounters>(), 48);
         assert_eq!(size_of::<GrantValue>(), 16);
         assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 16 + 2 * PATH_MAX);
     }

@@ -6,7 +6,11 @@
 use fp_common::kernel::{Hook, Op, Reason};
 
 use crate::{
-    kernel::{OFF_FILE_F_INODE, OFF_INODE_I_MODE, load, loaded_identity, off},
+    kernel::{
+        OFF_FILE_F_INODE, OFF_INODE_I_MODE, OFF_INODE_I_SB, OFF_PROC_INODE_PDE,
+        OFF_PROC_INODE_SYSCTL, OFF_PROC_INODE_VFS_INODE, OFF_SUPER_BLOCK_S_MAGIC, PROC_SUPER_MAGIC,
+        load, loaded_identity, off, read,
+    },
     protect::refuse_without_path,
     session::Session,
 };
@@ -39,6 +43,43 @@ pub(crate) fn refuse_block_device(session: &Session, file: u64, op: Op) -> Optio
     })
 }
 
+/// Filesystems whose files are the kernel's own settings (`s_magic`): sysfs (uevent_helper, module
+/// parameters, devices), tracefs and debugfs (kernel memory), securityfs (LSM policies), efivarfs
+/// (firmware variables), configfs.
+const KERNEL_FILESYSTEMS: [u64; 6] =
+    [0x6265_6572, 0x7472_6163, 0x6462_6720, 0x7363_6673, 0xde5e_81e4, 0x6265_6570];
+
+/// Refuses an open for writing of a kernel setting, by filesystem and inode rather than path (a
+/// name can be another mount of the same files): a file of [`KERNEL_FILESYSTEMS`], or a procfs
+/// file of the kernel's own rather than of a process, a sysctl (`core_pattern` and `modprobe` name
+/// programs the kernel runs outside every session) or another `/proc` entry (`sysrq-trigger`).
+/// `/proc/PID/*` stays the policy's.
+#[inline(always)]
+pub(crate) fn refuse_kernel_setting(session: &Session, file: u64) -> Option<i32> {
+    let inode: u64 = load(file, off(&OFF_FILE_F_INODE));
+    let sb: u64 = load(inode, off(&OFF_INODE_I_SB));
+    let magic: u64 = load(sb, off(&OFF_SUPER_BLOCK_S_MAGIC));
+    let kernel = match magic {
+        PROC_SUPER_MAGIC => {
+            // `struct proc_inode` holds the inode; `inode` is a BTF pointer, this a number.
+            let proc = inode - off(&OFF_PROC_INODE_VFS_INODE) as u64;
+            // Unreadable: refused (fail closed).
+            let set = |at: usize| read::<u64>(proc, at).map_or(true, |p| p != 0);
+            set(off(&OFF_PROC_INODE_PDE)) || set(off(&OFF_PROC_INODE_SYSCTL))
+        }
+        _ => KERNEL_FILESYSTEMS.contains(&magic),
+    };
+    kernel.then(|| {
+        refuse_without_path(
+            session,
+            Hook::FileOpen,
+            Op::Write,
+            Reason::Boundary,
+            loaded_identity(inode),
+        )
+    })
+}
+
 /// Refuses every kernel interface the kernel's lockdown guards (`enum lockdown_reason`, in the
 /// event's inode field): /dev/mem and /dev/port, /proc/kcore, kexec, raw I/O ports and MSRs,
 /// kprobes and kernel perf events, tracefs, debugfs, unsigned modules: a session runs as under
@@ -57,4 +98,33 @@ pub(crate) fn refuse_kernel_load(session: &Session, hook: Hook, id: u32) -> i32 
         return 0;
     }
     refuse_without_path(session, hook, Op::Write, Reason::Boundary, (id as u64, 0))
+}
+
+/// `perf_event_open`'s check of every call (`PERF_SECURITY_OPEN`); the others are of a CPU-wide
+/// event (1), of one that counts or samples the kernel (2) and of a tracepoint (3).
+const PERF_SECURITY_OPEN: u32 = 0;
+
+/// Refuses a perf event beyond the counters of processes (the event's inode field names the
+/// check): CPU-wide events see every process, kernel ones and tracepoints the kernel. Counting a
+/// process's user space (`perf stat -e cycles:u`) passes; which process is the ptrace check's.
+#[inline(always)]
+pub(crate) fn refuse_perf_event(session: &Session, check: u32) -> i32 {
+    if check == PERF_SECURITY_OPEN {
+        return 0;
+    }
+    refuse_without_path(
+        session,
+        Hook::PerfEventOpen,
+        Op::Write,
+        Reason::Boundary,
+        (check as u64, 0),
+    )
+}
+
+/// Refuses a module the kernel would load for the session (an unknown device, protocol, binary
+/// format or filesystem asks for one): modprobe runs outside every session, and a module it loads
+/// is kernel code.
+#[inline(always)]
+pub(crate) fn refuse_module_request(session: &Session) -> i32 {
+    refuse_without_path(session, Hook::KernelModuleRequest, Op::Write, Reason::Boundary, (0, 0))
 }

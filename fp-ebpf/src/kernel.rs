@@ -62,6 +62,9 @@ offsets!(
     OFF_CGROUP_KN,
     OFF_KERNFS_NODE_ID,
     OFF_FILE_F_OWNER,
+    OFF_PROC_INODE_VFS_INODE,
+    OFF_PROC_INODE_PDE,
+    OFF_PROC_INODE_SYSCTL,
     // fp_common::kernel::OPTIONAL_FIELDS: the offset plus one, 0 where the kernel lacks it.
     OFF_FOWN_STRUCT_FILE,
 );

@@ -61,6 +61,9 @@ fn reserve(
     if outcome.reason == Reason::Unresolved {
         count(session.id, |c| unsafe { &raw mut (*c).unresolved });
     }
+    if outcome.reason == Reason::Boundary {
+        count(session.id, |c| unsafe { &raw mut (*c).boundary });
+    }
     let entry = EVENTS.reserve::<DecisionEvent>(0);
     if entry.is_none() {
         count(session.id, |c| unsafe { &raw mut (*c).dropped });

@@ -11,6 +11,21 @@ mkdir -p $B/open
 # Nodes made outside the session, under names no rule denies: a loop block device and /dev/mem.
 mknod $B/open/blk b 7 0
 mknod $B/open/mem c 1 1
+cat /sys/kernel/mm/transparent_hugepage/enabled > $B/open/thp
+# An unregistered character device (major 240, for local use), whose open asks for a module, and
+# a modprobe that leaves a mark if the kernel ran it.
+mknod $B/open/nodev c 240 0
+cat /proc/sys/kernel/modprobe > $B/open/modprobe.was
+printf '#!/bin/sh\ntouch %s/open/modprobe-ran\n' $B > $B/open/modprobe
+chmod +x $B/open/modprobe
+echo $B/open/modprobe > /proc/sys/kernel/modprobe
+"#,
+    after: r#"
+cat $B/open/modprobe.was > /proc/sys/kernel/modprobe
+[ ! -e $B/open/modprobe-ran ] || { echo "the kernel ran modprobe for the session" >&2; exit 1; }
+[ "$(cat /proc/sys/kernel/core_pattern)" != "|/bin/true" ] || { echo "core_pattern was written" >&2; exit 1; }
+[ "$(cat /proc/sys/kernel/modprobe)" != /bin/true ] || { echo "modprobe was written" >&2; exit 1; }
+[ "$(cat /sys/kernel/mm/transparent_hugepage/enabled)" = "$(cat $B/open/thp)" ] || { echo "sysfs was written" >&2; exit 1; }
 "#,
     ..Suite::PLAIN
 };
@@ -30,7 +45,23 @@ escape_suite! {
     kexec_load: denied("kernel_load_data", "write", "kexec image") => r#"perl -e 'syscall(246, 0, 0, 0, 0) == 0 or die "$!\n"'"#;
     init_module: denied("kernel_load_data", "write", "module") => r#"perl -e 'my ($image, $args) = ("x" x 64, ""); syscall(175, $image, 64, $args) == 0 or die "$!\n"'"#;
     finit_module: denied("kernel_read_file", "write", "module") => r#"perl -e 'open(my $f, "<", "/bin/true") or die "$!\n"; my $args = ""; syscall(313, fileno($f), $args, 0) == 0 or die "$!\n"'"#;
+    // Kernel settings, by whatever name: sysctls that name programs the kernel runs outside every
+    // session, a sysfs setting, /proc/sysrq-trigger (h: help, harmless were it written).
+    sysctl_core_pattern: denied("file_open", "write", "") => "echo '|/bin/true' > /proc/sys/kernel/core_pattern";
+    sysctl_modprobe: denied("file_open", "write", "") => "echo /bin/true > /proc/sys/kernel/modprobe";
+    sysfs_setting: denied("file_open", "write", "") => "echo never > /sys/kernel/mm/transparent_hugepage/enabled";
+    sysrq_trigger: denied("file_open", "write", "") => "echo h > /proc/sysrq-trigger";
+    // perf_event_open(2) (298) of a task clock (a software event: PERF_TYPE_SOFTWARE 1, config
+    // 1; struct perf_event_attr's first 64 bytes) counting the kernel too (pid 0, cpu -1), and
+    // CPU-wide (pid -1, cpu 0) with exclude_kernel (bit 5 of the flags word).
+    perf_kernel_counter: denied("perf_event_open", "write", "perf event: kernel") => r#"perl -e 'my $attr = pack("LLQQQQQLLQ", 1, 64, 1, 0, 0, 0, 0, 0, 0, 0); syscall(298, $attr, 0, -1, -1, 0) >= 0 or die "$!\n"'"#;
+    perf_cpu_wide: denied("perf_event_open", "write", "perf event: cpu-wide") => r#"perl -e 'my $attr = pack("LLQQQQQLLQ", 1, 64, 1, 0, 0, 0, 1 << 5, 0, 0, 0); syscall(298, $attr, -1, 0, -1, 0) >= 0 or die "$!\n"'"#;
+    // A module asked for by opening an unregistered device: the open fails (ENXIO) either way;
+    // the command reports the refusal unless the kernel ran modprobe (the setup's mark).
+    module_autoload: denied("kernel_module_request", "write", "module request") => "cat $B/open/nodev 2>/dev/null; [ ! -e $B/open/modprobe-ran ] || { echo 'the kernel ran modprobe'; exit 1; }; echo 'Permission denied: no module was requested'; exit 1";
     // What a shell and common tools need keeps working.
+    perf_own_user_counter: Allowed => r#"perl -e 'my $attr = pack("LLQQQQQLLQ", 1, 64, 1, 0, 0, 0, 3 << 5, 0, 0, 0); syscall(298, $attr, 0, -1, -1, 0) >= 0 or die "$!\n"'"#;
+    own_proc_files_are_written: Allowed => "echo 500 > /proc/self/oom_score_adj && cat /proc/sys/kernel/ostype > /dev/null";
     whiteout_and_fifo_are_made: Allowed => "mknod $B/open/wh c 0 0 && rm $B/open/wh && mkfifo $B/open/fifo && rm $B/open/fifo";
     character_devices_work: Allowed => "head -c 16 /dev/urandom > /dev/null && head -c 1 /dev/zero > /dev/null && echo x > /dev/null && head -c 1 /dev/random > /dev/null";
     a_pty_opens: Allowed => r#"python3 -c 'import os; m, s = os.openpty(); os.write(s, b"x"); assert os.read(m, 1) == b"x"'"#;

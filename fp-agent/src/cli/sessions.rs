@@ -114,8 +114,9 @@ fn table(sessions: &[SessionSummary]) -> String {
     if sessions.is_empty() {
         return "no sessions\n".to_owned();
     }
-    let header = ["ID", "AGENT", "MODE", "PIDS", "DENIALS", "STARTED", "POLICY"].map(String::from);
-    let rows: Vec<[String; 7]> = sessions
+    let header = ["ID", "AGENT", "MODE", "PIDS", "DENIALS", "BOUNDARY", "STARTED", "POLICY"]
+        .map(String::from);
+    let rows: Vec<[String; 8]> = sessions
         .iter()
         .map(|s| {
             [
@@ -124,6 +125,7 @@ fn table(sessions: &[SessionSummary]) -> String {
                 s.mode.as_str().to_owned(),
                 s.pids.to_string(),
                 s.denials.to_string(),
+                s.boundary.to_string(),
                 s.started_at.clone(),
                 s.policy_hash.chars().take(19).collect(),
             ]
@@ -160,14 +162,15 @@ mod tests {
             pids: 3,
             mode: Mode::Audit,
             denials: 12,
+            boundary: 2,
             dropped: 0,
             started_at: "2026-11-21T14:00:00Z".into(),
             policy_hash: "sha256:0123456789abcdef".into(),
         };
         assert_eq!(
             table(&[session]),
-            "ID   AGENT   MODE   PIDS  DENIALS  STARTED               POLICY\n\
-             s12  claude  audit  3     12       2026-11-21T14:00:00Z  sha256:0123456789ab\n"
+            "ID   AGENT   MODE   PIDS  DENIALS  BOUNDARY  STARTED               POLICY\n\
+             s12  claude  audit  3     12       2         2026-11-21T14:00:00Z  sha256:0123456789ab\n"
         );
     }
 }

@@ -44,6 +44,7 @@ impl SessionHost for FakeHost {
             pids: 1,
             mode: req.mode.unwrap(),
             denials: 0,
+            boundary: 0,
             dropped: 0,
             started_at: "2026-11-21T14:00:00Z".into(),
             policy_hash: "sha256:aa".into(),

@@ -637,6 +637,7 @@ mod tests {
         named.extend([
             programs::INODE_SETATTR_IDMAP,
             programs::BPF_KERNEL,
+            programs::PERF_EVENT_OPEN_TYPE,
             programs::PROBE,
             programs::PROBE_CGROUP,
         ]);

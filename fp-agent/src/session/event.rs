@@ -27,7 +27,8 @@ pub fn target_process(ev: &DecisionEvent) -> Option<(u32, u64)> {
 
 /// The kernel interface a refusal of the floor names (fp-ebpf's `floor`), from the event's inode
 /// field: the kernel's `enum lockdown_reason`, or what was handed to the kernel (`enum
-/// kernel_load_data_id`, the same numbers as `kernel_read_file_id`).
+/// kernel_load_data_id`, the same numbers as `kernel_read_file_id`), the check of a perf event
+/// (`PERF_SECURITY_*`), a module request.
 pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
     const LOADED: [&str; 7] = [
         "unknown",
@@ -40,6 +41,13 @@ pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
     ];
     match Hook::from_u8(ev.hook)? {
         Hook::LockedDown => Some(format!("lockdown reason {}", ev.ino)),
+        Hook::PerfEventOpen => Some(match ev.ino {
+            1 => "perf event: cpu-wide".to_owned(),
+            2 => "perf event: kernel".to_owned(),
+            3 => "perf event: tracepoint".to_owned(),
+            check => format!("perf event: check {check}"),
+        }),
+        Hook::KernelModuleRequest => Some("module request".to_owned()),
         Hook::KernelLoadData | Hook::KernelReadFile => Some(match LOADED.get(ev.ino as usize) {
             Some(what) => format!("kernel load of a {what}"),
             None => format!("kernel load id {}", ev.ino),
@@ -287,6 +295,8 @@ mod tests {
         assert!(line(&ev, &ctx()).contains("kernel_read_file kernel load of a module by"));
         ev.ino = 99;
         assert!(line(&ev, &ctx()).contains("kernel load id 99 by"));
+        (ev.hook, ev.ino) = (Hook::PerfEventOpen as u8, 2);
+        assert!(line(&ev, &ctx()).contains("perf_event_open perf event: kernel by"));
     }
 
     #[test]

@@ -88,6 +88,10 @@ pub struct Summary {
     pub pids: u32,
     pub mode: Mode,
     pub denials: u64,
+    /// The share of `denials` at the session boundary: processes outside the session, devices
+    /// and kernel interfaces (docs/threat-model.md, "The session boundary").
+    #[serde(default)]
+    pub boundary: u64,
     /// Decision events the kernel could not queue so far (they become a loss record).
     #[serde(default)]
     pub dropped: u64,
@@ -450,6 +454,7 @@ impl Manager {
             pids: live.cgroup.pids().len() as u32,
             mode: live.settings.mode,
             denials: counters.denied,
+            boundary: counters.boundary,
             dropped: counters.dropped,
             started_at: live.settings.started_at.clone(),
             policy_hash: live.context.policy_hash.clone(),

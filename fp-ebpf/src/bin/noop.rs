@@ -67,6 +67,9 @@ noop! {
     noop_locked_down = "locked_down", 1;
     noop_kernel_load_data = "kernel_load_data", 2;
     noop_kernel_read_file = "kernel_read_file", 3;
+    noop_perf_event_open = "perf_event_open", 2;
+    noop_perf_event_open_type = "perf_event_open", 1;
+    noop_kernel_module_request = "kernel_module_request", 1;
 }
 
 /// d_instantiate returns nothing.

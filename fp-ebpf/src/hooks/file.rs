@@ -9,7 +9,7 @@ use super::{in_session, in_session_cgroup};
 use crate::{
     created,
     decide::{answered, decide_file},
-    floor::refuse_block_device,
+    floor::{refuse_block_device, refuse_kernel_setting},
     kernel::{
         F_FLAGS_EXEC, F_FLAGS_TMPFILE, FMODE_CREATED, FMODE_EXEC, FMODE_READ, FMODE_WRITE,
         OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, load, off, pseudo_file,
@@ -24,7 +24,7 @@ use crate::{
 /// path_truncate (6.1) or file_truncate (6.2+). The open of a file it just created takes
 /// path_mknod's decision on its name (crate::created).
 /// A pseudo filesystem's file (a pidfd on 6.9+) is no path object ([`pseudo_file`]). A block
-/// device is refused by any name (crate::floor).
+/// device is refused by any name, and so is writing a kernel setting (crate::floor).
 #[lsm_cgroup(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
@@ -50,6 +50,9 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
             (Op::Read, false)
         };
         if let Some(refused) = refuse_block_device(session, file, op) {
+            return refused;
+        }
+        if writes && let Some(refused) = refuse_kernel_setting(session, file) {
             return refused;
         }
         // What the verdict cache would answer right away, without looking it up.
