@@ -97,7 +97,7 @@ const GOALS: [(&str, &str, &str, f64, &[&str]); 7] = [
     ("inside-prompt/inside", "inside-prompt", "inside", 1.10, &["tar-x", "build"]),
 ];
 /// The workloads: (name, unit, scale from the guest's ns).
-const WORKLOADS: [(&str, &str, f64); 9] = [
+const WORKLOADS: [(&str, &str, f64); 10] = [
     ("open-d2", "ns/op", 1.0),
     ("open+close", "ns/op", 1.0),
     ("open-d8", "ns/op", 1.0),
@@ -105,6 +105,7 @@ const WORKLOADS: [(&str, &str, f64); 9] = [
     ("churn", "ns/op", 1.0),
     ("tar-x", "ms", 1e-6),
     ("find+cat", "ms", 1e-6),
+    ("procs", "ms", 1e-6),
     ("git-status", "ms", 1e-6),
     ("build", "ms", 1e-6),
 ];
@@ -177,6 +178,8 @@ rm -rf $W/x && mkdir $W/x
 $LOAD churn $W/x $(($3 / 10)) 1 | out $1 churn $2
 timed $1 $2 tar-x 'tar -xf $W/tree.tar -C $W/x'
 timed $1 $2 find+cat 'find $W/x -type f -exec cat {} + > /dev/null'
+# Many short processes: forks, execs, pipes and their signals (the boundary's global hooks).
+timed $1 $2 procs 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do echo $i | cat | wc -c > /dev/null; sh -c "kill -0 \$\$"; done'
 if command -v cc > /dev/null; then
   mkdir $W/x/obj $W/x/tmp
   timed $1 $2 build '(cd $W/x/obj && TMPDIR=$W/x/tmp cc -O0 -o prog $W/main.c $W/x/src/d1/f[0-4].c)'
