@@ -87,6 +87,8 @@ hooks! {
     KernelReadFile = 36, "kernel_read_file";
     PerfEventOpen = 37, "perf_event_open";
     KernelModuleRequest = 38, "kernel_module_request";
+    FileIoctl = 39, "file_ioctl";
+    FileIoctlCompat = 40, "file_ioctl_compat";
 }
 
 impl Hook {
@@ -96,9 +98,13 @@ impl Hook {
 
     /// Hooks that only some supported kernels have, because the operation they guard goes through
     /// another hook there: ftruncate and O_TRUNC reach path_truncate before 6.2, and POSIX ACLs
-    /// reach inode_setxattr/inode_removexattr before 6.2.
+    /// reach inode_setxattr/inode_removexattr before 6.2; a 32-bit caller's ioctl reaches
+    /// file_ioctl on the 6.1 releases from before file_ioctl_compat was backported (2024).
     pub fn is_optional(self) -> bool {
-        matches!(self, Self::FileTruncate | Self::InodeSetAcl | Self::InodeRemoveAcl)
+        matches!(
+            self,
+            Self::FileTruncate | Self::InodeSetAcl | Self::InodeRemoveAcl | Self::FileIoctlCompat
+        )
     }
 
     /// BPF program for this hook on a kernel whose `bpf_lsm_<hook>` takes `params`: hooks whose

@@ -10,7 +10,7 @@
 //! evaluation), `decide`, `cache` (the verdict cache), `created`
 //! (the creation slot), `dirs` (the directory cache), `moves`
 //! (renames and links), `prompt`, `protect`, `boundary` (the session boundary), `sigio` (the boundary for a file's
-//! signals), `floor` (devices and kernel interfaces), `report` (the event) and `hooks` (the `#[lsm]`
+//! signals), `floor` (devices and kernel interfaces), `terminal` (TIOCSTI and TIOCLINUX), `report` (the event) and `hooks` (the `#[lsm]`
 //! programs by object family).
 #![no_std]
 #![no_main]
@@ -35,4 +35,5 @@ mod runtime;
 mod session;
 mod sigio;
 mod tables;
+mod terminal;
 mod walk;

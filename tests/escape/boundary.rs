@@ -4,14 +4,29 @@
 //! as root, and as an ordinary user (`as_nobody::`).
 use fp_tests::{Expect::Allowed, Suite, denied, escape_suite};
 
+/// The setup's outer terminal: a pty that an outsider holds open (the user's shell's terminal,
+/// which the session may share), its name in `$B/open/tty`, writable by every user.
+macro_rules! outer_terminal {
+    () => {
+        r#"
+python3 -c 'import os, sys, time; m, s = os.openpty(); n = os.ttyname(s); os.chmod(n, 0o666); open(sys.argv[1] + ".new", "w").write(n); os.rename(sys.argv[1] + ".new", sys.argv[1]); time.sleep(600)' $B/open/tty < /dev/null > /dev/null 2>&1 & echo $! > $B/open/tty.pid
+for i in $(seq 600); do [ -s $B/open/tty ] && break; sleep 0.1; done
+[ -s $B/open/tty ]
+"#
+    };
+}
+
 const SUITE: Suite = Suite {
     name: "escape-boundary",
-    setup: r#"
+    setup: concat!(
+        r#"
 mkdir -p $B/open
 # An outsider of the session's user, alive for the whole session, with a token in its
 # environment.
 FP_TOKEN=outsider-token setsid sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > $B/open/outsider.pid
 "#,
+        outer_terminal!()
+    ),
     deny: &[],
     before_fp: "",
     keep_fds: &[],
@@ -20,6 +35,15 @@ pid=$(cat $B/open/outsider.pid)
 state=$(sed 's/.*) //' /proc/$pid/stat | cut -c1)
 kill -9 $pid
 [ "$state" = S ] || { echo "the outsider was signalled: state $state" >&2; exit 1; }
+# What the outer terminal's next reader would get: nothing was typed into it.
+typed=$(python3 -c 'import os, sys; fd = os.open(open(sys.argv[1]).read(), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+try:
+    typed = os.read(fd, 64)
+    typed and print(repr(typed))
+except BlockingIOError:
+    pass' $B/open/tty)
+kill $(cat $B/open/tty.pid)
+[ -z "$typed" ] || { echo "the session typed into the outer terminal: $typed" >&2; exit 1; }
 "#,
     policy: None,
     watch: &[],
@@ -30,10 +54,13 @@ kill -9 $pid
 /// The same, as an ordinary user: the session and its outsider run as `nobody`.
 const AS_NOBODY: Suite = Suite {
     name: "escape-boundary-nobody",
-    setup: r#"
+    setup: concat!(
+        r#"
 mkdir -p $B/open
 FP_TOKEN=outsider-token setsid setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > $B/open/outsider.pid
 "#,
+        outer_terminal!()
+    ),
     user: Some("nobody"),
     ..SUITE
 };
@@ -65,6 +92,14 @@ escape_suite! {
     // is still running.
     sigio_to_outsider: denied("file_send_sigiotask", "write", "process ") => r#"perl -e 'pipe(my $r, my $w) or die "$!\n"; fcntl($r, 8, $ARGV[0]+0) or die "$!\n"; fcntl($r, 10, 19) or die "$!\n"; fcntl($r, 4, 0x2000) or die "$!\n"; syswrite($w, "x"); select(undef, undef, undef, 0.5); open(my $s, "<", "/proc/$ARGV[0]/stat") or die "$!\n"; (<$s> =~ /\) (\S)/ and $1 eq "T") and die "the outsider was stopped\n"; die "Permission denied: no signal reached the outsider\n"' $(cat $B/open/outsider.pid)"#;
     sigio_to_self: Allowed => r#"perl -e 'my $got = 0; $SIG{IO} = sub { $got = 1 }; pipe(my $r, my $w) or die "$!\n"; fcntl($r, 8, $$+0) or die "$!\n"; fcntl($r, 4, 0x2000) or die "$!\n"; syswrite($w, "x"); for (1..40) { last if $got; select(undef, undef, undef, 0.05) } $got or die "no SIGIO\n"'"#;
+    // Input queued on the outer terminal (TIOCSTI, one byte a call), which its shell would run
+    // after the session; a console's selection pasted as input (TIOCLINUX, subcommand 3): both
+    // refused on any file, before the driver.
+    tiocsti_into_outer_terminal: denied("file_ioctl", "write", "ioctl TIOCSTI") => r#"python3 -c 'import fcntl, os, sys, termios; fd = os.open(open(sys.argv[1]).read(), os.O_RDWR | os.O_NOCTTY); [fcntl.ioctl(fd, termios.TIOCSTI, bytes([c])) for c in b"id\n"]' $B/open/tty"#;
+    tioclinux_paste: denied("file_ioctl", "write", "ioctl TIOCLINUX") => r#"python3 -c 'import fcntl, os, sys; fd = os.open(open(sys.argv[1]).read(), os.O_RDWR | os.O_NOCTTY); fcntl.ioctl(fd, 0x541C, bytes([3]))' $B/open/tty"#;
+    // A shell's own use of its terminal keeps working: an interactive bash on a new pty (its
+    // controlling terminal) with job control, window size and termios.
+    terminal_job_control: Allowed => r#"python3 -c 'import os, pty, sys; pid, fd = pty.fork(); pid == 0 and os.execlp("bash", "bash", "--norc", "--noprofile", "-i", "-c", "case $- in *m*) ;; *) exit 3;; esac; stty rows 30 cols 100 && [ \"$(stty size)\" = \"30 100\" ] && { sleep 0.1 & fg %1; } && stty -echo && exit 7"); st = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]); sys.exit(0 if st == 7 else "job control failed: %d" % st)'"#;
     // The session's own processes stay reachable: ps, signals, /proc, memory, fds.
     ps_lists_every_process: Allowed => "ps -e -o pid,stat,comm > /dev/null && ps -p $(cat $B/open/outsider.pid) > /dev/null";
     own_processes_are_reachable: Allowed => "sleep 30 & p=$!; kill -0 $p && cat /proc/$p/environ > /dev/null && ls /proc/$p/fd > /dev/null && perl -e 'my $fd = syscall(434, $ARGV[0]+0, 0); die \"$!\\n\" if $fd < 0; syscall(438, $fd, 0, 0) >= 0 or die \"$!\\n\"' $p && kill -STOP $p && kill -CONT $p && kill $p";

@@ -28,7 +28,7 @@ pub fn target_process(ev: &DecisionEvent) -> Option<(u32, u64)> {
 /// The kernel interface a refusal of the floor names (fp-ebpf's `floor`), from the event's inode
 /// field: the kernel's `enum lockdown_reason`, or what was handed to the kernel (`enum
 /// kernel_load_data_id`, the same numbers as `kernel_read_file_id`), the check of a perf event
-/// (`PERF_SECURITY_*`), a module request.
+/// (`PERF_SECURITY_*`), a module request, the terminal ioctl (`TIOCSTI`, `TIOCLINUX`).
 pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
     const LOADED: [&str; 7] = [
         "unknown",
@@ -48,6 +48,11 @@ pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
             check => format!("perf event: check {check}"),
         }),
         Hook::KernelModuleRequest => Some("module request".to_owned()),
+        Hook::FileIoctl | Hook::FileIoctlCompat => Some(match ev.ino {
+            0x5412 => "ioctl TIOCSTI".to_owned(),
+            0x541C => "ioctl TIOCLINUX".to_owned(),
+            cmd => format!("ioctl {cmd:#x}"),
+        }),
         Hook::KernelLoadData | Hook::KernelReadFile => Some(match LOADED.get(ev.ino as usize) {
             Some(what) => format!("kernel load of a {what}"),
             None => format!("kernel load id {}", ev.ino),
@@ -297,6 +302,10 @@ mod tests {
         assert!(line(&ev, &ctx()).contains("kernel load id 99 by"));
         (ev.hook, ev.ino) = (Hook::PerfEventOpen as u8, 2);
         assert!(line(&ev, &ctx()).contains("perf_event_open perf event: kernel by"));
+        (ev.hook, ev.ino) = (Hook::FileIoctl as u8, 0x5412);
+        assert!(line(&ev, &ctx()).contains("file_ioctl ioctl TIOCSTI by"));
+        (ev.hook, ev.ino) = (Hook::FileIoctlCompat as u8, 0x541C);
+        assert!(line(&ev, &ctx()).contains("file_ioctl_compat ioctl TIOCLINUX by"));
     }
 
     #[test]

@@ -70,6 +70,8 @@ noop! {
     noop_perf_event_open = "perf_event_open", 2;
     noop_perf_event_open_type = "perf_event_open", 1;
     noop_kernel_module_request = "kernel_module_request", 1;
+    noop_file_ioctl = "file_ioctl", 3;
+    noop_file_ioctl_compat = "file_ioctl_compat", 3;
 }
 
 /// d_instantiate returns nothing.

@@ -13,6 +13,7 @@ mod mount;
 mod path;
 mod sigio;
 mod task;
+mod terminal;
 
 use aya_ebpf::helpers::generated::bpf_set_retval;
 
