@@ -114,22 +114,25 @@ impl Access {
     }
 }
 
-/// What `fp policy explain --op` decides: one op on each path, or a move from one path to
-/// another. Its values are the ops' names.
+/// What `fp policy explain --op` decides: one op on each path, a move from one path to
+/// another, or a connection to a unix socket served from outside the session. Its values are
+/// the ops' names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExplainOp {
     File(Op),
     Move(MoveKind),
+    Connect,
 }
 
 impl ExplainOp {
-    const ALL: [ExplainOp; 6] = [
+    const ALL: [ExplainOp; 7] = [
         ExplainOp::File(Op::Read),
         ExplainOp::File(Op::Write),
         ExplainOp::File(Op::Delete),
         ExplainOp::Move(MoveKind::Rename),
         ExplainOp::Move(MoveKind::Exchange),
         ExplainOp::Move(MoveKind::Link),
+        ExplainOp::Connect,
     ];
 }
 
@@ -142,9 +145,13 @@ impl clap::ValueEnum for ExplainOp {
         let value = match self {
             ExplainOp::File(op) => clap::builder::PossibleValue::new(op.name()),
             ExplainOp::Move(kind) => clap::builder::PossibleValue::new(kind.name()),
+            ExplainOp::Connect => clap::builder::PossibleValue::new("connect"),
         };
         Some(match self {
             ExplainOp::File(_) => value,
+            ExplainOp::Connect => {
+                value.help("connect(2) or send to a unix socket (PATH or @NAME) served from outside the session")
+            }
             ExplainOp::Move(MoveKind::Rename) => value.help("rename(SRC, DST)"),
             ExplainOp::Move(MoveKind::Exchange) => {
                 value.help("renameat2(SRC, DST, RENAME_EXCHANGE)")
@@ -175,7 +182,7 @@ mod tests {
             .iter()
             .map(|op| op.to_possible_value().unwrap().get_name().to_owned())
             .collect();
-        assert_eq!(names, ["read", "write", "delete", "rename", "exchange", "link"]);
+        assert_eq!(names, ["read", "write", "delete", "rename", "exchange", "link", "connect"]);
         assert_eq!(ExplainOp::from_str("link", false), Ok(ExplainOp::Move(MoveKind::Link)));
         assert_eq!(ExplainOp::from_str("read", false), Ok(ExplainOp::File(Op::Read)));
     }

@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 14;
+pub const ABI_VERSION: u32 = 15;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -89,6 +89,8 @@ hooks! {
     KernelModuleRequest = 38, "kernel_module_request";
     FileIoctl = 39, "file_ioctl";
     FileIoctlCompat = 40, "file_ioctl_compat";
+    UnixStreamConnect = 41, "unix_stream_connect";
+    UnixMaySend = 42, "unix_may_send";
 }
 
 impl Hook {
@@ -161,6 +163,8 @@ pub mod maps {
     pub const FOWNERS: &str = "FOWNERS";
     /// Owners set by session processes that `FOWNERS` had no room for.
     pub const FOWNERS_LOST: &str = "FOWNERS_LOST";
+    /// The unix sockets served from outside each session that its policy names (`sockets`).
+    pub const UNIX_PEERS: &str = "UNIX_PEERS";
     /// The per-CPU scratch value of a decision: never read by userspace, nor pinned.
     pub const SCRATCH: &str = "SCRATCH";
     /// The programs' verdict cache (docs/performance.md, The verdict cache): never read by
@@ -177,7 +181,7 @@ pub mod maps {
     pub const OWNERS: &str = "OWNERS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`UNPINNED`].
-    pub const PINNED: [&str; 16] = [
+    pub const PINNED: [&str; 17] = [
         SESSIONS,
         CGROUP_SESSION,
         COUNTERS,
@@ -194,6 +198,7 @@ pub mod maps {
         GRANTS,
         FOWNERS,
         FOWNERS_LOST,
+        UNIX_PEERS,
     ];
 
     /// The maps only the programs use, never pinned: the scratch value and the caches.
@@ -300,6 +305,57 @@ pub struct SessionInfo {
     /// would find nothing, so the programs skip it (most files lie on devices no rule's target
     /// does). Written with `tables`, in the same update.
     pub inode_devices: u64,
+}
+
+/// Bytes of a unix socket's `sun_path`: an abstract name is at most one less (its leading NUL).
+pub const UNIX_NAME_MAX: usize = 108;
+
+/// Bytes of [`UnixPeerKey::name`]: [`UNIX_NAME_MAX`] rounded up to a power of two, so that a
+/// program can bound a copy's length with a mask the verifier of every kernel keeps.
+pub const UNIX_KEY_NAME: usize = 128;
+
+/// Key of the `UNIX_PEERS` map: a unix socket served from outside a session that the session's
+/// policy names, by the identity of its file (a socket bound to a path: `ino`, `dev`, the
+/// kernel's encoding) or by its abstract name (`len` bytes of `name`, without the leading NUL,
+/// the rest zero). The value is unused (1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UnixPeerKey {
+    /// The session's cgroup id.
+    pub session: u64,
+    pub ino: u64,
+    pub dev: u32,
+    pub len: u32,
+    pub name: [u8; UNIX_KEY_NAME],
+}
+
+impl UnixPeerKey {
+    /// The key of no socket, in `session`.
+    pub const fn new(session: u64) -> Self {
+        UnixPeerKey { session, ino: 0, dev: 0, len: 0, name: [0; UNIX_KEY_NAME] }
+    }
+
+    /// The key of the socket file `(ino, dev)`.
+    pub const fn file(session: u64, ino: u64, dev: u32) -> Self {
+        UnixPeerKey { ino, dev, ..Self::new(session) }
+    }
+
+    /// The key of the abstract name `name` (without its leading NUL); None when longer than a
+    /// `sun_path` holds.
+    pub fn abstract_name(session: u64, name: &[u8]) -> Option<Self> {
+        if name.len() >= UNIX_NAME_MAX {
+            return None;
+        }
+        let mut key = Self::new(session);
+        key.name.get_mut(..name.len())?.copy_from_slice(name);
+        key.len = name.len() as u32;
+        Some(key)
+    }
+
+    /// Whether the key names a socket: an unbound one (a `socketpair` end) has no name.
+    pub const fn names_a_socket(&self) -> bool {
+        self.ino != 0 || self.len != 0
+    }
 }
 
 /// Value of the `CGROUP_SESSION` cgroup storage: the session a session cgroup's attachment of the
@@ -588,6 +644,16 @@ kernel_fields! {
     OFF_PROC_INODE_VFS_INODE = "proc_inode"."vfs_inode";
     OFF_PROC_INODE_PDE = "proc_inode"."pde";
     OFF_PROC_INODE_SYSCTL = "proc_inode"."sysctl";
+    OFF_SOCKET_SK = "socket"."sk";
+    OFF_SOCK_SK_CGRP_DATA = "sock"."sk_cgrp_data";
+    OFF_SOCK_CGROUP_DATA_CGROUP = "sock_cgroup_data"."cgroup";
+    OFF_SOCK_SK_PEER_PID = "sock"."sk_peer_pid";
+    OFF_PID_NUMBERS = "pid"."numbers";
+    OFF_UPID_NR = "upid"."nr";
+    OFF_UNIX_SOCK_ADDR = "unix_sock"."addr";
+    OFF_UNIX_SOCK_PATH = "unix_sock"."path";
+    OFF_UNIX_ADDRESS_LEN = "unix_address"."len";
+    OFF_UNIX_ADDRESS_NAME = "unix_address"."name";
 }
 
 /// Kernel struct fields only some supported kernels have: the read-only global holds the byte
@@ -606,6 +672,7 @@ mod pod {
     unsafe impl aya::Pod for super::SessionCounters {}
     unsafe impl aya::Pod for super::DecisionEvent {}
     unsafe impl aya::Pod for super::GrantValue {}
+    unsafe impl aya::Pod for super::UnixPeerKey {}
 }
 
 #[cfg(test)]
@@ -616,6 +683,7 @@ mod tests {
     #[test]
     fn layouts_have_no_implicit_padding() {
         assert_eq!(size_of::<SessionInfo>(), 24);
+        assert_eq!(size_of::<UnixPeerKey>(), 8 + 8 + 4 + 4 + UNIX_KEY_NAME);
         assert_eq!(size_of::<CgroupSession>(), 32);
         assert_eq!(size_of::<SessionCounters>(), 48);
         assert_eq!(size_of::<GrantValue>(), 16);

@@ -27,22 +27,28 @@ fn cgroup_id(cgroup: u64) -> Result<u64, ()> {
     read(read::<u64>(cgroup, off(&OFF_CGROUP_KN))?, off(&OFF_KERNFS_NODE_ID))
 }
 
-/// The process `task` belongs to, and whether its cgroup v2 lies in the subtree of the session
-/// cgroup `session`: its ancestor at the session level is that cgroup (`cgroup_is_descendant`).
-/// Read with helper calls: `ancestors` is an array of pointers past the struct's end, which the
-/// verifier's typed loads do not reach.
+/// The id of the `struct cgroup *` `cgroup` (a cgroup v2), and whether it lies in the subtree of
+/// the session cgroup `session`: its ancestor at the session level is that cgroup
+/// (`cgroup_is_descendant`). Read with helper calls: `ancestors` is an array of pointers past the
+/// struct's end, which the verifier's typed loads do not reach.
+#[inline(always)]
+pub(crate) fn cgroup_in_session(cgroup: u64, session: u64) -> Result<(u64, bool), ()> {
+    let id = cgroup_id(cgroup)?;
+    let level = off(&SESSION_CGROUP_LEVEL);
+    if read::<i32>(cgroup, off(&OFF_CGROUP_LEVEL))? < level as i32 {
+        return Ok((id, false));
+    }
+    let ancestor: u64 = read(cgroup, off(&OFF_CGROUP_ANCESTORS) + level * 8)?;
+    Ok((id, cgroup_id(ancestor)? == session))
+}
+
+/// The process `task` belongs to, and whether its cgroup lies in the session's subtree.
 #[inline(always)]
 fn process(task: u64, session: u64) -> Result<(Target, bool), ()> {
     let tgid: u32 = read(task, off(&OFF_TASK_STRUCT_TGID))?;
     let css_set: u64 = read(task, off(&OFF_TASK_STRUCT_CGROUPS))?;
-    let cgroup: u64 = read(css_set, off(&OFF_CSS_SET_DFL_CGRP))?;
-    let target = Target { cgroup: cgroup_id(cgroup)?, tgid: tgid as u64 };
-    let level = off(&SESSION_CGROUP_LEVEL);
-    if read::<i32>(cgroup, off(&OFF_CGROUP_LEVEL))? < level as i32 {
-        return Ok((target, false));
-    }
-    let ancestor: u64 = read(cgroup, off(&OFF_CGROUP_ANCESTORS) + level * 8)?;
-    Ok((target, cgroup_id(ancestor)? == session))
+    let (cgroup, inside) = cgroup_in_session(read(css_set, off(&OFF_CSS_SET_DFL_CGRP))?, session)?;
+    Ok((Target { cgroup, tgid: tgid as u64 }, inside))
 }
 
 /// Refuses `hook` on `task` when its process is outside the session (a process of fp's own is

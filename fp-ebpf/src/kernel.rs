@@ -65,6 +65,16 @@ offsets!(
     OFF_PROC_INODE_VFS_INODE,
     OFF_PROC_INODE_PDE,
     OFF_PROC_INODE_SYSCTL,
+    OFF_SOCKET_SK,
+    OFF_SOCK_SK_CGRP_DATA,
+    OFF_SOCK_CGROUP_DATA_CGROUP,
+    OFF_SOCK_SK_PEER_PID,
+    OFF_PID_NUMBERS,
+    OFF_UPID_NR,
+    OFF_UNIX_SOCK_ADDR,
+    OFF_UNIX_SOCK_PATH,
+    OFF_UNIX_ADDRESS_LEN,
+    OFF_UNIX_ADDRESS_NAME,
     // fp_common::kernel::OPTIONAL_FIELDS: the offset plus one, 0 where the kernel lacks it.
     OFF_FOWN_STRUCT_FILE,
 );

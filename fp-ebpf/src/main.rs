@@ -10,7 +10,7 @@
 //! evaluation), `decide`, `cache` (the verdict cache), `created`
 //! (the creation slot), `dirs` (the directory cache), `moves`
 //! (renames and links), `prompt`, `protect`, `boundary` (the session boundary), `sigio` (the boundary for a file's
-//! signals), `floor` (devices and kernel interfaces), `terminal` (TIOCSTI and TIOCLINUX), `report` (the event) and `hooks` (the `#[lsm]`
+//! signals), `floor` (devices and kernel interfaces), `terminal` (TIOCSTI and TIOCLINUX), `unix` (unix sockets served from outside), `report` (the event) and `hooks` (the `#[lsm]`
 //! programs by object family).
 #![no_std]
 #![no_main]
@@ -36,4 +36,5 @@ mod session;
 mod sigio;
 mod tables;
 mod terminal;
+mod unix;
 mod walk;

@@ -175,3 +175,42 @@ pub(crate) fn report_process(session: &Session, outcome: &Outcome, what: &Report
     }
     entry.submit(0);
 }
+
+/// A unix socket a refusal at the session boundary names (crate::unix).
+pub(crate) struct Socket {
+    /// The process that serves it.
+    pub(crate) server: Target,
+    /// Its file's identity (a socket bound to a path; 0 otherwise).
+    pub(crate) ino: u64,
+    pub(crate) dev: u32,
+    /// The address its server bound it to: where the `sun_path` bytes lie in kernel memory and
+    /// how many there are, at most 108 (a path as the server wrote it, or an abstract name,
+    /// which starts with NUL).
+    pub(crate) address: u64,
+    pub(crate) len: u32,
+}
+
+/// Reports a refusal at the session boundary about a unix socket: the event names its server
+/// (as a target process; its cgroup alone for a datagram socket), its file by identity and its
+/// address (as the path).
+pub(crate) fn report_socket(session: &Session, outcome: &Outcome, what: &Report, socket: &Socket) {
+    let Some(mut entry) = reserve(session, outcome, what.denied) else {
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: `ev` is a reserved, exclusively owned ring buffer record of the right size.
+    unsafe {
+        stamp(ev, session, outcome, what, 0);
+        (*ev).target_cgroup = socket.server.cgroup;
+        (*ev).target_pid = socket.server.tgid as u32;
+        (*ev).ino = socket.ino;
+        (*ev).dev = socket.dev;
+        // Masked to the buffer, from a volatile read: see crate::unix.
+        let len = core::ptr::read_volatile(&socket.len) & (PATH_MAX as u32 - 1);
+        let to = (*ev).path.as_mut_ptr() as *mut c_void;
+        if bpf_probe_read_kernel(to, len, socket.address as *const c_void) == 0 {
+            (*ev).path_len = len;
+        }
+    }
+    entry.submit(0);
+}

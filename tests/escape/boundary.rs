@@ -16,6 +16,61 @@ for i in $(seq 600); do [ -s $B/open/tty ] && break; sleep 0.1; done
     };
 }
 
+/// The setup's socket helpers, outside the session: one process serving a stream socket in the
+/// denied tree (`secret/helper.sock`), an abstract one (`@$B/abstract-helper`) and a datagram one
+/// (`secret/helper.dgram`), which the policy does not name: any connection or datagram there
+/// leaves a mark (`open/helper-ran`) the after-script checks; and the sockets the policy names
+/// (`open/allowed.sock`, `@$B/allowed`, `open/log.sock` as a syslog socket), which answer.
+macro_rules! socket_helpers {
+    () => {
+        r#"
+cat > $B/open/helper.py <<'PY'
+import os, selectors, socket, sys
+b = sys.argv[1]
+def serve(address, kind=socket.SOCK_STREAM):
+    s = socket.socket(socket.AF_UNIX, kind)
+    s.bind(address)
+    if not address.startswith("\0"):
+        os.chmod(address, 0o666)
+    if kind == socket.SOCK_STREAM:
+        s.listen(8)
+    return s
+forbidden = [serve(b + "/secret/helper.sock"), serve("\0" + b + "/abstract-helper"), serve(b + "/secret/helper.dgram", socket.SOCK_DGRAM)]
+allowed = [serve(b + "/open/allowed.sock"), serve("\0" + b + "/allowed"), serve(b + "/open/log.sock", socket.SOCK_DGRAM)]
+sel = selectors.DefaultSelector()
+for s in forbidden + allowed:
+    sel.register(s, selectors.EVENT_READ)
+open(b + "/open/helper.ready", "w").close()
+while True:
+    for key, _ in sel.select():
+        s = key.fileobj
+        if s.type == socket.SOCK_STREAM:
+            c, _ = s.accept()
+            data = c.recv(64)
+            c.sendall(b"ok")
+            c.close()
+        else:
+            data = s.recv(4096)
+        if s in forbidden:
+            with open(b + "/open/helper-ran", "a") as f:
+                f.write(repr(data) + "\n")
+PY
+python3 $B/open/helper.py $B < /dev/null > /dev/null 2>&1 & echo $! > $B/open/helper.pid
+for i in $(seq 600); do [ -e $B/open/helper.ready ] && break; sleep 0.1; done
+[ -e $B/open/helper.ready ]
+mkdir -m 777 $B/open/shared
+"#
+    };
+}
+
+/// The policy: everything writable but the secret tree (as `--deny` of it), and the sockets the
+/// setup serves that the session may use.
+const POLICY: &str = r#"[file_policy]
+default = "write"
+deny_paths = ["$B/secret", "$B/secret/**"]
+sockets = ["$B/open/allowed.sock", "@$B/allowed", "$B/open/log.sock", "$B/open/shared/*.sock"]
+"#;
+
 const SUITE: Suite = Suite {
     name: "escape-boundary",
     setup: concat!(
@@ -25,7 +80,11 @@ mkdir -p $B/open
 # environment.
 FP_TOKEN=outsider-token setsid sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > $B/open/outsider.pid
 "#,
-        outer_terminal!()
+        outer_terminal!(),
+        socket_helpers!(),
+        r#"
+eval "$(ssh-agent -s -a $B/open/shared/ssh.sock)" > /dev/null; echo $SSH_AGENT_PID > $B/open/agent.pid
+"#
     ),
     deny: &[],
     before_fp: "",
@@ -44,8 +103,10 @@ except BlockingIOError:
     pass' $B/open/tty)
 kill $(cat $B/open/tty.pid)
 [ -z "$typed" ] || { echo "the session typed into the outer terminal: $typed" >&2; exit 1; }
+kill $(cat $B/open/helper.pid) $(cat $B/open/agent.pid)
+[ ! -e $B/open/helper-ran ] || { echo "a helper outside the session got: $(cat $B/open/helper-ran)" >&2; exit 1; }
 "#,
-    policy: None,
+    policy: Some(POLICY),
     watch: &[],
     never_read: Some("outsider-token"),
     user: None,
@@ -59,7 +120,11 @@ const AS_NOBODY: Suite = Suite {
 mkdir -p $B/open
 FP_TOKEN=outsider-token setsid setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600 < /dev/null > /dev/null 2>&1 & echo $! > $B/open/outsider.pid
 "#,
-        outer_terminal!()
+        outer_terminal!(),
+        socket_helpers!(),
+        r#"
+eval "$(setpriv --reuid=65534 --regid=65534 --clear-groups ssh-agent -s -a $B/open/shared/ssh.sock)" > /dev/null; echo $SSH_AGENT_PID > $B/open/agent.pid
+"#
     ),
     user: Some("nobody"),
     ..SUITE
@@ -100,6 +165,19 @@ escape_suite! {
     // A shell's own use of its terminal keeps working: an interactive bash on a new pty (its
     // controlling terminal) with job control, window size and termios.
     terminal_job_control: Allowed => r#"python3 -c 'import os, pty, sys; pid, fd = pty.fork(); pid == 0 and os.execlp("bash", "bash", "--norc", "--noprofile", "-i", "-c", "case $- in *m*) ;; *) exit 3;; esac; stty rows 30 cols 100 && [ \"$(stty size)\" = \"30 100\" ] && { sleep 0.1 & fg %1; } && stty -echo && exit 7"); st = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]); sys.exit(0 if st == 7 else "job control failed: %d" % st)'"#;
+    // A helper outside the session, on a socket in the denied tree, an abstract one and a
+    // datagram one: none named by the policy.
+    outside_server_on_a_path_socket: denied("unix_stream_connect", "write", "secret/helper.sock served by process ") => r#"python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"id\n")' $B/secret/helper.sock"#;
+    outside_server_on_an_abstract_socket: denied("unix_stream_connect", "write", "abstract-helper served by process ") => r#"python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect("\0" + sys.argv[1]); s.sendall(b"id\n")' $B/abstract-helper"#;
+    outside_datagram_socket: denied("unix_may_send", "write", "secret/helper.dgram served by cgroup ") => r#"python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b"id\n", sys.argv[1])' $B/secret/helper.dgram"#;
+    // The helpers the policy names: a stream socket by path and an abstract one, syslog to a
+    // datagram socket (logger, as to /dev/log), and git's ssh-agent.
+    named_outside_sockets_are_reached: Allowed => r#"python3 -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"x"); assert s.recv(2) == b"ok"; a = socket.socket(socket.AF_UNIX); a.connect("\0" + sys.argv[2]); a.sendall(b"x"); assert a.recv(2) == b"ok"' $B/open/allowed.sock $B/allowed"#;
+    logger_to_a_named_syslog_socket: Allowed => "logger --socket-errors=on -u $B/open/log.sock hello";
+    ssh_agent_named_is_reached: Allowed => "SSH_AUTH_SOCK=$B/open/shared/ssh.sock ssh-add -l; [ $? -eq 1 ]";
+    // The session's own sockets: a stream server and its client, an abstract one, datagrams.
+    own_socket_server_is_reached: Allowed => r#"python3 -c 'import socket, sys; l = socket.socket(socket.AF_UNIX); l.bind(sys.argv[1]); l.listen(); c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); a, _ = l.accept(); c.sendall(b"x"); assert a.recv(1) == b"x"; m = socket.socket(socket.AF_UNIX); m.bind("\0" + sys.argv[1]); m.listen(); n = socket.socket(socket.AF_UNIX); n.connect("\0" + sys.argv[1])' $B/open/shared/own.socket"#;
+    own_datagram_socket_is_reached: Allowed => r#"python3 -c 'import socket, sys; r = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); r.bind(sys.argv[1]); s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b"x", sys.argv[1]); assert r.recv(1) == b"x"; p, q = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); p.send(b"y"); assert q.recv(1) == b"y"' $B/open/shared/own.dgram"#;
     // The session's own processes stay reachable: ps, signals, /proc, memory, fds.
     ps_lists_every_process: Allowed => "ps -e -o pid,stat,comm > /dev/null && ps -p $(cat $B/open/outsider.pid) > /dev/null";
     own_processes_are_reachable: Allowed => "sleep 30 & p=$!; kill -0 $p && cat /proc/$p/environ > /dev/null && ls /proc/$p/fd > /dev/null && perl -e 'my $fd = syscall(434, $ARGV[0]+0, 0); die \"$!\\n\" if $fd < 0; syscall(438, $fd, 0, 0) >= 0 or die \"$!\\n\"' $p && kill -STOP $p && kill -CONT $p && kill $p";

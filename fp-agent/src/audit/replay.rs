@@ -169,6 +169,12 @@ pub struct Reevaluation {
     pub rule: String,
 }
 
+/// Whether a record is the refusal of a unix socket served from outside the session.
+fn is_socket(decision: &FileDecision) -> bool {
+    use fp_common::kernel::Hook;
+    [Hook::UnixStreamConnect, Hook::UnixMaySend].iter().any(|h| h.name() == decision.hook)
+}
+
 /// The decision core as replay needs it.
 pub trait Reevaluate {
     fn decide(&self, path: &[u8], op: Op) -> Reevaluation;
@@ -206,6 +212,23 @@ impl Reevaluate for crate::policy::EffectivePolicy {
 
     fn decide_record(&self, decision: &FileDecision) -> Reevaluation {
         use fp_common::refer::{MoveKind, MoveVerdict};
+        if is_socket(decision) {
+            // The refusal of a socket served from outside (fp-ebpf's `unix`): allowed where the
+            // policy's `sockets` names its address.
+            let address = String::from_utf8_lossy(decision.path.as_bytes());
+            return match self.sockets().iter().find(|s| s.names(&address)) {
+                Some(s) => Reevaluation {
+                    verdict: PolicyVerdict::Allow,
+                    rule: format!("{} (sockets, {})", s.text, s.source),
+                },
+                None => Reevaluation {
+                    verdict: PolicyVerdict::Deny,
+                    rule: "session boundary: a socket served from outside that `sockets` does \
+                           not name"
+                        .to_owned(),
+                },
+            };
+        }
         if decision.target_pid.is_some() {
             // Not the policy's to decide: every policy keeps a session inside its boundary.
             return Reevaluation {
@@ -435,6 +458,30 @@ mod tests {
         assert_eq!(result.would_now_allow, 1);
         assert_eq!(result.would_now_prompt, 1);
         assert_eq!(result.examples.iter().map(|d| d.seq).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    /// A socket refused as served from outside is allowed under a policy whose `sockets` names
+    /// its address, and refused under any other, whatever its path rules.
+    #[test]
+    fn socket_refusals_are_decided_by_sockets() {
+        let policy = |sockets: &str| {
+            let text = format!("[file_policy]\ndefault = \"write\"\nsockets = [{sockets}]\n");
+            let options = crate::policy::LoadOptions {
+                policy_text: Some(text),
+                user: Some("root".into()),
+                ..Default::default()
+            };
+            crate::policy::EffectivePolicy::load(&options).unwrap()
+        };
+        let mut record = decision_record(1, b"@helper", Op::Write, Verdict::Deny);
+        let Body::Decision(d) = &mut record.body else { unreachable!() };
+        d.hook = "unix_stream_connect".into();
+        let named = policy("\"@helper\"").decide_record(d);
+        assert_eq!(named.verdict, PolicyVerdict::Allow, "{}", named.rule);
+        assert!(named.rule.starts_with("@helper (sockets, <request>:3:"), "{}", named.rule);
+        assert_eq!(policy("\"@other\"").decide_record(d).verdict, PolicyVerdict::Deny);
+        d.path = super::super::record::RawPath(b"/tmp/ssh-Ab/agent.7".to_vec());
+        assert_eq!(policy("\"/tmp/ssh-*/agent.*\"").decide_record(d).verdict, PolicyVerdict::Allow);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub enum Command {
     },
     /// Decide PATHs for an op: verdict, deciding rule, and whether the kernel decides it. With
     /// `--op rename|exchange|link`: decide moving the content of the first PATH to the second.
+    /// With `--op connect`: whether a session may use the unix socket at each PATH (or @NAME, an
+    /// abstract one) when a process outside the session serves it.
     Explain {
         /// The per-agent policy file.
         #[arg(long)]
@@ -79,6 +81,7 @@ pub fn main(cmd: Command) -> ExitCode {
         Command::Explain { policy, session, op, json, paths } => match op {
             ExplainOp::File(op) => explain(&policy, &session, op, json, &paths),
             ExplainOp::Move(kind) => explain_move(&policy, &session, kind, json, &paths),
+            ExplainOp::Connect => explain_connect(&policy, &session, json, &paths),
         },
         Command::Compile { policy, session, json } => compile(&policy, &session, json),
     };
@@ -172,6 +175,14 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
                 ));
             }
         }
+        for s in policy.sockets() {
+            if s.peers().is_empty() {
+                warnings.push(format!(
+                    "sockets entry \"{}\" ({}) names no socket file now: a session starting now reaches none through it",
+                    s.text, s.source
+                ));
+            }
+        }
         if json {
             let report = json!({
                 "file": file,
@@ -181,6 +192,7 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
                 "defaults": defaults_json(&policy),
                 "rules": policy.rules(),
                 "floor_exceptions": policy.floor_exceptions().iter().map(|e| json!({"name": e.value, "source": e.source})).collect::<Vec<_>>(),
+                "sockets": policy.sockets(),
                 "warnings": warnings,
             });
             println!("{report}");
@@ -251,6 +263,12 @@ fn print_check(file: &Path, policy: &EffectivePolicy, warnings: &[String]) {
             rule.tier,
             rule.source
         );
+    }
+    if !policy.sockets().is_empty() {
+        println!("  sockets served from outside the session it may use:");
+        for s in policy.sockets() {
+            println!("    {:<46} ({})", s.pattern, s.source);
+        }
     }
     for w in warnings {
         println!("  warning: {w}");
@@ -372,6 +390,62 @@ fn explain_move(
     } else {
         let errno = errno.map(|e| format!(" ({e})")).unwrap_or_default();
         println!("{shown_src} -> {shown_dst}: {} {answer}{errno}: {why}", kind.name());
+    }
+    Ok(())
+}
+
+/// `explain --op connect PATH|@NAME...`: whether a session may connect or send to the socket
+/// when its server is outside the session (one inside is always reachable). The kernel knows a
+/// path socket by the file each `sockets` entry names when the session starts, so the answer is
+/// the entry that names the socket file at PATH now.
+fn explain_connect(
+    policy_file: &Path,
+    session: &Session,
+    json: bool,
+    addresses: &[PathBuf],
+) -> Result<(), Failure> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let policy = load(policy_file, session, Some(session.workspace()?))?;
+    for address in addresses {
+        let text = address.to_string_lossy();
+        let (shown, entry, note) = match text.strip_prefix('@') {
+            Some(_) => (text.to_string(), policy.sockets().iter().find(|s| s.names(&text)), None),
+            None => {
+                let shown = String::from_utf8_lossy(&normalized(address)?).into_owned();
+                let file = std::fs::metadata(address).ok().filter(|m| m.file_type().is_socket());
+                let entry = file.as_ref().and_then(|md| {
+                    policy.socket_entry(md.ino(), crate::kernel::kernel_dev(md.dev()))
+                });
+                let note = file.is_none().then_some("no socket is bound there now");
+                (shown, entry, note)
+            }
+        };
+        let verdict = if entry.is_some() { "allow" } else { "deny" };
+        let why = match entry {
+            Some(s) => format!("by sockets entry \"{}\" ({})", s.text, s.source),
+            None => "no sockets entry names it".to_owned(),
+        };
+        if json {
+            println!(
+                "{}",
+                json!({
+                    "path": shown,
+                    "op": "connect",
+                    "verdict": verdict,
+                    "served_from_inside": "allow",
+                    "entry": entry.map(|s| &s.text),
+                    "source": entry.map(|s| s.source.to_string()),
+                    "note": note,
+                    "kernel": "exact",
+                })
+            );
+        } else {
+            let note = note.map(|n| format!("; {n}")).unwrap_or_default();
+            println!(
+                "{shown}: connect {verdict} when served from outside the session ({why}{note}); \
+                 served from inside: allow; kernel: exact"
+            );
+        }
     }
     Ok(())
 }

@@ -71,6 +71,16 @@ impl Client {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
                 ClientError::NoDaemon { socket: socket.to_path_buf(), source }
             }
+            // The socket's mode, or fp's kernel programs for a session process: the daemon is
+            // served from outside every session (docs/threat-model.md, "The session boundary").
+            std::io::ErrorKind::PermissionDenied => ClientError::Refused(ApiError::new(
+                api::ErrorCode::PermissionDenied,
+                format!(
+                    "connecting to {}: {source}: processes inside fp sessions, and users other \
+                     than root and the socket's group, may not use the fp control socket",
+                    socket.display()
+                ),
+            )),
             _ => ClientError::Io(std::io::Error::new(
                 source.kind(),
                 format!("connecting to {}: {source}", socket.display()),

@@ -14,7 +14,7 @@ use aya::{
     programs::{LsmCgroup, Program, links::PinnedLink},
 };
 use fp_common::{
-    kernel::{CgroupSession, GrantValue, Hook, SessionCounters, SessionInfo, maps},
+    kernel::{CgroupSession, GrantValue, Hook, SessionCounters, SessionInfo, UnixPeerKey, maps},
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
         TableHeader,
@@ -26,7 +26,7 @@ use super::{
     SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, btf, kernel_dev, load, open,
     tables,
 };
-use crate::policy::KernelTables;
+use crate::policy::{KernelTables, Peer};
 
 /// The per-cgroup hooks whose programs only refuse reads, writes and maps of a file whose open a
 /// prompt holds (fp-ebpf's `check_pending`): a session whose tables have no prompt or defer
@@ -438,6 +438,45 @@ impl Enforcer {
         Ok(())
     }
 
+    /// The unix sockets served from outside the session of cgroup `cgroup` that it may use
+    /// (fp-ebpf's `unix`): exactly `peers` from now on. Entries added before a failure stay
+    /// until the session ends.
+    pub fn set_unix_peers(&mut self, cgroup: u64, peers: &[Peer]) -> anyhow::Result<()> {
+        let keys: HashSet<UnixPeerKey> = peers
+            .iter()
+            .filter_map(|p| match p {
+                Peer::File { ino, dev, .. } => Some(UnixPeerKey::file(cgroup, *ino, *dev)),
+                Peer::Abstract(name) => UnixPeerKey::abstract_name(cgroup, name),
+            })
+            .collect();
+        let mut map: HashMap<_, UnixPeerKey, u8> =
+            HashMap::try_from(self.map_mut(maps::UNIX_PEERS)?)?;
+        let stale: Vec<UnixPeerKey> = map
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|k| k.session == cgroup && !keys.contains(k))
+            .collect();
+        for key in &keys {
+            map.insert(key, 1, 0).context("UNIX_PEERS is full")?;
+        }
+        for key in &stale {
+            gone(map.remove(key))?;
+        }
+        Ok(())
+    }
+
+    /// Forgets the unix sockets of the sessions not in `live`.
+    fn forget_unix_peers(&mut self, live: &HashSet<u64>) -> anyhow::Result<()> {
+        let mut map: HashMap<_, UnixPeerKey, u8> =
+            HashMap::try_from(self.map_mut(maps::UNIX_PEERS)?)?;
+        let doomed: Vec<UnixPeerKey> =
+            map.keys().filter_map(Result::ok).filter(|k| !live.contains(&k.session)).collect();
+        for key in &doomed {
+            gone(map.remove(key))?;
+        }
+        Ok(())
+    }
+
     /// The per-cgroup programs' copy of the session, in its cgroup's storage, which exists while
     /// they are attached there. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
     fn write_cgroup_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
@@ -487,6 +526,7 @@ impl Enforcer {
         gone(counters.remove(&cgroup))?;
         let live: HashSet<u64> = self.sessions()?.into_iter().map(|(id, _)| id).collect();
         self.forget_owners(&live)?;
+        self.forget_unix_peers(&live)?;
         cleared
     }
 
@@ -568,6 +608,7 @@ impl Enforcer {
         sweep::<u64, SessionCounters>(self.map_mut(maps::COUNTERS)?, |c| !cgroups.contains(c))?;
         sweep::<InodeKey, u64>(self.map_mut(maps::PENDING)?, |k| !cgroups.contains(&k.session_id))?;
         self.forget_owners(cgroups)?;
+        self.forget_unix_peers(cgroups)?;
         for dir in pinned_files(&self.pin_dir.join(SESSION_LINKS), "")? {
             let id = dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse().ok());
             if id.is_none_or(|id| !cgroups.contains(&id)) {

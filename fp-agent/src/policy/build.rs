@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::glob::{self, Expansion};
 use super::paths::{check_workspace, home_of, path_glob};
+use super::sockets;
 use super::{
     Base, EffectivePolicy, ErrorKind, FP_DIRS, FP_SECRET_DIRS, FloorKind, Layer, LoadOptions,
     MAX_GLOB, Op, PolicyError, PolicyFields, RUNTIME_READ, RUNTIME_READ_WRITE, Rule, SAFETY_FLOOR,
@@ -166,12 +167,14 @@ impl EffectivePolicy {
                 b.builtin("<workspace>", "runtime base", Layer::RuntimeBase, read)?;
             }
         }
+        let sockets = sockets::build(fields.sockets.as_deref().unwrap_or_default(), b.expansion)?;
         Self::assemble(SavedPolicy {
             schema,
             defaults,
             base,
             rules: b.rules,
             floor_exceptions: exceptions,
+            sockets,
         })
     }
 }

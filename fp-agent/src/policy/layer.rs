@@ -33,6 +33,7 @@ pub fn layer(
         default: overlay.default.clone().or_else(|| global.default.clone()),
         base: overlay.base.clone().or_else(|| global.base.clone()),
         floor_exceptions: global.floor_exceptions.clone(),
+        sockets: lists(&global.sockets, &overlay.sockets),
         ..PolicyFields::default()
     };
     for i in 0..4 {

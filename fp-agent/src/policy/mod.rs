@@ -20,6 +20,7 @@ mod moves;
 mod parse;
 mod paths;
 mod rule;
+mod sockets;
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,7 @@ pub use paths::normalize_path;
 use paths::path_glob;
 pub use rule::{Decision, KernelDisposition, Layer, Rule, RuleRef, Verdict};
 use sha2::Digest as _;
+pub use sockets::{Peer, SocketRule};
 
 /// Most rules (floors included) one session may have; more is a compile error.
 pub const MAX_RULES: usize = 32768;
@@ -83,6 +85,9 @@ pub struct SavedPolicy {
     base: Base,
     rules: Vec<Rule>,
     floor_exceptions: Vec<Spanned<String>>,
+    /// Saved before sockets were: none.
+    #[serde(default)]
+    sockets: Vec<SocketRule>,
 }
 
 impl EffectivePolicy {
@@ -231,6 +236,26 @@ impl EffectivePolicy {
         &self.saved.floor_exceptions
     }
 
+    /// The unix sockets served from outside the session that it may use (`sockets`).
+    pub fn sockets(&self) -> &[SocketRule] {
+        &self.saved.sockets
+    }
+
+    /// The sockets [`Self::sockets`] name now (the kernel's `UNIX_PEERS` entries of the session).
+    pub fn socket_peers(&self) -> Vec<Peer> {
+        sockets::resolve(&self.saved.sockets)
+    }
+
+    /// The `sockets` entry that names the socket file `(ino, dev)` now (`dev` as the kernel
+    /// encodes it), as the session's kernel entries are written.
+    pub fn socket_entry(&self, ino: u64, dev: u32) -> Option<&SocketRule> {
+        self.saved.sockets.iter().find(|s| {
+            s.peers()
+                .iter()
+                .any(|p| matches!(p, Peer::File { ino: i, dev: d, .. } if (*i, *d) == (ino, dev)))
+        })
+    }
+
     /// sha256 of a canonical form of the effective policy (what audit records name).
     pub fn hash(&self) -> [u8; 32] {
         #[derive(serde::Serialize)]
@@ -243,6 +268,9 @@ impl EffectivePolicy {
         struct Canonical<'a> {
             defaults: [Verdict; 3],
             rules: Vec<CanonicalRule<'a>>,
+            /// Absent without sockets: the hash of a policy without them stays what it was.
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            sockets: Vec<&'a str>,
         }
         let rules = self
             .saved
@@ -250,7 +278,8 @@ impl EffectivePolicy {
             .iter()
             .map(|r| CanonicalRule { glob: &r.glob, verdicts: r.verdicts, ranks: r.ranks })
             .collect();
-        let canonical = Canonical { defaults: self.saved.defaults, rules };
+        let sockets = self.saved.sockets.iter().map(|s| s.pattern.as_str()).collect();
+        let canonical = Canonical { defaults: self.saved.defaults, rules, sockets };
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
         sha2::Sha256::digest(&bytes).into()
     }

@@ -87,7 +87,7 @@ const V2_KEYS: [&str; 4] = {
 /// `[file_policy.<op>]`: the ops' names.
 const V2_OP_KEYS: [&str; 3] = Op::NAMES;
 const V2_TIER_KEYS: [&str; 3] = ["silent", "prompt", "deny"];
-const NEUTRAL_KEYS: [&str; 2] = ["base", "floor_exceptions"];
+const NEUTRAL_KEYS: [&str; 3] = ["base", "floor_exceptions", "sockets"];
 
 pub type GlobList = Vec<Spanned<String>>;
 
@@ -106,6 +106,8 @@ pub struct PolicyFields {
     pub base: Option<Spanned<Base>>,
     /// Names of safety-floor entries the operator lifts (global config only).
     pub floor_exceptions: Option<GlobList>,
+    /// The unix sockets served from outside the session that it may use (`@name` or a path).
+    pub sockets: Option<GlobList>,
 }
 
 /// Which kind of file is read: the operator's config (other tables are someone else's) or a
@@ -229,6 +231,7 @@ impl Parser<'_> {
                     }
                     fields.floor_exceptions = Some(self.globs(value, name)?);
                 }
+                "sockets" => fields.sockets = Some(self.globs(value, name)?),
                 _ => {
                     let known: Vec<&str> =
                         V1_KEYS.iter().chain(&V2_KEYS).chain(&NEUTRAL_KEYS).copied().collect();

@@ -13,7 +13,7 @@ use anyhow::anyhow;
 use super::Manager;
 use crate::{
     kernel::{self, MapUsage, tables::InodeTable},
-    policy::KernelTables,
+    policy::{KernelTables, Peer},
 };
 
 /// The kernel's session and table maps, as [`kernel::Enforcer`] writes them (see there).
@@ -40,6 +40,8 @@ pub(super) trait Enforce: Send {
     /// Writes the session of an attached cgroup (fails for one not attached).
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()>;
     fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo>;
+    /// The unix sockets served from outside the session of `cgroup` that it may use, exactly.
+    fn set_unix_peers(&mut self, cgroup: u64, peers: &[Peer]) -> anyhow::Result<()>;
     /// Forgets a session and detaches its programs; what is already gone is not an error.
     fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()>;
     fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>>;
@@ -81,6 +83,9 @@ impl Enforce for kernel::Enforcer {
     }
     fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo> {
         kernel::Enforcer::session(self, cgroup)
+    }
+    fn set_unix_peers(&mut self, cgroup: u64, peers: &[Peer]) -> anyhow::Result<()> {
+        kernel::Enforcer::set_unix_peers(self, cgroup, peers)
     }
     fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         kernel::Enforcer::end_session(self, cgroup)

@@ -61,6 +61,21 @@ pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
     }
 }
 
+/// The unix socket a refusal at the session boundary names (fp-ebpf's `unix`): its address as
+/// its server bound it (a path, or an abstract name, shown with `@` for its leading NUL; empty
+/// for an unbound socket).
+pub fn socket_address(ev: &DecisionEvent) -> Option<Vec<u8>> {
+    matches!(Hook::from_u8(ev.hook), Some(Hook::UnixStreamConnect | Hook::UnixMaySend)).then(|| {
+        let mut address = path(ev).to_vec();
+        match address.first_mut() {
+            Some(first @ 0) => *first = b'@',
+            // A path's address as bound ends with its NUL.
+            _ => address.truncate(address.iter().position(|&b| b == 0).unwrap_or(address.len())),
+        }
+        address
+    })
+}
+
 /// The new name of a rename's or link's event (None for other events).
 pub fn target(ev: &DecisionEvent) -> Option<&[u8]> {
     is_move(ev).then(|| &ev.target[..(ev.target_len as usize).min(PATH_MAX)])
@@ -129,6 +144,17 @@ pub fn line(ev: &DecisionEvent, ctx: &SessionContext) -> String {
     if let Some(interface) = kernel_interface(ev) {
         shown = interface;
     }
+    if let Some(address) = socket_address(ev) {
+        let server = match target_process(ev) {
+            Some((pid, cgroup)) => format!("process {pid} (cgroup {cgroup})"),
+            None => format!("cgroup {}", ev.target_cgroup),
+        };
+        let address = match address.is_empty() {
+            true => "(unbound)".to_owned(),
+            false => audit::RawPath(address).display(),
+        };
+        shown = format!("socket {address} served by {server}");
+    }
     format!(
         "fp: {action} {hook} {shown} by {} ({op}, pid {}, uid {}): {}{rule}\n",
         comm(ev),
@@ -196,12 +222,12 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
         exe: audit::RawPath(Vec::new()),
         op: audit::Op::of_event(Hook::from_u8(ev.hook), Op::from_u8(ev.op), ev.flags),
         hook: hook.to_owned(),
-        path: audit::RawPath(path(ev).to_vec()),
+        path: audit::RawPath(socket_address(ev).unwrap_or_else(|| path(ev).to_vec())),
         target_path: target(ev).map(|t| audit::RawPath(t.to_vec())),
         directory: is_move(ev) && ev.flags & EVENT_MOVE_DIR != 0,
         target_exists: is_move(ev) && ev.flags & EVENT_TARGET_EXISTS != 0,
         target_pid: target_process(ev).map(|(pid, _)| pid),
-        target_cgroup: target_process(ev).map(|(_, cgroup)| cgroup),
+        target_cgroup: (ev.target_cgroup != 0).then_some(ev.target_cgroup),
         dev: u64::from(ev.dev),
         ino: ev.ino,
         decision: if allowed { audit::Verdict::Allow } else { audit::Verdict::Deny },
@@ -306,6 +332,30 @@ mod tests {
         assert!(line(&ev, &ctx()).contains("file_ioctl ioctl TIOCSTI by"));
         (ev.hook, ev.ino) = (Hook::FileIoctlCompat as u8, 0x541C);
         assert!(line(&ev, &ctx()).contains("file_ioctl_compat ioctl TIOCLINUX by"));
+    }
+
+    #[test]
+    fn socket_refusals_name_the_address_and_its_server() {
+        let mut ev = event(Hook::UnixStreamConnect, Op::Write, b"\0helper");
+        (ev.reason, ev.rule_id, ev.target_cgroup, ev.target_pid) =
+            (Reason::Boundary as u8, NO_RULE, 7, 42);
+        let l = line(&ev, &ctx());
+        assert!(
+            l.starts_with("fp: denied unix_stream_connect socket @helper served by process 42 (cgroup 7) by cat"),
+            "{l}"
+        );
+        let record = audit_record(&ev, &ctx());
+        assert_eq!(record.path.as_bytes(), b"@helper");
+        assert_eq!((record.target_pid, record.target_cgroup), (Some(42), Some(7)));
+        // A datagram socket has no listener: its server is named by cgroup alone.
+        (ev.hook, ev.target_pid) = (Hook::UnixMaySend as u8, 0);
+        ev.path[..9].copy_from_slice(b"/dev/log\0");
+        ev.path_len = 9;
+        let l = line(&ev, &ctx());
+        assert!(l.contains("unix_may_send socket /dev/log served by cgroup 7 by"), "{l}");
+        let record = audit_record(&ev, &ctx());
+        assert_eq!((record.target_pid, record.target_cgroup), (None, Some(7)));
+        assert_eq!(record.path.as_bytes(), b"/dev/log");
     }
 
     #[test]

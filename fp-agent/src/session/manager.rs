@@ -244,6 +244,7 @@ impl Manager {
     /// session of cgroup `context.cgroup` (at `path`) pointed at them with `flags` in one map
     /// update (which confines a new session, or switches a running one). Tables that can hold an
     /// open for the prompt broker get the checks of pending files attached first (they stay).
+    /// The unix sockets its policy names (`sockets`) are resolved and written with them.
     /// Nothing of the new tables stays behind on error. Returns their id and inode table.
     pub(super) fn install(
         &self,
@@ -255,13 +256,16 @@ impl Manager {
         let inodes = InodeTable::resolve(tables);
         let holds = kernel::tables::can_hold(tables, &inodes);
         let tables_id = new_tables_id()?;
+        let peers = context.policy.socket_peers();
         self.with_enforcer(|e| {
             if holds {
                 e.attach_holds(context.cgroup, path)?;
             }
             e.install_tables(tables_id, tables, &inodes)?;
             let info = SessionInfo { tables: tables_id, flags, inode_devices: inodes.devices() };
-            let set = e.set_session(context.cgroup, info);
+            let set = e
+                .set_unix_peers(context.cgroup, &peers)
+                .and_then(|()| e.set_session(context.cgroup, info));
             if set.is_err() {
                 let _ = e.remove_tables(tables_id, tables, &inodes);
             }

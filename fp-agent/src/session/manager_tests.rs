@@ -25,7 +25,7 @@ use super::{
 use crate::{
     audit,
     kernel::{MapUsage, tables::InodeTable},
-    policy::{EffectivePolicy, KernelTables, LoadOptions},
+    policy::{EffectivePolicy, KernelTables, LoadOptions, Peer},
 };
 
 /// The kernel maps, as the tests look at them.
@@ -38,6 +38,8 @@ struct Maps {
     /// Those of them the checks of pending files are attached to too.
     holds: HashSet<u64>,
     sessions: HashMap<u64, SessionInfo>,
+    /// The unix sockets served from outside each session that it may use.
+    unix_peers: HashMap<u64, Vec<Peer>>,
     counters: HashMap<u64, SessionCounters>,
     settled: Vec<(u64, u64, u64)>,
     pending: Vec<InodeKey>,
@@ -81,8 +83,13 @@ impl Enforce for FakeKernel {
         let maps = self.0.lock().unwrap();
         maps.sessions.get(&cgroup).copied().ok_or_else(|| anyhow::anyhow!("no session {cgroup}"))
     }
+    fn set_unix_peers(&mut self, cgroup: u64, peers: &[Peer]) -> anyhow::Result<()> {
+        self.0.lock().unwrap().unix_peers.insert(cgroup, peers.to_vec());
+        Ok(())
+    }
     fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         let mut maps = self.0.lock().unwrap();
+        maps.unix_peers.remove(&cgroup);
         maps.attached.remove(&cgroup);
         maps.sessions.remove(&cgroup);
         maps.counters.remove(&cgroup);
@@ -172,6 +179,18 @@ impl Fixture {
 fn deny(paths: &[&str]) -> EffectivePolicy {
     let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
     EffectivePolicy::from_deny_paths(&paths, &LoadOptions::default()).unwrap()
+}
+
+/// The policy `default = "write"` and the `[file_policy]` lines `text`, for a session of root in
+/// the workspace /w.
+fn writable_and(text: &str) -> EffectivePolicy {
+    let options = LoadOptions {
+        policy_text: Some(format!("[file_policy]\ndefault = \"write\"\n{text}")),
+        workspace: Some("/w".into()),
+        user: Some("root".into()),
+        ..LoadOptions::default()
+    };
+    EffectivePolicy::load(&options).unwrap()
 }
 
 fn spec(name: &str, policy: EffectivePolicy, mode: Mode, full_audit: bool) -> SessionSpec {
@@ -296,30 +315,38 @@ fn a_reload_switches_tables_and_keeps_the_flags() {
     assert!(f.records().is_empty());
 }
 
+/// A session's `sockets` reach the kernel with its tables, as what each entry names when they
+/// are installed (a path that names no socket, nothing); a reload replaces them, the end removes
+/// them.
+#[test]
+fn socket_entries_reach_the_kernel_with_the_tables() {
+    let with = |sockets: &str| writable_and(&format!("sockets = [{sockets}]\n"));
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(dir.path(), None, Maps::default());
+    let first = with("\"@agent\", \"/nonexistent/*.sock\"");
+    let (_, _, id) = f.manager.create(spec("s1", first, Mode::Enforce, false)).unwrap();
+    assert_eq!(f.maps.lock().unwrap().unix_peers[&id], [Peer::Abstract(b"agent".to_vec())]);
+    f.manager.reload(id, with("\"@other\""), "test").unwrap();
+    assert_eq!(f.maps.lock().unwrap().unix_peers[&id], [Peer::Abstract(b"other".to_vec())]);
+    f.manager.end(id, Some(0), "command exited").unwrap();
+    assert!(f.maps.lock().unwrap().unix_peers.is_empty());
+}
+
 /// The checks of pending files (kernel::HOLD_HOOKS) are attached only to sessions whose tables
 /// can hold an open for the broker: at the start, or by the reload that gives them such tables,
 /// before the switch; and they stay.
 #[test]
 fn pending_checks_are_attached_when_the_tables_can_hold_an_open() {
-    let prompting = |text: &str| {
-        let options = LoadOptions {
-            policy_text: Some(format!("[file_policy]\ndefault = \"write\"\n{text}")),
-            workspace: Some("/w".into()),
-            user: Some("root".into()),
-            ..LoadOptions::default()
-        };
-        EffectivePolicy::load(&options).unwrap()
-    };
     let dir = tempfile::tempdir().unwrap();
     let f = fixture(dir.path(), None, Maps::default());
     let (_, _, plain) =
         f.manager.create(spec("s1", deny(&["/srv/x"]), Mode::Enforce, false)).unwrap();
-    let asks = prompting("prompt_paths = [\"/srv/secret/**\"]\n");
+    let asks = writable_and("prompt_paths = [\"/srv/secret/**\"]\n");
     let (_, _, asking) = f.manager.create(spec("s2", asks, Mode::Enforce, false)).unwrap();
     assert_eq!(f.maps.lock().unwrap().holds, HashSet::from([asking]));
 
     f.maps.lock().unwrap().fail_set_session = true;
-    assert!(f.manager.reload(plain, prompting("prompt_paths = [\"**/.env\"]\n"), "t").is_err());
+    assert!(f.manager.reload(plain, writable_and("prompt_paths = [\"**/.env\"]\n"), "t").is_err());
     assert!(f.maps.lock().unwrap().holds.contains(&plain), "attached before the switch");
     f.maps.lock().unwrap().fail_set_session = false;
     f.manager.reload(asking, deny(&["/srv/x"]), "test").unwrap();

@@ -72,6 +72,8 @@ noop! {
     noop_kernel_module_request = "kernel_module_request", 1;
     noop_file_ioctl = "file_ioctl", 3;
     noop_file_ioctl_compat = "file_ioctl_compat", 3;
+    noop_unix_stream_connect = "unix_stream_connect", 3;
+    noop_unix_may_send = "unix_may_send", 2;
 }
 
 /// d_instantiate returns nothing.

@@ -14,6 +14,7 @@ mod path;
 mod sigio;
 mod task;
 mod terminal;
+mod unix;
 
 use aya_ebpf::helpers::generated::bpf_set_retval;
 
