@@ -57,6 +57,13 @@ pub fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    // A report its reader cuts short (`fp policy check | head`) ends quietly, as other tools'
+    // do, rather than panicking on the closed pipe. Commands that talk to the daemon or host a
+    // session keep SIGPIPE ignored: a peer that went away is an error they report.
+    if matches!(cli.command, Command::Policy(_) | Command::Audit(_) | Command::Kernel(_)) {
+        // SAFETY: restores the default disposition, at start, before any thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.command {
         Command::Run(args) => run::main(args),
         Command::Policy(cmd) => policy::main(cmd),
