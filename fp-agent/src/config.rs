@@ -192,7 +192,7 @@ pub fn check_file_policy(path: &Path) -> Result<(), PolicyError> {
 impl Config {
     /// Reads `path`; every error names the file, line and column.
     pub fn load(path: &Path) -> Result<Config, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = crate::input::read_text(path, crate::input::POLICY_MAX).map_err(|e| {
             PolicyError::new(ErrorKind::Io, None, format!("cannot read {}: {e}", path.display()))
         })?;
         Config::parse(path, &text)

@@ -217,3 +217,30 @@ fn unknown_user() {
     let e = EffectivePolicy::load(&options).unwrap_err();
     expect(&e, ErrorKind::UnknownUser, &["no-such-user-fp"]);
 }
+
+/// Every input is bounded before it is worked on: a file that never ends (`/dev/zero`) after
+/// 4 MiB, a file of more list entries than a session may have rules before any glob is built,
+/// bytes that are not text at their position.
+#[test]
+fn unbounded_and_binary_inputs() {
+    let options = LoadOptions {
+        policy_files: vec!["/dev/zero".into()],
+        user: Some("root".into()),
+        ..LoadOptions::default()
+    };
+    let started = std::time::Instant::now();
+    let e = EffectivePolicy::load(&options).unwrap_err();
+    expect(&e, ErrorKind::Io, &["cannot read /dev/zero: larger than the limit of 4194304 bytes"]);
+    let rules: String = (0..40_000).map(|i| format!("\"/x/{i}/*\",")).collect();
+    let e = load(&format!("[file_policy]\ndefault = \"deny\"\ndeny_paths = [{rules}]\n"));
+    expect(&e, ErrorKind::Limit, &["agent.toml:3:14:", "more than 32768 entries", "`deny_paths`"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agent.toml");
+    std::fs::write(&file, b"[file_policy]\ndefault = \"deny\"\nx = \"\xff\"\n").unwrap();
+    let options = LoadOptions { policy_files: vec![file], ..options };
+    let e = EffectivePolicy::load(&options).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    let shown = e.to_string();
+    assert!(shown.contains("agent.toml:3:6: error: the file is not UTF-8 text"), "{shown}");
+}

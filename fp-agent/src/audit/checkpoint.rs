@@ -73,7 +73,7 @@ impl VerifierKey {
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::input::read_text(path, crate::input::KEY_MAX)
             .with_context(|| format!("reading public key {}", path.display()))?;
         Self::parse(&text).with_context(|| format!("public key {}", path.display()))
     }
@@ -136,7 +136,7 @@ impl SignerKey {
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::input::read_text(path, crate::input::KEY_MAX)
             .with_context(|| format!("reading private key {}", path.display()))?;
         Self::parse(&text).with_context(|| format!("private key {}", path.display()))
     }

@@ -166,7 +166,7 @@ fn verify_options(trust: &Trust) -> anyhow::Result<VerifyOptions> {
     let key = trust.pubkey.as_deref().map(VerifierKey::load).transpose()?;
     let trusted_checkpoint = match &trust.trusted_checkpoint {
         Some(path) => Some(
-            std::fs::read_to_string(path)
+            crate::input::read_text(path, crate::input::KEY_MAX)
                 .with_context(|| format!("reading trusted checkpoint {}", path.display()))?,
         ),
         None => None,

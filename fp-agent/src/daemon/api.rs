@@ -97,7 +97,7 @@ impl PolicySource {
         }
         let policy_text = policy
             .map(|p| {
-                std::fs::read_to_string(p).map_err(|e| {
+                crate::input::read_text(p, crate::input::POLICY_MAX).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("reading {}: {e}", p.display()))
                 })
             })

@@ -120,15 +120,21 @@ pub enum FileKind {
 
 /// Reads and parses `path`.
 pub fn read_file(path: &Path, kind: FileKind) -> Result<PolicyFields, PolicyError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let data = crate::input::read_bounded(path, crate::input::POLICY_MAX).map_err(|e| {
         PolicyError::new(ErrorKind::Io, None, format!("cannot read {}: {e}", path.display()))
+    })?;
+    let text = String::from_utf8(data).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let text = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
+        let source = Source::at(path, &text, valid);
+        PolicyError::new(ErrorKind::Syntax, Some(source), "the file is not UTF-8 text")
     })?;
     parse_str(path, &text, kind)
 }
 
 /// Parses the text of `path`.
 pub fn parse_str(path: &Path, text: &str, kind: FileKind) -> Result<PolicyFields, PolicyError> {
-    let p = Parser { path, text };
+    let p = Parser { path, text, entries: std::cell::Cell::new(0) };
     let root = DeTable::parse(text).map_err(|e| {
         let source = e.span().map(|s| p.source(s.start));
         let message = e.message().trim_end().to_string();
@@ -153,6 +159,8 @@ pub fn parse_str(path: &Path, text: &str, kind: FileKind) -> Result<PolicyFields
 struct Parser<'a> {
     path: &'a Path,
     text: &'a str,
+    /// The list entries read so far.
+    entries: std::cell::Cell<usize>,
 }
 
 type Key<'i> = toml::Spanned<toml::de::DeString<'i>>;
@@ -305,6 +313,19 @@ impl Parser<'_> {
         let Some(array) = value.get_ref().as_array() else {
             return Err(self.wrong_type(value, &expected));
         };
+        // Counted before any glob is built: a file of too many rules is refused at once.
+        self.entries.set(self.entries.get() + array.len());
+        if self.entries.get() > super::MAX_RULES {
+            return Err(PolicyError::new(
+                ErrorKind::Limit,
+                Some(self.source(value.span().start)),
+                format!(
+                    "more than {} entries in this file by the end of `{key}`, the limit of a \
+                     session's rules",
+                    super::MAX_RULES
+                ),
+            ));
+        }
         array
             .iter()
             .map(|item| match item.get_ref().as_str() {
