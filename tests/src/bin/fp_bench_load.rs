@@ -6,6 +6,12 @@
 //!   it reaches, not Rust's allocation of a CString.
 //! - `fp-bench-load churn DIR ITERATIONS RUNS`: the same, for one create (open O_CREAT|O_WRONLY,
 //!   close), rename and unlink of a file in DIR per operation.
+//! - `fp-bench-load send SOCKET ITERATIONS RUNS`: the same, for one datagram sent on a socket
+//!   connected to the datagram socket SOCKET (what syslog(3) does per message through
+//!   `/dev/log`); `connect SOCKET ...`: one connect and close of a stream socket to SOCKET.
+//! - `fp-bench-load serve SOCKET`: binds the stream socket SOCKET.stream and the datagram socket
+//!   SOCKET.dgram, accepts and closes every connection and reads every datagram until killed
+//!   (started outside the sessions: the helper whose socket a session's policy names).
 //! - `fp-bench-load noop [CGROUP]`: attaches fp-ebpf's pass-through programs to exactly fp's
 //!   hooks (`fp_agent::kernel::attach_noop`; with CGROUP, a cgroup v2 directory, those fp attaches
 //!   per cgroup to that cgroup), prints `noop: attached N programs` and holds them until killed.
@@ -28,6 +34,8 @@ enum Workload {
     OpenClose,
     Stat,
     Churn,
+    Send,
+    Connect,
 }
 
 fn main() -> ExitCode {
@@ -46,16 +54,24 @@ fn run() -> anyhow::Result<()> {
         Some("noop") => return noop(args.get(1)),
         Some("landlock") => return landlock(&args[1..]),
         Some("cpu-time") => return cpu_time(&args[1..]),
+        Some("serve") => return serve(args.get(1)),
         _ => {}
     }
     let [workload, file, iterations, runs] = args.as_slice() else {
-        bail!("usage: fp-bench-load open|stat FILE ITERATIONS RUNS | churn DIR ITERATIONS RUNS");
+        bail!(
+            "usage: fp-bench-load open|stat FILE ITERATIONS RUNS | churn DIR ITERATIONS RUNS | \
+             send|connect SOCKET ITERATIONS RUNS"
+        );
     };
     let workload = match workload.to_str() {
         Some("open") => Workload::OpenClose,
         Some("stat") => Workload::Stat,
         Some("churn") => Workload::Churn,
-        _ => bail!("workload must be `open`, `stat` or `churn`, not {workload:?}"),
+        Some("send") => Workload::Send,
+        Some("connect") => Workload::Connect,
+        _ => {
+            bail!("workload must be `open`, `stat`, `churn`, `send` or `connect`, not {workload:?}")
+        }
     };
     let file = CString::new(file.as_bytes()).context("FILE contains a NUL byte")?;
     let count = |s: &std::ffi::OsStr, what: &str| -> anyhow::Result<u64> {
@@ -78,6 +94,15 @@ fn run() -> anyhow::Result<()> {
 }
 
 fn one_round(workload: Workload, file: &CString, iterations: u64) -> anyhow::Result<()> {
+    let socket = std::path::Path::new(std::ffi::OsStr::from_bytes(file.as_bytes()));
+    let sender = match workload {
+        Workload::Send => {
+            let sender = std::os::unix::net::UnixDatagram::unbound().context("socket")?;
+            sender.connect(socket.with_extension("dgram")).context("connect")?;
+            Some(sender)
+        }
+        _ => None,
+    };
     let in_dir = |name: &str| {
         let mut path = file.as_bytes().to_vec();
         path.extend_from_slice(name.as_bytes());
@@ -115,7 +140,38 @@ fn one_round(workload: Workload, file: &CString, iterations: u64) -> anyhow::Res
                 // SAFETY: as above.
                 check(unsafe { libc::unlink(renamed.as_ptr()) }, "unlink")?;
             }
+            Workload::Send => {
+                if let Some(sender) = &sender {
+                    sender.send(b"<14>bench: a log line").context("send")?;
+                }
+            }
+            Workload::Connect => {
+                std::os::unix::net::UnixStream::connect(socket.with_extension("stream"))
+                    .context("connect")?;
+            }
         }
+    }
+    Ok(())
+}
+
+/// Serves SOCKET.stream (accepting and closing every connection) and SOCKET.dgram (reading
+/// every datagram) until killed; prints `serve: ready` once both are bound.
+fn serve(socket: Option<&std::ffi::OsString>) -> anyhow::Result<()> {
+    use std::os::unix::net::{UnixDatagram, UnixListener};
+    let Some(socket) = socket.map(std::path::Path::new) else {
+        bail!("usage: fp-bench-load serve SOCKET");
+    };
+    let (stream, dgram) = (socket.with_extension("stream"), socket.with_extension("dgram"));
+    let _ = (std::fs::remove_file(&stream), std::fs::remove_file(&dgram));
+    let listener = UnixListener::bind(&stream).with_context(|| format!("binding {stream:?}"))?;
+    let receiver = UnixDatagram::bind(&dgram).with_context(|| format!("binding {dgram:?}"))?;
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while receiver.recv(&mut buf).is_ok() {}
+    });
+    println!("serve: ready");
+    for connection in listener.incoming() {
+        drop(connection);
     }
     Ok(())
 }

@@ -97,12 +97,14 @@ const GOALS: [(&str, &str, &str, f64, &[&str]); 7] = [
     ("inside-prompt/inside", "inside-prompt", "inside", 1.10, &["tar-x", "build"]),
 ];
 /// The workloads: (name, unit, scale from the guest's ns).
-const WORKLOADS: [(&str, &str, f64); 10] = [
+const WORKLOADS: [(&str, &str, f64); 12] = [
     ("open-d2", "ns/op", 1.0),
     ("open+close", "ns/op", 1.0),
     ("open-d8", "ns/op", 1.0),
     ("stat", "ns/op", 1.0),
     ("churn", "ns/op", 1.0),
+    ("log-send", "ns/op", 1.0),
+    ("connect", "ns/op", 1.0),
     ("tar-x", "ms", 1e-6),
     ("find+cat", "ms", 1e-6),
     ("procs", "ms", 1e-6),
@@ -110,7 +112,8 @@ const WORKLOADS: [(&str, &str, f64); 10] = [
     ("build", "ms", 1e-6),
 ];
 /// The workloads every phase must report (`git-status` and `build` need git and cc).
-const ALWAYS_MEASURED: [&str; 5] = ["open-d2", "open+close", "open-d8", "stat", "churn"];
+const ALWAYS_MEASURED: [&str; 7] =
+    ["open-d2", "open+close", "open-d8", "stat", "churn", "log-send", "connect"];
 
 /// Runs in the guest. Each measurement prints `BENCH <phase> <workload> <round> <ns>`, each
 /// loaded program `HOOK <phase> <name> <run_time_ns> <run_cnt> <verified_insns>` and each
@@ -141,8 +144,16 @@ cat > $W/rules.awk <<'END'
     else r = "**/d" i "x/**";
     printf "  \"%s\",\n", r } }
 END
+# A helper outside every session, the policies name its sockets (a syslog daemon, a local
+# server): the log-send and connect workloads reach it from inside as from outside.
+$LOAD serve $W/helper > $W/serve.out &
+wait_serve=0; until grep -qs ready $W/serve.out; do
+  wait_serve=$((wait_serve + 1)); [ $wait_serve -lt 600 ] || { echo "bench: fp-bench-load serve failed" >&2; exit 1; }
+  sleep 0.1
+done
 for n in 1 1000 10000; do
-  { printf '[file_policy]\ndefault = "read"\nwrite_paths = ["<workspace>/**"]\ndeny_paths = [\n'
+  { printf '[file_policy]\ndefault = "read"\nwrite_paths = ["<workspace>/**"]\n'
+    printf 'sockets = ["<workspace>/helper.dgram", "<workspace>/helper.stream"]\ndeny_paths = [\n'
     echo $n | awk -f $W/rules.awk; echo ']'; } > $W/policy-$n.toml
 done
 { cat $W/policy-1.toml; echo 'prompt_paths = ["<workspace>/secrets/**"]'; } > $W/policy-prompt.toml
@@ -176,6 +187,9 @@ $LOAD open $W/d/d/d/d/d/f8 $3 1 | out $1 open-d8 $2
 $LOAD stat $W/file $3 1 | out $1 stat $2
 rm -rf $W/x && mkdir $W/x
 $LOAD churn $W/x $(($3 / 10)) 1 | out $1 churn $2
+# A datagram per message to the helper (syslog through /dev/log), a connection per op.
+$LOAD send $W/helper $3 1 | out $1 log-send $2
+$LOAD connect $W/helper $(($3 / 10)) 1 | out $1 connect $2
 timed $1 $2 tar-x 'tar -xf $W/tree.tar -C $W/x'
 timed $1 $2 find+cat 'find $W/x -type f -exec cat {} + > /dev/null'
 # Many short processes: forks, execs, pipes and their signals (the boundary's global hooks).
