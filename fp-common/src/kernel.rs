@@ -652,6 +652,7 @@ kernel_fields! {
     OFF_UPID_NR = "upid"."nr";
     OFF_UNIX_SOCK_ADDR = "unix_sock"."addr";
     OFF_UNIX_SOCK_PATH = "unix_sock"."path";
+    OFF_UNIX_SOCK_PEER = "unix_sock"."peer";
     OFF_UNIX_ADDRESS_LEN = "unix_address"."len";
     OFF_UNIX_ADDRESS_NAME = "unix_address"."name";
 }

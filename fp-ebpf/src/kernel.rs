@@ -73,6 +73,7 @@ offsets!(
     OFF_UPID_NR,
     OFF_UNIX_SOCK_ADDR,
     OFF_UNIX_SOCK_PATH,
+    OFF_UNIX_SOCK_PEER,
     OFF_UNIX_ADDRESS_LEN,
     OFF_UNIX_ADDRESS_NAME,
     // fp_common::kernel::OPTIONAL_FIELDS: the offset plus one, 0 where the kernel lacks it.

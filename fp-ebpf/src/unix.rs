@@ -19,7 +19,8 @@ use crate::{
     kernel::{
         EACCES, OFF_PATH_DENTRY, OFF_PID_NUMBERS, OFF_SOCK_CGROUP_DATA_CGROUP,
         OFF_SOCK_SK_CGRP_DATA, OFF_SOCK_SK_PEER_PID, OFF_UNIX_ADDRESS_LEN, OFF_UNIX_ADDRESS_NAME,
-        OFF_UNIX_SOCK_ADDR, OFF_UNIX_SOCK_PATH, OFF_UPID_NR, dentry_identity, off, read,
+        OFF_UNIX_SOCK_ADDR, OFF_UNIX_SOCK_PATH, OFF_UNIX_SOCK_PEER, OFF_UPID_NR, dentry_identity,
+        off, read,
     },
     report::{Report, Socket, Target, report_socket},
     session::{Session, unreadable},
@@ -90,6 +91,17 @@ fn listener(other: u64) -> u64 {
         }
         _ => 0,
     }
+}
+
+/// [`refuse_outside_server`] for a datagram from `sk` to `other`, but that a socket connected to
+/// `other` sends to it without asking again: its connect was decided (by this hook too), as
+/// Landlock's scopes decide, so a log line through a connected `/dev/log` costs one read.
+#[inline(always)]
+pub(crate) fn refuse_outside_receiver(session: &Session, sk: u64, other: u64) -> i32 {
+    if read::<u64>(sk, off(&OFF_UNIX_SOCK_PEER)) == Ok(other) {
+        return 0;
+    }
+    refuse_outside_server(session, Hook::UnixMaySend, other)
 }
 
 /// Refuses a connection or a datagram to `other` (a `struct sock *`) when its server is outside

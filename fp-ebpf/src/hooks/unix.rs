@@ -6,7 +6,7 @@ use super::in_session;
 use crate::{
     kernel::{OFF_SOCKET_SK, off, read},
     session::unreadable,
-    unix::refuse_outside_server,
+    unix::{refuse_outside_receiver, refuse_outside_server},
 };
 
 /// connect(2) of a stream or seqpacket socket to a listening one, by path or abstract name.
@@ -24,9 +24,11 @@ pub fn fp_unix_stream_connect(ctx: LsmContext) -> i32 {
 pub fn fp_unix_may_send(ctx: LsmContext) -> i32 {
     // unix_may_send(struct socket *sock, struct socket *other, int ret)
     in_session(ctx.arg(2), |session| {
-        let Ok(other) = read::<u64>(ctx.arg(1), off(&OFF_SOCKET_SK)) else {
+        let sk = read::<u64>(ctx.arg(0), off(&OFF_SOCKET_SK));
+        let other = read::<u64>(ctx.arg(1), off(&OFF_SOCKET_SK));
+        let (Ok(sk), Ok(other)) = (sk, other) else {
             return unreadable(session);
         };
-        refuse_outside_server(session, Hook::UnixMaySend, other)
+        refuse_outside_receiver(session, sk, other)
     })
 }
