@@ -162,6 +162,8 @@ pub const RUNTIME_READ: &[&str] = &[
     "/etc/inputrc",
     "/etc/bash.bashrc",
     "/etc/profile",
+    // The directory itself too: `bash -l` lists it to source what it holds.
+    "/etc/profile.d",
     "/etc/profile.d/**",
     "/etc/environment",
     "/etc/gitconfig",
@@ -178,6 +180,8 @@ pub const RUNTIME_READ: &[&str] = &[
     "/sys/devices/system/cpu/**",
     "/dev/random",
     "/dev/urandom",
+    // A shell on a pty reads its directory (ttyname(3) looks for its name there).
+    "/dev/pts",
 ];
 
 /// `base = "system"`: readable and writable (the null devices, the terminal, ptys).
