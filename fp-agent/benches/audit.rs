@@ -28,6 +28,8 @@ fn event(i: u64) -> Event {
         target_exists: false,
         target_pid: None,
         target_cgroup: None,
+        interface: None,
+        device: None,
         dev: 2049,
         ino: 1_000_000 + i,
         decision: Verdict::Allow,

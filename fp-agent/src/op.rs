@@ -115,17 +115,18 @@ impl Access {
 }
 
 /// What `fp policy explain --op` decides: one op on each path, a move from one path to
-/// another, or a connection to a unix socket served from outside the session. Its values are
-/// the ops' names.
+/// another, a connection to a unix socket served from outside the session, or a kind of perf
+/// event. Its values are the ops' names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExplainOp {
     File(Op),
     Move(MoveKind),
     Connect,
+    Perf,
 }
 
 impl ExplainOp {
-    const ALL: [ExplainOp; 7] = [
+    const ALL: [ExplainOp; 8] = [
         ExplainOp::File(Op::Read),
         ExplainOp::File(Op::Write),
         ExplainOp::File(Op::Delete),
@@ -133,6 +134,7 @@ impl ExplainOp {
         ExplainOp::Move(MoveKind::Exchange),
         ExplainOp::Move(MoveKind::Link),
         ExplainOp::Connect,
+        ExplainOp::Perf,
     ];
 }
 
@@ -146,12 +148,17 @@ impl clap::ValueEnum for ExplainOp {
             ExplainOp::File(op) => clap::builder::PossibleValue::new(op.name()),
             ExplainOp::Move(kind) => clap::builder::PossibleValue::new(kind.name()),
             ExplainOp::Connect => clap::builder::PossibleValue::new("connect"),
+            ExplainOp::Perf => clap::builder::PossibleValue::new("perf"),
         };
         Some(match self {
             ExplainOp::File(_) => value,
             ExplainOp::Connect => {
                 value.help("connect(2) or send to a unix socket (PATH or @NAME) served from outside the session")
             }
+            ExplainOp::Perf => value.help(
+                "perf_event_open(2) of each KIND: user (a process's user-space counters), \
+                 cpu-wide, kernel, tracepoint",
+            ),
             ExplainOp::Move(MoveKind::Rename) => value.help("rename(SRC, DST)"),
             ExplainOp::Move(MoveKind::Exchange) => {
                 value.help("renameat2(SRC, DST, RENAME_EXCHANGE)")
@@ -182,7 +189,10 @@ mod tests {
             .iter()
             .map(|op| op.to_possible_value().unwrap().get_name().to_owned())
             .collect();
-        assert_eq!(names, ["read", "write", "delete", "rename", "exchange", "link", "connect"]);
+        assert_eq!(
+            names,
+            ["read", "write", "delete", "rename", "exchange", "link", "connect", "perf"]
+        );
         assert_eq!(ExplainOp::from_str("link", false), Ok(ExplainOp::Move(MoveKind::Link)));
         assert_eq!(ExplainOp::from_str("read", false), Ok(ExplainOp::File(Op::Read)));
     }

@@ -42,6 +42,8 @@ pub fn decision(i: u64) -> Event {
         target_exists: false,
         target_pid: None,
         target_cgroup: None,
+        interface: None,
+        device: None,
         dev: 2049,
         ino: 5000 + i,
         decision: if i.is_multiple_of(5) { Verdict::Deny } else { Verdict::Allow },

@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 15;
+pub const ABI_VERSION: u32 = 16;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -165,6 +165,8 @@ pub mod maps {
     pub const FOWNERS_LOST: &str = "FOWNERS_LOST";
     /// The unix sockets served from outside each session that its policy names (`sockets`).
     pub const UNIX_PEERS: &str = "UNIX_PEERS";
+    /// The block devices each session's policy names (`block_devices`).
+    pub const BLOCK_DEVICES: &str = "BLOCK_DEVICES";
     /// The per-CPU scratch value of a decision: never read by userspace, nor pinned.
     pub const SCRATCH: &str = "SCRATCH";
     /// The programs' verdict cache (docs/performance.md, The verdict cache): never read by
@@ -181,7 +183,7 @@ pub mod maps {
     pub const OWNERS: &str = "OWNERS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`UNPINNED`].
-    pub const PINNED: [&str; 17] = [
+    pub const PINNED: [&str; 18] = [
         SESSIONS,
         CGROUP_SESSION,
         COUNTERS,
@@ -199,6 +201,7 @@ pub mod maps {
         FOWNERS,
         FOWNERS_LOST,
         UNIX_PEERS,
+        BLOCK_DEVICES,
     ];
 
     /// The maps only the programs use, never pinned: the scratch value and the caches.
@@ -220,6 +223,10 @@ pub const EVENT_MOVE_DIR: u8 = 4;
 pub const EVENT_TARGET_EXISTS: u8 = 8;
 /// `DecisionEvent::flags` of a rename: RENAME_EXCHANGE (both names stay, their content swaps).
 pub const EVENT_EXCHANGE: u8 = 16;
+/// `DecisionEvent::flags` of a refusal of the session boundary's floor: `ino` holds the number
+/// of the device it names (the kernel's encoding, major << 20 | minor), a block device opened or
+/// a device node made, rather than a file's identity.
+pub const EVENT_DEVICE: u8 = 32;
 
 /// What decided an event's verdict.
 #[repr(u8)]
@@ -290,6 +297,12 @@ impl Reason {
 pub const SESSION_AUDIT_ONLY: u64 = 1;
 /// `SessionInfo::flags`: also report allowed writes, deletes and execs (full audit).
 pub const SESSION_FULL_AUDIT: u64 = 2;
+/// `SessionInfo::flags`: perf events beyond the counters of processes (CPU-wide, of the kernel,
+/// tracepoints) pass the session boundary's floor: the policy's `kernel_interfaces` has `perf`.
+pub const SESSION_PERF: u64 = 4;
+/// The `SessionInfo::flags` a session's policy sets (the others are its mode's): written anew
+/// with every installation of its tables.
+pub const SESSION_POLICY_FLAGS: u64 = SESSION_PERF;
 
 /// Value of the `SESSIONS` map, keyed by the session's cgroup id; written by userspace only.
 /// Replacing it switches the session to other tables in one map update (atomic reload).
@@ -356,6 +369,17 @@ impl UnixPeerKey {
     pub const fn names_a_socket(&self) -> bool {
         self.ino != 0 || self.len != 0
     }
+}
+
+/// Key of the `BLOCK_DEVICES` map: a block device a session's policy names (`block_devices`),
+/// which the session boundary's floor then lets it open, by its device number (the kernel's
+/// encoding, major << 20 | minor), whatever node names it. The value is unused (1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockDeviceKey {
+    /// The session's cgroup id.
+    pub session: u64,
+    pub rdev: u64,
 }
 
 /// Value of the `CGROUP_SESSION` cgroup storage: the session a session cgroup's attachment of the
@@ -619,6 +643,7 @@ kernel_fields! {
     OFF_INODE_I_INO = "inode"."i_ino";
     OFF_INODE_I_MODE = "inode"."i_mode";
     OFF_INODE_I_SB = "inode"."i_sb";
+    OFF_INODE_I_RDEV = "inode"."i_rdev";
     OFF_SUPER_BLOCK_S_DEV = "super_block"."s_dev";
     OFF_SUPER_BLOCK_S_MAGIC = "super_block"."s_magic";
     OFF_VFSMOUNT_MNT_ROOT = "vfsmount"."mnt_root";
@@ -674,6 +699,7 @@ mod pod {
     unsafe impl aya::Pod for super::DecisionEvent {}
     unsafe impl aya::Pod for super::GrantValue {}
     unsafe impl aya::Pod for super::UnixPeerKey {}
+    unsafe impl aya::Pod for super::BlockDeviceKey {}
 }
 
 #[cfg(test)]

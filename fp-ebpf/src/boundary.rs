@@ -71,7 +71,7 @@ pub(crate) fn refuse_outsider(session: &Session, hook: Hook, task: u64) -> i32 {
     report_process(
         session,
         &outcome,
-        &Report { hook, op: Op::Write, denied: enforced, mv: None },
+        &Report { hook, op: Op::Write, denied: enforced, mv: None, flags: 0 },
         &target,
     );
     if enforced { -EACCES } else { 0 }

@@ -3,17 +3,23 @@
 //! made in a writable workspace reads a disk past every rule, a block device is a whole
 //! filesystem's bytes, and the kernel's own interfaces (/dev/mem, /proc/kcore, kexec, modules)
 //! reach its memory or replace it.
-use fp_common::kernel::{Hook, Op, Reason};
+use aya_ebpf::{macros::map, maps::HashMap};
+use fp_common::kernel::{BlockDeviceKey, Hook, Op, Reason, SESSION_PERF};
 
 use crate::{
     kernel::{
-        OFF_FILE_F_INODE, OFF_INODE_I_MODE, OFF_INODE_I_SB, OFF_PROC_INODE_PDE,
+        OFF_FILE_F_INODE, OFF_INODE_I_MODE, OFF_INODE_I_RDEV, OFF_INODE_I_SB, OFF_PROC_INODE_PDE,
         OFF_PROC_INODE_SYSCTL, OFF_PROC_INODE_VFS_INODE, OFF_SUPER_BLOCK_S_MAGIC, PROC_SUPER_MAGIC,
         load, loaded_identity, off, read,
     },
-    protect::refuse_without_path,
+    protect::{refuse_device, refuse_without_path},
     session::Session,
 };
+
+/// The block devices each session's policy names (`block_devices`), by device number: written
+/// by userspace when the session's tables are installed, removed when it ends.
+#[map]
+pub(crate) static BLOCK_DEVICES: HashMap<BlockDeviceKey, u8> = HashMap::with_max_entries(1024, 0);
 
 const S_IFMT: u32 = 0o170000;
 const S_IFBLK: u32 = 0o060000;
@@ -23,24 +29,36 @@ const S_IFCHR: u32 = 0o020000;
 /// driver asks for its firmware in whatever task triggers it, which may be a session's.
 const FIRMWARE: u32 = 1;
 
-/// Refuses a block or character device node (`mknod`, `mknodat`): char 0:0 is overlayfs's
-/// whiteout, which opens nothing and which the kernel lets unprivileged users make.
+/// Refuses a block or character device node (`mknod`, `mknodat`), whatever the policy: char 0:0
+/// is overlayfs's whiteout, which opens nothing and which the kernel lets unprivileged users make.
+/// `dev` is as mknod(2) was given it (the hook runs before the kernel decodes it); the event
+/// names the device in the kernel's encoding.
 #[inline(always)]
 pub(crate) fn refuse_device_node(session: &Session, mode: u32, dev: u32) -> Option<i32> {
     let kind = mode & S_IFMT;
+    // `new_decode_dev`: major in bits 8-19, minor in bits 0-7 and 20-31.
+    let (major, minor) = ((dev & 0xfff00) >> 8, (dev & 0xff) | ((dev >> 12) & 0xfff00));
     (kind == S_IFBLK || kind == S_IFCHR && dev != 0)
-        .then(|| refuse_without_path(session, Hook::PathMknod, Op::Write, Reason::Boundary, (0, 0)))
+        .then(|| refuse_device(session, Hook::PathMknod, Op::Write, major << 20 | minor))
 }
 
 /// Refuses the open of a block device, by whatever name (a node the session did not make
-/// included): its bytes are every file of a filesystem, past the rules of each.
+/// included): its bytes are every file of a filesystem, past the rules of each. A device the
+/// session's policy names (`BLOCK_DEVICES`) is left to its rules for the name it was opened by.
 #[inline(always)]
 pub(crate) fn refuse_block_device(session: &Session, file: u64, op: Op) -> Option<i32> {
     let inode: u64 = load(file, off(&OFF_FILE_F_INODE));
     let mode: u16 = load(inode, off(&OFF_INODE_I_MODE));
-    (mode as u32 & S_IFMT == S_IFBLK).then(|| {
-        refuse_without_path(session, Hook::FileOpen, op, Reason::Boundary, loaded_identity(inode))
-    })
+    if mode as u32 & S_IFMT != S_IFBLK {
+        return None;
+    }
+    let rdev: u32 = load(inode, off(&OFF_INODE_I_RDEV));
+    let key = BlockDeviceKey { session: session.id, rdev: rdev as u64 };
+    // SAFETY: a presence check; the value is not read.
+    if unsafe { BLOCK_DEVICES.get(&key) }.is_some() {
+        return None;
+    }
+    Some(refuse_device(session, Hook::FileOpen, op, rdev))
 }
 
 /// Filesystems whose files are the kernel's own settings (`s_magic`): sysfs (uevent_helper, module
@@ -107,9 +125,10 @@ const PERF_SECURITY_OPEN: u32 = 0;
 /// Refuses a perf event beyond the counters of processes (the event's inode field names the
 /// check): CPU-wide events see every process, kernel ones and tracepoints the kernel. Counting a
 /// process's user space (`perf stat -e cycles:u`) passes; which process is the ptrace check's.
+/// A session whose policy's `kernel_interfaces` has `perf` (a profiler's) passes every check.
 #[inline(always)]
 pub(crate) fn refuse_perf_event(session: &Session, check: u32) -> i32 {
-    if check == PERF_SECURITY_OPEN {
+    if check == PERF_SECURITY_OPEN || session.info.flags & SESSION_PERF != 0 {
         return 0;
     }
     refuse_without_path(

@@ -1,7 +1,7 @@
 //! Refusals decided without a path: fp's self-protection (bpf(), the mount table) and the event
 //! of such a refusal (also of the session boundary's, crate::boundary).
 use fp_common::{
-    kernel::{Hook, Op, Reason, SESSION_AUDIT_ONLY},
+    kernel::{EVENT_DEVICE, Hook, Op, Reason, SESSION_AUDIT_ONLY},
     policy::{NO_RULE, TableVerdict},
 };
 
@@ -24,6 +24,19 @@ pub(crate) fn refuse_without_path(
     reason: Reason,
     file: (u64, u32),
 ) -> i32 {
+    refuse(session, &Report { hook, op, denied: false, mv: None, flags: 0 }, reason, file)
+}
+
+/// [`refuse_without_path`] of an operation on a device (the session boundary's floor): the event
+/// names the device by its number, `rdev` (`EVENT_DEVICE`).
+#[inline(always)]
+pub(crate) fn refuse_device(session: &Session, hook: Hook, op: Op, rdev: u32) -> i32 {
+    let what = Report { hook, op, denied: false, mv: None, flags: EVENT_DEVICE };
+    refuse(session, &what, Reason::Boundary, (rdev as u64, 0))
+}
+
+#[inline(always)]
+fn refuse(session: &Session, what: &Report, reason: Reason, file: (u64, u32)) -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES;
     };
@@ -38,7 +51,7 @@ pub(crate) fn refuse_without_path(
         if reason == Reason::PromptPending { TableVerdict::Prompt } else { TableVerdict::Deny };
     let outcome = Outcome { verdict, reason, rule_id: NO_RULE };
     let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
-    report(session, &outcome, &Report { hook, op, denied: enforced, mv: None });
+    report(session, &outcome, &Report { denied: enforced, ..*what });
     if enforced { -EACCES } else { 0 }
 }
 

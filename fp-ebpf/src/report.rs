@@ -45,6 +45,9 @@ pub(crate) struct Report {
     pub(crate) denied: bool,
     /// A rename's or link's.
     pub(crate) mv: Option<MoveEvent>,
+    /// `EVENT_*` flags the event carries besides those of its outcome, walk and move
+    /// (`EVENT_DEVICE`).
+    pub(crate) flags: u8,
 }
 
 /// Counts a decision in the session's counters and reserves its event (None, counted as
@@ -98,7 +101,7 @@ unsafe fn stamp(
         (*ev).hook = what.hook as u8;
         (*ev).reason = outcome.reason as u8;
         (*ev).op = what.op as u8;
-        (*ev).flags = flags | if what.denied { EVENT_DENIED } else { 0 };
+        (*ev).flags = flags | what.flags | if what.denied { EVENT_DENIED } else { 0 };
         (*ev).verdict = outcome.verdict as u8;
         (*ev)._pad = [0; 3];
         (*ev).target_cgroup = 0;

@@ -2,6 +2,8 @@
 //! whatever its policy says (`--deny` of the secret tree only: everything else is writable here).
 //! Root only: an ordinary user meets the kernel's own checks (CAP_MKNOD, CAP_SYS_MODULE,
 //! CAP_SYS_BOOT, CAP_SYS_RAWIO) before fp's. Every attack runs inside the test VM only.
+//! `exceptions::` runs under a policy that lifts what a policy can: a block device it names,
+//! perf (`kernel_interfaces`); the rest of the floor stays.
 use fp_tests::{Expect::Allowed, Suite, denied, escape_suite};
 
 const SUITE: Suite = Suite {
@@ -33,13 +35,14 @@ cat $B/open/modprobe.was > /proc/sys/kernel/modprobe
 escape_suite! {
     setup = SUITE;
     // Device nodes, made in a writable directory.
-    mknod_block_device: denied("path_mknod", "write", "") => "mknod $B/open/blk2 b 7 0";
-    mknod_char_device: denied("path_mknod", "write", "") => "mknod $B/open/mem2 c 1 1";
+    mknod_block_device: denied("path_mknod", "write", "device node 7:0") => "mknod $B/open/blk2 b 7 0";
+    mknod_char_device: denied("path_mknod", "write", "device node 1:1") => "mknod $B/open/mem2 c 1 1";
     // A block device, by a name the policy allows.
-    open_block_device: denied("file_open", "read", "") => "dd if=$B/open/blk of=/dev/null count=1";
-    // The kernel's lockdown interfaces: /dev/mem (reason 2), /proc/kcore (22).
-    dev_mem: denied("locked_down", "write", "lockdown reason 2") => "head -c 1 $B/open/mem > /dev/null";
-    proc_kcore: denied("locked_down", "write", "lockdown reason 22") => "head -c 1 /proc/kcore > /dev/null";
+    open_block_device: denied("file_open", "read", "block device 7:0") => "dd if=$B/open/blk of=/dev/null count=1";
+    // The kernel's lockdown interfaces: /dev/mem (reason 2), /proc/kcore (22), named as the
+    // running kernel's BTF names them.
+    dev_mem: denied("locked_down", "write", "lockdown reason 2 (dev-mem)") => "head -c 1 $B/open/mem > /dev/null";
+    proc_kcore: denied("locked_down", "write", "lockdown reason 22 (kcore)") => "head -c 1 /proc/kcore > /dev/null";
     // kexec_load(2) (246) with no segments, init_module(2) (175) of garbage, finit_module(2)
     // (313) of a file that is no module: each refused before the kernel looks at it.
     kexec_load: denied("kernel_load_data", "write", "kexec image") => r#"perl -e 'syscall(246, 0, 0, 0, 0) == 0 or die "$!\n"'"#;
@@ -65,4 +68,49 @@ escape_suite! {
     whiteout_and_fifo_are_made: Allowed => "mknod $B/open/wh c 0 0 && rm $B/open/wh && mkfifo $B/open/fifo && rm $B/open/fifo";
     character_devices_work: Allowed => "head -c 16 /dev/urandom > /dev/null && head -c 1 /dev/zero > /dev/null && echo x > /dev/null && head -c 1 /dev/random > /dev/null";
     a_pty_opens: Allowed => r#"python3 -c 'import os; m, s = os.openpty(); os.write(s, b"x"); assert os.read(m, 1) == b"x"'"#;
+}
+
+/// Under a policy that names a block device and switches perf on.
+mod exceptions {
+    use fp_tests::{Expect::Allowed, Suite, denied, escape_suite};
+
+    const POLICY: &str = r#"[file_policy]
+default = "write"
+deny_paths = ["$B/secret", "$B/secret/**"]
+block_devices = ["$B/open/disk"]
+kernel_interfaces = ["perf"]
+"#;
+
+    const SUITE: Suite = Suite {
+        name: "escape-floor-exceptions",
+        setup: r#"
+mkdir -p $B/open
+# A loop device over an image with a mark in it, named by the policy through a symlink; another
+# loop device's node that no entry names.
+head -c 1048576 /dev/zero > $B/open/image
+printf 'disk-mark' | dd of=$B/open/image conv=notrunc status=none
+losetup -f --show $B/open/image > $B/open/loop
+ln -s "$(cat $B/open/loop)" $B/open/disk
+mknod $B/open/other b 7 200
+"#,
+        after: r#"
+losetup -d "$(cat $B/open/loop)"
+"#,
+        policy: Some(POLICY),
+        ..Suite::PLAIN
+    };
+
+    escape_suite! {
+        setup = SUITE;
+        // The named device opens, and then its rules decide (the default here: write).
+        named_block_device_opens: Allowed => "head -c 9 $B/open/disk | grep -q disk-mark";
+        other_block_device_refused: denied("file_open", "read", "block device 7:200") => "dd if=$B/open/other of=/dev/null count=1";
+        // Naming a device lets no node be made, even of the named device.
+        mknod_still_refused: denied("path_mknod", "write", "device node 7:") => "mknod $B/open/again b 7 0";
+        // perf: counting the kernel and CPU-wide events open (see the floor suite's commands).
+        perf_kernel_counter: Allowed => r#"perl -e 'my $attr = pack("LLQQQQQLLQ", 1, 64, 1, 0, 0, 0, 0, 0, 0, 0); syscall(298, $attr, 0, -1, -1, 0) >= 0 or die "$!\n"'"#;
+        perf_cpu_wide: Allowed => r#"perl -e 'my $attr = pack("LLQQQQQLLQ", 1, 64, 1, 0, 0, 0, 1 << 5, 0, 0, 0); syscall(298, $attr, -1, 0, -1, 0) >= 0 or die "$!\n"'"#;
+        // What no policy lifts.
+        proc_kcore: denied("locked_down", "write", "lockdown reason") => "head -c 1 /proc/kcore > /dev/null";
+    }
 }

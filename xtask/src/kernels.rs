@@ -39,8 +39,9 @@ pub const KERNELS: &[KernelPin] = &[
     },
 ];
 
-/// Modules the initramfs loads to mount the host root (their dependencies are added from modules.dep).
-const INITRAMFS_MODULES: &[&str] = &["virtio_pci", "9pnet_virtio", "9p"];
+/// Modules the initramfs loads (their dependencies are added from modules.dep): those that mount the
+/// host root, and `loop`, whose block devices the floor suite opens (the VM has no other).
+const INITRAMFS_MODULES: &[&str] = &["virtio_pci", "9pnet_virtio", "9p", "loop"];
 
 /// PID 1 of the VM. `@INSMOD@` becomes the module loading lines. The per-run scripts come from the
 /// run directory, shared as `fprun` (see vm.rs). `/hostfs` keeps a view of the host root without the

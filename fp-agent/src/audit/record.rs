@@ -159,6 +159,14 @@ pub struct FileDecision {
     pub target_pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_cgroup: Option<u64>,
+    /// Of a refusal of the session boundary's floor: the kernel interface it names, in words
+    /// (`perf event: kernel`, `lockdown reason 2`, `block device 7:0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    /// Of a refusal that names a device (a block device opened, a device node made): its
+    /// number, `major:minor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
     pub dev: u64,
     pub ino: u64,
     pub decision: Verdict,

@@ -175,6 +175,44 @@ fn is_socket(decision: &FileDecision) -> bool {
     [Hook::UnixStreamConnect, Hook::UnixMaySend].iter().any(|h| h.name() == decision.hook)
 }
 
+/// A recorded refusal of the floor that a policy can lift, re-decided under `policy`: a perf
+/// event (`kernel_interfaces`), a block device (`block_devices`, by the number its entries name
+/// now); None for every other record.
+fn floor_exception(
+    policy: &crate::policy::EffectivePolicy,
+    decision: &FileDecision,
+) -> Option<Reevaluation> {
+    use crate::policy::KernelInterface;
+    use fp_common::kernel::Hook;
+    let decided = |entry: Option<String>, refusal: &str| match entry {
+        Some(rule) => Reevaluation { verdict: PolicyVerdict::Allow, rule },
+        None => Reevaluation {
+            verdict: PolicyVerdict::Deny,
+            rule: format!("session boundary: {refusal}"),
+        },
+    };
+    if decision.hook == Hook::PerfEventOpen.name() {
+        let entry = policy.interface(KernelInterface::Perf);
+        return Some(decided(
+            entry.map(|i| format!("perf (kernel_interfaces, {})", i.source)),
+            "a perf event beyond the counters of processes, which `kernel_interfaces` does not \
+             switch on",
+        ));
+    }
+    let device = decision.device.as_ref().filter(|_| decision.hook == Hook::FileOpen.name())?;
+    let entry =
+        policy.block_devices().iter().find(|r| r.devices().iter().any(|d| d.number() == *device));
+    Some(decided(
+        entry.map(|r| {
+            format!(
+                "{} (block_devices, {}); the rules for the name it was opened by decide next",
+                r.text, r.source
+            )
+        }),
+        "a block device that `block_devices` does not name",
+    ))
+}
+
 /// The decision core as replay needs it.
 pub trait Reevaluate {
     fn decide(&self, path: &[u8], op: Op) -> Reevaluation;
@@ -229,11 +267,20 @@ impl Reevaluate for crate::policy::EffectivePolicy {
                 },
             };
         }
+        if let Some(lifted) = floor_exception(self, decision) {
+            return lifted;
+        }
         if decision.target_pid.is_some() {
             // Not the policy's to decide: every policy keeps a session inside its boundary.
             return Reevaluation {
                 verdict: PolicyVerdict::Deny,
                 rule: "session boundary: the target process is outside the session".to_owned(),
+            };
+        }
+        if let Some(interface) = &decision.interface {
+            return Reevaluation {
+                verdict: PolicyVerdict::Deny,
+                rule: format!("session boundary: {interface}, which no policy lifts"),
             };
         }
         let Some(kind) = decision.op.move_kind() else {
@@ -460,19 +507,22 @@ mod tests {
         assert_eq!(result.examples.iter().map(|d| d.seq).collect::<Vec<_>>(), [1, 2]);
     }
 
+    /// A default-write policy with `extra` lines in its `[file_policy]` (`<request>:3:` on).
+    fn writable_and(extra: &str) -> crate::policy::EffectivePolicy {
+        let text = format!("[file_policy]\ndefault = \"write\"\n{extra}\n");
+        let options = crate::policy::LoadOptions {
+            policy_text: Some(text),
+            user: Some("root".into()),
+            ..Default::default()
+        };
+        crate::policy::EffectivePolicy::load(&options).unwrap()
+    }
+
     /// A socket refused as served from outside is allowed under a policy whose `sockets` names
     /// its address, and refused under any other, whatever its path rules.
     #[test]
     fn socket_refusals_are_decided_by_sockets() {
-        let policy = |sockets: &str| {
-            let text = format!("[file_policy]\ndefault = \"write\"\nsockets = [{sockets}]\n");
-            let options = crate::policy::LoadOptions {
-                policy_text: Some(text),
-                user: Some("root".into()),
-                ..Default::default()
-            };
-            crate::policy::EffectivePolicy::load(&options).unwrap()
-        };
+        let policy = |sockets: &str| writable_and(&format!("sockets = [{sockets}]"));
         let mut record = decision_record(1, b"@helper", Op::Write, Verdict::Deny);
         let Body::Decision(d) = &mut record.body else { unreachable!() };
         d.hook = "unix_stream_connect".into();
@@ -482,6 +532,46 @@ mod tests {
         assert_eq!(policy("\"@other\"").decide_record(d).verdict, PolicyVerdict::Deny);
         d.path = super::super::record::RawPath(b"/tmp/ssh-Ab/agent.7".to_vec());
         assert_eq!(policy("\"/tmp/ssh-*/agent.*\"").decide_record(d).verdict, PolicyVerdict::Allow);
+    }
+
+    /// A refusal of the floor is allowed under a policy that lifts it (a perf event by
+    /// `kernel_interfaces`, a block device by a `block_devices` entry that names its number now)
+    /// and refused under any other; the floor's other refusals under every policy.
+    #[test]
+    fn floor_refusals_are_decided_by_its_exceptions() {
+        use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+        let policy = writable_and;
+        let mut record = decision_record(1, b"", Op::Write, Verdict::Deny);
+        let Body::Decision(d) = &mut record.body else { unreachable!() };
+        d.hook = "perf_event_open".into();
+        d.interface = Some("perf event: kernel".into());
+        let switched = policy("kernel_interfaces = [\"perf\"]").decide_record(d);
+        assert_eq!(switched.verdict, PolicyVerdict::Allow, "{}", switched.rule);
+        assert!(
+            switched.rule.starts_with("perf (kernel_interfaces, <request>:3:"),
+            "{}",
+            switched.rule
+        );
+        assert_eq!(policy("").decide_record(d).verdict, PolicyVerdict::Deny);
+        d.hook = "locked_down".into();
+        d.interface = Some("lockdown reason 22".into());
+        let kcore = policy("kernel_interfaces = [\"perf\"]").decide_record(d);
+        assert_eq!(kcore.verdict, PolicyVerdict::Deny);
+        assert!(kcore.rule.contains("lockdown reason 22"), "{}", kcore.rule);
+        let Some((node, md)) = ["/dev/loop0", "/dev/vda", "/dev/sda"].into_iter().find_map(|p| {
+            std::fs::metadata(p).ok().filter(|m| m.file_type().is_block_device()).map(|m| (p, m))
+        }) else {
+            return; // No block device on this machine to name.
+        };
+        d.hook = "file_open".into();
+        d.device = Some(crate::policy::device_number(crate::kernel::kernel_dev(md.rdev())));
+        d.interface = Some(format!("block device {}", d.device.as_deref().unwrap_or_default()));
+        let named = policy(&format!("block_devices = [\"{node}\"]")).decide_record(d);
+        assert_eq!(named.verdict, PolicyVerdict::Allow, "{}", named.rule);
+        assert_eq!(
+            policy("block_devices = [\"/dev/null\"]").decide_record(d).verdict,
+            PolicyVerdict::Deny
+        );
     }
 
     #[test]

@@ -184,6 +184,8 @@ fn kind_members(kind: &str) -> Option<&'static [(&'static str, Type, bool)]> {
             ("target_exists", Bool, false),
             ("target_pid", U32, false),
             ("target_cgroup", U64, false),
+            ("interface", Str, false),
+            ("device", Str, false),
             ("dev", U64, true),
             ("ino", U64, true),
             ("decision", OneOf(DECISIONS), true),

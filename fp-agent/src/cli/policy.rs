@@ -32,7 +32,8 @@ pub enum Command {
     /// Decide PATHs for an op: verdict, deciding rule, and whether the kernel decides it. With
     /// `--op rename|exchange|link`: decide moving the content of the first PATH to the second.
     /// With `--op connect`: whether a session may use the unix socket at each PATH (or @NAME, an
-    /// abstract one) when a process outside the session serves it.
+    /// abstract one) when a process outside the session serves it. With `--op perf`: whether a
+    /// session may open each kind of perf event (user, cpu-wide, kernel, tracepoint).
     Explain {
         /// The per-agent policy file.
         #[arg(long)]
@@ -82,6 +83,7 @@ pub fn main(cmd: Command) -> ExitCode {
             ExplainOp::File(op) => explain(&policy, &session, op, json, &paths),
             ExplainOp::Move(kind) => explain_move(&policy, &session, kind, json, &paths),
             ExplainOp::Connect => explain_connect(&policy, &session, json, &paths),
+            ExplainOp::Perf => explain_perf(&policy, &session, json, &paths),
         },
         Command::Compile { policy, session, json } => compile(&policy, &session, json),
     };
@@ -183,7 +185,18 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
                 ));
             }
         }
+        for d in policy.block_devices() {
+            if d.devices().is_empty() {
+                warnings.push(format!(
+                    "block_devices entry \"{}\" ({}) names no block device now: a session starting now opens none through it",
+                    d.text, d.source
+                ));
+            }
+        }
         if json {
+            let devices = |d: &crate::policy::DeviceRule| -> Vec<serde_json::Value> {
+                d.devices().iter().map(|v| json!({"path": v.path, "device": v.number()})).collect()
+            };
             let report = json!({
                 "file": file,
                 "schema": policy.schema(),
@@ -193,6 +206,8 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
                 "rules": policy.rules(),
                 "floor_exceptions": policy.floor_exceptions().iter().map(|e| json!({"name": e.value, "source": e.source})).collect::<Vec<_>>(),
                 "sockets": policy.sockets(),
+                "block_devices": policy.block_devices().iter().map(|d| json!({"text": d.text, "pattern": d.pattern, "source": d.source, "devices": devices(d)})).collect::<Vec<_>>(),
+                "kernel_interfaces": policy.kernel_interfaces().iter().map(|i| json!({"name": i.interface.name(), "source": i.source, "opens": i.interface.opens()})).collect::<Vec<_>>(),
                 "warnings": warnings,
             });
             println!("{report}");
@@ -270,6 +285,26 @@ fn print_check(file: &Path, policy: &EffectivePolicy, warnings: &[String]) {
             println!("    {:<46} ({})", s.pattern, s.source);
         }
     }
+    if !policy.block_devices().is_empty() {
+        println!("  block devices it may open past the floor (then by its rules):");
+        for d in policy.block_devices() {
+            let now: Vec<String> = d
+                .devices()
+                .iter()
+                .map(|v| format!("{} {}", v.path.display(), v.number()))
+                .collect();
+            let now = if now.is_empty() { "none now".to_owned() } else { now.join(", ") };
+            println!("    {:<46} ({}): {now}", d.pattern, d.source);
+        }
+    }
+    for i in policy.kernel_interfaces() {
+        println!(
+            "  kernel interface {} ({}): {}",
+            i.interface.name(),
+            i.source,
+            i.interface.opens()
+        );
+    }
     for w in warnings {
         println!("  warning: {w}");
     }
@@ -287,23 +322,121 @@ fn explain(
         let normalized = normalized(path)?;
         let decision = policy.decide(&normalized, op);
         let shown = String::from_utf8_lossy(&normalized).into_owned();
+        let floor = block_device_floor(&policy, path, op);
+        let refused = floor.as_ref().is_some_and(|f| f.entry.is_none());
         if json {
-            println!("{}", explain_json(&policy, &shown, op, &decision));
-        } else {
-            let rule = decision.rule.and_then(|r| policy.rule(r));
-            let why = match rule {
-                Some(r) => format!("rule \"{}\" ({}, {})", r.text, r.tier, r.source),
-                None => format!("default for {}", op.name()),
-            };
+            let mut answer = explain_json(&policy, &shown, op, &decision);
+            if let Some(floor) = &floor {
+                answer["block_device"] = json!(floor.device);
+                answer["block_devices_entry"] = json!(floor.entry.map(|e| &e.text));
+            }
+            if refused {
+                answer["verdict"] = json!(Verdict::Deny);
+                answer["rule"] = json!(null);
+                answer["tier"] = json!("session boundary");
+                answer["kernel"] = json!(crate::policy::KernelDisposition::Exact);
+            }
+            println!("{answer}");
+            continue;
+        }
+        let device = floor.as_ref().map(|f| f.device.as_str()).unwrap_or_default();
+        if refused {
             println!(
-                "{shown}: {} {} by {why}; kernel: {}",
+                "{shown}: {} deny by the session boundary: block device {device}, which no \
+                 block_devices entry names; kernel: exact",
                 op.name(),
-                verdict_name(decision.verdict),
-                match decision.kernel {
-                    crate::policy::KernelDisposition::Exact => "exact",
-                    crate::policy::KernelDisposition::Defer => "defer",
-                }
             );
+            continue;
+        }
+        let rule = decision.rule.and_then(|r| policy.rule(r));
+        let why = match rule {
+            Some(r) => format!("rule \"{}\" ({}, {})", r.text, r.tier, r.source),
+            None => format!("default for {}", op.name()),
+        };
+        let lifted = match floor.as_ref().and_then(|f| f.entry) {
+            Some(e) => format!(" (block device {device}, named by block_devices \"{}\")", e.text),
+            None => String::new(),
+        };
+        println!(
+            "{shown}: {} {} by {why}{lifted}; kernel: {}",
+            op.name(),
+            verdict_name(decision.verdict),
+            match decision.kernel {
+                crate::policy::KernelDisposition::Exact => "exact",
+                crate::policy::KernelDisposition::Defer => "defer",
+            }
+        );
+    }
+    Ok(())
+}
+
+/// What the floor says of opening `path` when it is a block device now (None otherwise): the
+/// kernel refuses it by any name unless a `block_devices` entry names its number; a named one
+/// is left to the rules (fp-ebpf's `floor`). Delete unlinks a name and opens nothing.
+struct BlockDeviceFloor<'a> {
+    device: String,
+    entry: Option<&'a crate::policy::DeviceRule>,
+}
+
+fn block_device_floor<'a>(
+    policy: &'a EffectivePolicy,
+    path: &Path,
+    op: Op,
+) -> Option<BlockDeviceFloor<'a>> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let md = std::fs::metadata(path).ok().filter(|m| m.file_type().is_block_device())?;
+    if op == Op::Delete {
+        return None;
+    }
+    let rdev = crate::kernel::kernel_dev(md.rdev());
+    Some(BlockDeviceFloor {
+        device: crate::policy::device_number(rdev),
+        entry: policy.device_entry(rdev),
+    })
+}
+
+/// `explain --op perf KIND...`: whether a session may open a perf event of each kind. Counting a
+/// process's user space always passes the floor; the other kinds only with `kernel_interfaces =
+/// ["perf"]` (fp-ebpf's `floor`). Which processes a session may count stays the process
+/// boundary's, and the kernel's own checks (perf_event_paranoid, capabilities) come first.
+fn explain_perf(
+    policy_file: &Path,
+    session: &Session,
+    json: bool,
+    kinds: &[PathBuf],
+) -> Result<(), Failure> {
+    use crate::policy::KernelInterface;
+    const KINDS: [(&str, bool); 4] =
+        [("user", false), ("cpu-wide", true), ("kernel", true), ("tracepoint", true)];
+    let policy = load(policy_file, session, Some(session.workspace()?))?;
+    let switch = policy.interface(KernelInterface::Perf);
+    for kind in kinds {
+        let kind = kind.to_string_lossy();
+        let Some(&(_, floored)) = KINDS.iter().find(|(k, _)| *k == kind) else {
+            let names: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
+            return Err(Failure::Usage(format!(
+                "unknown perf event kind \"{kind}\" (kinds: {})",
+                names.join(", ")
+            )));
+        };
+        let (verdict, why) = match (floored, switch) {
+            (false, _) => ("allow", "a process's user-space counters pass the floor".to_owned()),
+            (true, Some(i)) => {
+                ("allow", format!("by kernel_interfaces entry \"perf\" ({})", i.source))
+            }
+            (true, None) => (
+                "deny",
+                "by the session boundary: kernel_interfaces does not switch perf on".to_owned(),
+            ),
+        };
+        if json {
+            let entry = switch.filter(|_| floored).map(|i| i.source.to_string());
+            println!(
+                "{}",
+                json!({"op": "perf", "kind": kind, "verdict": verdict, "source": entry, "kernel": "exact"})
+            );
+        } else {
+            println!("perf event, {kind}: {verdict} {why}; kernel: exact");
         }
     }
     Ok(())

@@ -1,11 +1,13 @@
 //! A minimal reader of raw BTF (`/sys/kernel/btf/vmlinux`): just enough to find the byte offset of a
-//! struct member, looking through anonymous struct/union members, and the parameters of a function. aya's own BTF parser keeps
-//! member offsets private, so we read the format ourselves (see the kernel's Documentation/bpf/btf.rst).
+//! struct member, looking through anonymous struct/union members, the parameters of a function and
+//! the names of an enum's values. aya's own BTF parser keeps member offsets private, so we read the
+//! format ourselves (see the kernel's Documentation/bpf/btf.rst).
 use anyhow::{Context as _, anyhow, bail, ensure};
 
 const MAGIC: u16 = 0xeb9f;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
 const KIND_TYPEDEF: u32 = 8;
 const KIND_VOLATILE: u32 = 9;
 const KIND_CONST: u32 = 10;
@@ -27,7 +29,8 @@ struct Type {
     kind_flag: bool,
     /// For modifiers, typedefs and functions: the referenced type.
     type_ref: u32,
-    /// Struct/union members, or function prototype parameters (bit_offset 0).
+    /// Struct/union members, function prototype parameters (bit_offset 0), or an enum's
+    /// values (bit_offset the value).
     members: Vec<Member>,
 }
 
@@ -106,9 +109,19 @@ impl Btf {
                     }
                     vlen * 8
                 }
+                KIND_ENUM => {
+                    for i in 0..vlen {
+                        let e = at + i * 8;
+                        members.push(Member {
+                            name_off: u32_at(e)?,
+                            type_id: 0,
+                            bit_offset: u32_at(e + 4)?,
+                        });
+                    }
+                    vlen * 8
+                }
                 1 | 14 | 17 => 4,          // INT, VAR, DECL_TAG
                 3 => 12,                   // ARRAY
-                6 => vlen * 8,             // ENUM
                 15 | 19 => vlen * 12,      // DATASEC, ENUM64
                 2 | 7..=12 | 16 | 18 => 0, // PTR, FWD, TYPEDEF.., FUNC, FLOAT, TYPE_TAG
                 k => bail!("unknown BTF kind {k} at byte {at}"),
@@ -181,6 +194,15 @@ impl Btf {
         Some(proto.members.iter().map(|p| self.name(p.name_off)).collect())
     }
 
+    /// The name of the value `value` of `enum name` (a 32-bit one), if the kernel has both.
+    pub fn enumerator(&self, name: &str, value: u32) -> Option<&[u8]> {
+        let e = self
+            .types
+            .iter()
+            .find(|t| t.kind == KIND_ENUM && self.name(t.name_off) == name.as_bytes())?;
+        e.members.iter().find(|m| m.bit_offset == value).map(|m| self.name(m.name_off))
+    }
+
     /// Bit offset and type id of `name` in `t`, searching anonymous members too.
     fn find_member(&self, t: &Type, name: &[u8], depth: u32) -> Option<(u32, u32)> {
         if depth > 8 {
@@ -213,7 +235,8 @@ mod tests {
     /// Builds BTF with: int (1), struct inner { u32 hash; u32 len; } (2),
     /// union anon { struct inner; u64 hash_len; } (3), struct qstr { union anon; int *name; } (4)
     fn sample() -> Vec<u8> {
-        let strings = b"\0int\0inner\0hash\0len\0qstr\0name\0hash_len\0f\0a\0b\0".to_vec();
+        let strings =
+            b"\0int\0inner\0hash\0len\0qstr\0name\0hash_len\0f\0a\0b\0e\0E_ZERO\0E_TWO\0".to_vec();
         let off = |s: &str| {
             strings
                 .windows(s.len() + 1)
@@ -229,6 +252,7 @@ mod tests {
         push(&[off("qstr"), (4 << 24) | 2, 16, 0, 3, 0, off("name"), 4, 64]); // 5: qstr
         push(&[0, (13 << 24) | 2, 1, off("a"), 4, off("b"), 1]); // 6: int (int *a, int b)
         push(&[off("f"), 12 << 24, 6]); // 7: FUNC f
+        push(&[off("e"), (6 << 24) | 2, 4, off("E_ZERO"), 0, off("E_TWO"), 2]); // 8: enum e
         let mut data = Vec::new();
         for x in
             [MAGIC as u32 | (1 << 16), 24, 0, t.len() as u32, t.len() as u32, strings.len() as u32]
@@ -280,6 +304,15 @@ mod tests {
     }
 
     #[test]
+    fn finds_enum_values_by_number() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.enumerator("e", 2), Some(b"E_TWO".as_slice()));
+        assert_eq!(btf.enumerator("e", 0), Some(b"E_ZERO".as_slice()));
+        assert_eq!(btf.enumerator("e", 1), None);
+        assert_eq!(btf.enumerator("qstr", 0), None);
+    }
+
+    #[test]
     fn rejects_garbage() {
         assert!(Btf::parse(b"not btf at all, definitely not").is_err());
         assert!(Btf::parse(&sample()[..30]).is_err());
@@ -292,6 +325,7 @@ mod tests {
             assert!(btf.member_offset("qstr", "len").is_ok());
             assert_eq!(btf.func_params("bpf_lsm_path_unlink").unwrap().len(), 2);
             assert!(btf.type_id(Kind::Struct, "seqcount").is_some());
+            assert_eq!(btf.enumerator("lockdown_reason", 0), Some(b"LOCKDOWN_NONE".as_slice()));
         }
     }
 }

@@ -14,7 +14,10 @@ use aya::{
     programs::{LsmCgroup, Program, links::PinnedLink},
 };
 use fp_common::{
-    kernel::{CgroupSession, GrantValue, Hook, SessionCounters, SessionInfo, UnixPeerKey, maps},
+    kernel::{
+        BlockDeviceKey, CgroupSession, GrantValue, Hook, SessionCounters, SessionInfo, UnixPeerKey,
+        maps,
+    },
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
         TableHeader,
@@ -26,7 +29,7 @@ use super::{
     SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, btf, kernel_dev, load, open,
     tables,
 };
-use crate::policy::{KernelTables, Peer};
+use crate::policy::{Device, KernelTables, Peer};
 
 /// The per-cgroup hooks whose programs only refuse reads, writes and maps of a file whose open a
 /// prompt holds (fp-ebpf's `check_pending`): a session whose tables have no prompt or defer
@@ -442,22 +445,43 @@ impl Enforcer {
     /// (fp-ebpf's `unix`): exactly `peers` from now on. Entries added before a failure stay
     /// until the session ends.
     pub fn set_unix_peers(&mut self, cgroup: u64, peers: &[Peer]) -> anyhow::Result<()> {
-        let keys: HashSet<UnixPeerKey> = peers
+        let keys = peers
             .iter()
             .filter_map(|p| match p {
                 Peer::File { ino, dev, .. } => Some(UnixPeerKey::file(cgroup, *ino, *dev)),
                 Peer::Abstract(name) => UnixPeerKey::abstract_name(cgroup, name),
             })
             .collect();
-        let mut map: HashMap<_, UnixPeerKey, u8> =
-            HashMap::try_from(self.map_mut(maps::UNIX_PEERS)?)?;
-        let stale: Vec<UnixPeerKey> = map
+        self.set_entries(maps::UNIX_PEERS, cgroup, keys, |k: &UnixPeerKey| k.session)
+    }
+
+    /// The block devices the session of cgroup `cgroup` may open past the floor (fp-ebpf's
+    /// `floor`): exactly `devices` from now on, as [`Self::set_unix_peers`].
+    pub fn set_block_devices(&mut self, cgroup: u64, devices: &[Device]) -> anyhow::Result<()> {
+        let keys = devices
+            .iter()
+            .map(|d| BlockDeviceKey { session: cgroup, rdev: u64::from(d.rdev) })
+            .collect();
+        self.set_entries(maps::BLOCK_DEVICES, cgroup, keys, |k: &BlockDeviceKey| k.session)
+    }
+
+    /// Makes the entries of the session of cgroup `cgroup` in the map `name` (a set: values are
+    /// 1) exactly `keys`; `session` reads a key's session.
+    fn set_entries<K: aya::Pod + Eq + std::hash::Hash>(
+        &mut self,
+        name: &str,
+        cgroup: u64,
+        keys: HashSet<K>,
+        session: fn(&K) -> u64,
+    ) -> anyhow::Result<()> {
+        let mut map: HashMap<_, K, u8> = HashMap::try_from(self.map_mut(name)?)?;
+        let stale: Vec<K> = map
             .keys()
             .filter_map(Result::ok)
-            .filter(|k| k.session == cgroup && !keys.contains(k))
+            .filter(|k| session(k) == cgroup && !keys.contains(k))
             .collect();
         for key in &keys {
-            map.insert(key, 1, 0).context("UNIX_PEERS is full")?;
+            map.insert(key, 1, 0).with_context(|| format!("{name} is full"))?;
         }
         for key in &stale {
             gone(map.remove(key))?;
@@ -465,12 +489,21 @@ impl Enforcer {
         Ok(())
     }
 
-    /// Forgets the unix sockets of the sessions not in `live`.
-    fn forget_unix_peers(&mut self, live: &HashSet<u64>) -> anyhow::Result<()> {
-        let mut map: HashMap<_, UnixPeerKey, u8> =
-            HashMap::try_from(self.map_mut(maps::UNIX_PEERS)?)?;
-        let doomed: Vec<UnixPeerKey> =
-            map.keys().filter_map(Result::ok).filter(|k| !live.contains(&k.session)).collect();
+    /// Forgets the sockets and devices of the sessions not in `live`.
+    fn forget_session_entries(&mut self, live: &HashSet<u64>) -> anyhow::Result<()> {
+        self.forget_entries(maps::UNIX_PEERS, live, |k: &UnixPeerKey| k.session)?;
+        self.forget_entries(maps::BLOCK_DEVICES, live, |k: &BlockDeviceKey| k.session)
+    }
+
+    fn forget_entries<K: aya::Pod>(
+        &mut self,
+        name: &str,
+        live: &HashSet<u64>,
+        session: fn(&K) -> u64,
+    ) -> anyhow::Result<()> {
+        let mut map: HashMap<_, K, u8> = HashMap::try_from(self.map_mut(name)?)?;
+        let doomed: Vec<K> =
+            map.keys().filter_map(Result::ok).filter(|k| !live.contains(&session(k))).collect();
         for key in &doomed {
             gone(map.remove(key))?;
         }
@@ -526,7 +559,7 @@ impl Enforcer {
         gone(counters.remove(&cgroup))?;
         let live: HashSet<u64> = self.sessions()?.into_iter().map(|(id, _)| id).collect();
         self.forget_owners(&live)?;
-        self.forget_unix_peers(&live)?;
+        self.forget_session_entries(&live)?;
         cleared
     }
 
@@ -608,7 +641,7 @@ impl Enforcer {
         sweep::<u64, SessionCounters>(self.map_mut(maps::COUNTERS)?, |c| !cgroups.contains(c))?;
         sweep::<InodeKey, u64>(self.map_mut(maps::PENDING)?, |k| !cgroups.contains(&k.session_id))?;
         self.forget_owners(cgroups)?;
-        self.forget_unix_peers(cgroups)?;
+        self.forget_session_entries(cgroups)?;
         for dir in pinned_files(&self.pin_dir.join(SESSION_LINKS), "")? {
             let id = dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse().ok());
             if id.is_none_or(|id| !cgroups.contains(&id)) {

@@ -513,6 +513,15 @@ fn remove_dead_probes(cgroup2: &Path) {
     }
 }
 
+/// The name of the running kernel's lockdown reason `what` (`enum lockdown_reason`, whose numbers
+/// differ between kernels), `dev-mem` for `LOCKDOWN_DEV_MEM`; None without BTF or such a value.
+pub fn lockdown_reason(what: u64) -> Option<String> {
+    let name =
+        btf::Btf::from_sys().ok()?.enumerator("lockdown_reason", u32::try_from(what).ok()?)?;
+    let name = String::from_utf8_lossy(name);
+    Some(name.strip_prefix("LOCKDOWN_").unwrap_or(&name).to_lowercase().replace('_', "-"))
+}
+
 /// The kernel's `s_dev` encoding (`major << 20 | minor`) of a userspace `st_dev`.
 pub fn kernel_dev(st_dev: u64) -> u32 {
     let (major, minor) = (libc::major(st_dev), libc::minor(st_dev));

@@ -4,12 +4,12 @@ use std::path::PathBuf;
 
 use super::glob::{self, Expansion};
 use super::paths::{check_workspace, home_of, path_glob};
-use super::sockets;
 use super::{
     Base, EffectivePolicy, ErrorKind, FP_DIRS, FP_SECRET_DIRS, FloorKind, Layer, LoadOptions,
     MAX_GLOB, Op, PolicyError, PolicyFields, RUNTIME_READ, RUNTIME_READ_WRITE, Rule, SAFETY_FLOOR,
     SavedPolicy, Schema, Source, V1Default, V1Tier, V2Tier, Verdict,
 };
+use super::{boundary, sockets};
 
 /// Where globs of one layer come from, for the rules built from them.
 struct RuleBuilder<'a> {
@@ -168,6 +168,12 @@ impl EffectivePolicy {
             }
         }
         let sockets = sockets::build(fields.sockets.as_deref().unwrap_or_default(), b.expansion)?;
+        let block_devices = boundary::build_devices(
+            fields.block_devices.as_deref().unwrap_or_default(),
+            b.expansion,
+        )?;
+        let kernel_interfaces =
+            boundary::build_interfaces(fields.kernel_interfaces.as_deref().unwrap_or_default())?;
         Self::assemble(SavedPolicy {
             schema,
             defaults,
@@ -175,6 +181,8 @@ impl EffectivePolicy {
             rules: b.rules,
             floor_exceptions: exceptions,
             sockets,
+            block_devices,
+            kernel_interfaces,
         })
     }
 }

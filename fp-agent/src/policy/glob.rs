@@ -4,7 +4,7 @@
 //! Glob syntax is globset's with `*` never crossing `/`: `*` any bytes but `/`, `?` one byte but
 //! `/`, `[...]` a class, `{a,b}` alternatives, `\x` a literal `x`, and `**` as a whole component
 //! only (`**/x`, `/a/**`, `/a/**/x`). Matching is case-sensitive and byte-exact.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use fp_common::policy::{MAX_NAME, NameKind};
 use globset::{Glob, GlobBuilder};
@@ -271,4 +271,45 @@ fn literal_bytes(glob: &str) -> u32 {
         }
     }
     count
+}
+
+/// Most directory entries one resolution of a session's file entries reads (`sockets`,
+/// `block_devices`): the session starts in bounded time whatever the globs.
+pub const MAX_SCANNED: usize = 100_000;
+
+/// The paths an absolute glob without `**` matches, one component at a time: a component
+/// without glob characters is taken as it is, one with them is matched against its directory's
+/// entries (`budget` of them at most, over every call; [`MAX_SCANNED`] for a session's).
+pub fn matching_paths(pattern: &str, budget: &mut usize) -> Vec<PathBuf> {
+    let mut found = vec![PathBuf::from("/")];
+    for component in pattern.split('/').filter(|c| !c.is_empty()) {
+        let literal = !component.contains(['*', '?', '[', '{', '\\']);
+        let matcher = match literal {
+            true => None,
+            false => match build(component) {
+                Ok(g) => Some(g.compile_matcher()),
+                Err(_) => return Vec::new(),
+            },
+        };
+        let mut next = Vec::new();
+        for dir in &found {
+            let Some(matcher) = &matcher else {
+                next.push(dir.join(component));
+                continue;
+            };
+            let Ok(entries) = std::fs::read_dir(dir) else { continue };
+            for entry in entries.flatten() {
+                if *budget == 0 {
+                    return next;
+                }
+                *budget -= 1;
+                if matcher.is_match(entry.file_name()) {
+                    next.push(entry.path());
+                }
+            }
+        }
+        next.sort();
+        found = next;
+    }
+    found
 }

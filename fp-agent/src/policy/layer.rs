@@ -34,6 +34,8 @@ pub fn layer(
         base: overlay.base.clone().or_else(|| global.base.clone()),
         floor_exceptions: global.floor_exceptions.clone(),
         sockets: lists(&global.sockets, &overlay.sockets),
+        block_devices: lists(&global.block_devices, &overlay.block_devices),
+        kernel_interfaces: lists(&global.kernel_interfaces, &overlay.kernel_interfaces),
         ..PolicyFields::default()
     };
     for i in 0..4 {

@@ -9,6 +9,7 @@
 //! Here: the effective policy and how it loads. Beside it: what a rule and a decision are
 //! (`rule`), building a session's rules from the layers (`build`) and the paths it takes as input
 //! (`paths`).
+mod boundary;
 mod build;
 mod compile;
 mod error;
@@ -24,6 +25,7 @@ mod sockets;
 
 use std::path::{Path, PathBuf};
 
+pub use boundary::{Device, DeviceRule, InterfaceRule, KernelInterface, device_number};
 pub use compile::KernelTables;
 pub use error::{ErrorKind, PolicyError, Source};
 use exact::ExactEvaluator;
@@ -88,6 +90,11 @@ pub struct SavedPolicy {
     /// Saved before sockets were: none.
     #[serde(default)]
     sockets: Vec<SocketRule>,
+    /// Saved before the floor's exceptions were: none.
+    #[serde(default)]
+    block_devices: Vec<DeviceRule>,
+    #[serde(default)]
+    kernel_interfaces: Vec<InterfaceRule>,
 }
 
 impl EffectivePolicy {
@@ -256,6 +263,37 @@ impl EffectivePolicy {
         })
     }
 
+    /// The block devices its sessions may open past the boundary's floor (`block_devices`).
+    pub fn block_devices(&self) -> &[DeviceRule] {
+        &self.saved.block_devices
+    }
+
+    /// The devices [`Self::block_devices`] name now (the kernel's `BLOCK_DEVICES` entries of the
+    /// session).
+    pub fn devices(&self) -> Vec<Device> {
+        boundary::resolve_devices(&self.saved.block_devices)
+    }
+
+    /// The `block_devices` entry that names the device `rdev` (the kernel's encoding) now.
+    pub fn device_entry(&self, rdev: u32) -> Option<&DeviceRule> {
+        self.saved.block_devices.iter().find(|r| r.devices().iter().any(|d| d.rdev == rdev))
+    }
+
+    /// The kernel interfaces it switches on past the boundary's floor (`kernel_interfaces`).
+    pub fn kernel_interfaces(&self) -> &[InterfaceRule] {
+        &self.saved.kernel_interfaces
+    }
+
+    /// The entry that switches `interface` on, if any.
+    pub fn interface(&self, interface: KernelInterface) -> Option<&InterfaceRule> {
+        self.saved.kernel_interfaces.iter().find(|i| i.interface == interface)
+    }
+
+    /// The `SessionInfo::flags` its kernel interfaces set (`SESSION_POLICY_FLAGS`).
+    pub fn session_flags(&self) -> u64 {
+        self.saved.kernel_interfaces.iter().fold(0, |f, i| f | i.interface.session_flag())
+    }
+
     /// sha256 of a canonical form of the effective policy (what audit records name).
     pub fn hash(&self) -> [u8; 32] {
         #[derive(serde::Serialize)]
@@ -271,6 +309,11 @@ impl EffectivePolicy {
             /// Absent without sockets: the hash of a policy without them stays what it was.
             #[serde(skip_serializing_if = "Vec::is_empty")]
             sockets: Vec<&'a str>,
+            /// Likewise.
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            block_devices: Vec<&'a str>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            kernel_interfaces: Vec<&'static str>,
         }
         let rules = self
             .saved
@@ -279,7 +322,16 @@ impl EffectivePolicy {
             .map(|r| CanonicalRule { glob: &r.glob, verdicts: r.verdicts, ranks: r.ranks })
             .collect();
         let sockets = self.saved.sockets.iter().map(|s| s.pattern.as_str()).collect();
-        let canonical = Canonical { defaults: self.saved.defaults, rules, sockets };
+        let block_devices = self.saved.block_devices.iter().map(|d| d.pattern.as_str()).collect();
+        let kernel_interfaces =
+            self.saved.kernel_interfaces.iter().map(|i| i.interface.name()).collect();
+        let canonical = Canonical {
+            defaults: self.saved.defaults,
+            rules,
+            sockets,
+            block_devices,
+            kernel_interfaces,
+        };
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
         sha2::Sha256::digest(&bytes).into()
     }

@@ -87,7 +87,8 @@ const V2_KEYS: [&str; 4] = {
 /// `[file_policy.<op>]`: the ops' names.
 const V2_OP_KEYS: [&str; 3] = Op::NAMES;
 const V2_TIER_KEYS: [&str; 3] = ["silent", "prompt", "deny"];
-const NEUTRAL_KEYS: [&str; 3] = ["base", "floor_exceptions", "sockets"];
+const NEUTRAL_KEYS: [&str; 5] =
+    ["base", "floor_exceptions", "sockets", "block_devices", "kernel_interfaces"];
 
 pub type GlobList = Vec<Spanned<String>>;
 
@@ -108,6 +109,10 @@ pub struct PolicyFields {
     pub floor_exceptions: Option<GlobList>,
     /// The unix sockets served from outside the session that it may use (`@name` or a path).
     pub sockets: Option<GlobList>,
+    /// The block devices its sessions may open past the boundary's floor (path globs).
+    pub block_devices: Option<GlobList>,
+    /// The kernel interfaces it switches on past the boundary's floor (`perf`).
+    pub kernel_interfaces: Option<GlobList>,
 }
 
 /// Which kind of file is read: the operator's config (other tables are someone else's) or a
@@ -240,6 +245,8 @@ impl Parser<'_> {
                     fields.floor_exceptions = Some(self.globs(value, name)?);
                 }
                 "sockets" => fields.sockets = Some(self.globs(value, name)?),
+                "block_devices" => fields.block_devices = Some(self.globs(value, name)?),
+                "kernel_interfaces" => fields.kernel_interfaces = Some(self.globs(value, name)?),
                 _ => {
                     let known: Vec<&str> =
                         V1_KEYS.iter().chain(&V2_KEYS).chain(&NEUTRAL_KEYS).copied().collect();

@@ -14,9 +14,7 @@ use super::{ErrorKind, PolicyError, Source, Spanned};
 /// Longest abstract name after its `@`: a `sun_path` holds 108 bytes, the first a NUL.
 const MAX_ABSTRACT: usize = fp_common::kernel::UNIX_NAME_MAX - 1;
 
-/// Most directory entries one resolution of a session's entries reads, and most sockets it
-/// names: the session starts in bounded time whatever the globs.
-const MAX_SCANNED: usize = 100_000;
+/// Most sockets one resolution of a session's entries names.
 const MAX_SOCKETS: usize = 1024;
 
 /// One `sockets` entry, expanded.
@@ -98,17 +96,17 @@ pub fn build(
 
 /// The sockets `rules` name now: each abstract name, and each socket file an entry's glob
 /// matches (a name that leads elsewhere, a symlink such as `/dev/log`, is followed). Entries that
-/// name no socket now name none for the session; the scan stops at [`MAX_SCANNED`] directory
+/// name no socket now name none for the session; the scan stops at [`glob::MAX_SCANNED`] directory
 /// entries and [`MAX_SOCKETS`] sockets.
 pub fn resolve(rules: &[SocketRule]) -> Vec<Peer> {
     let mut peers = Vec::new();
-    let mut budget = MAX_SCANNED;
+    let mut budget = glob::MAX_SCANNED;
     for rule in rules {
         if let Some(name) = rule.pattern.strip_prefix('@') {
             peers.push(Peer::Abstract(name.as_bytes().to_vec()));
             continue;
         }
-        for path in expand(&rule.pattern, &mut budget) {
+        for path in glob::matching_paths(&rule.pattern, &mut budget) {
             let Ok(md) = std::fs::metadata(&path) else { continue };
             if md.file_type().is_socket() {
                 let dev = crate::kernel::kernel_dev(md.dev());
@@ -119,43 +117,6 @@ pub fn resolve(rules: &[SocketRule]) -> Vec<Peer> {
     peers.dedup();
     peers.truncate(MAX_SOCKETS);
     peers
-}
-
-/// The paths an absolute glob without `**` matches, one component at a time: a component
-/// without glob characters is taken as it is, one with them is matched against its directory's
-/// entries (`budget` of them at most, over every call).
-fn expand(pattern: &str, budget: &mut usize) -> Vec<PathBuf> {
-    let mut found = vec![PathBuf::from("/")];
-    for component in pattern.split('/').filter(|c| !c.is_empty()) {
-        let literal = !component.contains(['*', '?', '[', '{', '\\']);
-        let matcher = match literal {
-            true => None,
-            false => match glob::build(component) {
-                Ok(g) => Some(g.compile_matcher()),
-                Err(_) => return Vec::new(),
-            },
-        };
-        let mut next = Vec::new();
-        for dir in &found {
-            let Some(matcher) = &matcher else {
-                next.push(dir.join(component));
-                continue;
-            };
-            let Ok(entries) = std::fs::read_dir(dir) else { continue };
-            for entry in entries.flatten() {
-                if *budget == 0 {
-                    return next;
-                }
-                *budget -= 1;
-                if matcher.is_match(entry.file_name()) {
-                    next.push(entry.path());
-                }
-            }
-        }
-        next.sort();
-        found = next;
-    }
-    found
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use anyhow::anyhow;
 use super::Manager;
 use crate::{
     kernel::{self, MapUsage, tables::InodeTable},
-    policy::{KernelTables, Peer},
+    policy::{Device, KernelTables, Peer},
 };
 
 /// The kernel's session and table maps, as [`kernel::Enforcer`] writes them (see there).
@@ -42,6 +42,8 @@ pub(super) trait Enforce: Send {
     fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo>;
     /// The unix sockets served from outside the session of `cgroup` that it may use, exactly.
     fn set_unix_peers(&mut self, cgroup: u64, peers: &[Peer]) -> anyhow::Result<()>;
+    /// The block devices the session of `cgroup` may open past the floor, exactly.
+    fn set_block_devices(&mut self, cgroup: u64, devices: &[Device]) -> anyhow::Result<()>;
     /// Forgets a session and detaches its programs; what is already gone is not an error.
     fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()>;
     fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>>;
@@ -86,6 +88,9 @@ impl Enforce for kernel::Enforcer {
     }
     fn set_unix_peers(&mut self, cgroup: u64, peers: &[Peer]) -> anyhow::Result<()> {
         kernel::Enforcer::set_unix_peers(self, cgroup, peers)
+    }
+    fn set_block_devices(&mut self, cgroup: u64, devices: &[Device]) -> anyhow::Result<()> {
+        kernel::Enforcer::set_block_devices(self, cgroup, devices)
     }
     fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         kernel::Enforcer::end_session(self, cgroup)

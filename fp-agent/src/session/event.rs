@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use fp_common::{
     kernel::{
-        DecisionEvent, EVENT_DENIED, EVENT_MOVE_DIR, EVENT_PATH_FS_RELATIVE, EVENT_TARGET_EXISTS,
-        Hook, Op, PATH_MAX, Reason,
+        DecisionEvent, EVENT_DENIED, EVENT_DEVICE, EVENT_MOVE_DIR, EVENT_PATH_FS_RELATIVE,
+        EVENT_TARGET_EXISTS, Hook, Op, PATH_MAX, Reason,
     },
     policy::{NO_RULE, TableVerdict},
 };
@@ -26,7 +26,7 @@ pub fn target_process(ev: &DecisionEvent) -> Option<(u32, u64)> {
 }
 
 /// The kernel interface a refusal of the floor names (fp-ebpf's `floor`), from the event's inode
-/// field: the kernel's `enum lockdown_reason`, or what was handed to the kernel (`enum
+/// field: the kernel's `enum lockdown_reason` (with its name, from the running kernel's BTF), or what was handed to the kernel (`enum
 /// kernel_load_data_id`, the same numbers as `kernel_read_file_id`), the check of a perf event
 /// (`PERF_SECURITY_*`), a module request, the terminal ioctl (`TIOCSTI`, `TIOCLINUX`).
 pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
@@ -39,8 +39,17 @@ pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
         "policy",
         "certificate",
     ];
+    if let Some(number) = device(ev) {
+        return Some(match Hook::from_u8(ev.hook) {
+            Some(Hook::PathMknod) => format!("device node {number}"),
+            _ => format!("block device {number}"),
+        });
+    }
     match Hook::from_u8(ev.hook)? {
-        Hook::LockedDown => Some(format!("lockdown reason {}", ev.ino)),
+        Hook::LockedDown => Some(match crate::kernel::lockdown_reason(ev.ino) {
+            Some(name) => format!("lockdown reason {} ({name})", ev.ino),
+            None => format!("lockdown reason {}", ev.ino),
+        }),
         Hook::PerfEventOpen => Some(match ev.ino {
             1 => "perf event: cpu-wide".to_owned(),
             2 => "perf event: kernel".to_owned(),
@@ -59,6 +68,11 @@ pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
         }),
         _ => None,
     }
+}
+
+/// The device a refusal of the floor names (`EVENT_DEVICE`), as `major:minor`.
+pub fn device(ev: &DecisionEvent) -> Option<String> {
+    (ev.flags & EVENT_DEVICE != 0).then(|| crate::policy::device_number(ev.ino as u32))
 }
 
 /// The unix socket a refusal at the session boundary names (fp-ebpf's `unix`): its address as
@@ -228,6 +242,8 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
         target_exists: is_move(ev) && ev.flags & EVENT_TARGET_EXISTS != 0,
         target_pid: target_process(ev).map(|(pid, _)| pid),
         target_cgroup: (ev.target_cgroup != 0).then_some(ev.target_cgroup),
+        interface: kernel_interface(ev),
+        device: device(ev),
         dev: u64::from(ev.dev),
         ino: ev.ino,
         decision: if allowed { audit::Verdict::Allow } else { audit::Verdict::Deny },
@@ -319,7 +335,12 @@ mod tests {
         ev.ino = 22;
         ev.flags |= EVENT_PATH_FS_RELATIVE;
         let l = line(&ev, &ctx());
-        assert!(l.starts_with("fp: denied locked_down lockdown reason 22 by cat"), "{l}");
+        // Named as this kernel names reason 22, if its BTF says.
+        let named = match crate::kernel::lockdown_reason(22) {
+            Some(name) => format!("lockdown reason 22 ({name}) by cat"),
+            None => "lockdown reason 22 by cat".to_owned(),
+        };
+        assert!(l.starts_with(&format!("fp: denied locked_down {named}")), "{l}");
         assert!(!l.contains("within filesystem"), "{l}");
         ev.hook = Hook::KernelReadFile as u8;
         ev.ino = 2;
@@ -332,6 +353,14 @@ mod tests {
         assert!(line(&ev, &ctx()).contains("file_ioctl ioctl TIOCSTI by"));
         (ev.hook, ev.ino) = (Hook::FileIoctlCompat as u8, 0x541C);
         assert!(line(&ev, &ctx()).contains("file_ioctl_compat ioctl TIOCLINUX by"));
+        // Devices by number, in the line and as the record's own members.
+        (ev.hook, ev.ino, ev.flags) = (Hook::FileOpen as u8, 7 << 20 | 3, ev.flags | EVENT_DEVICE);
+        assert!(line(&ev, &ctx()).contains("file_open block device 7:3 by"));
+        let record = audit_record(&ev, &ctx());
+        assert_eq!(record.device.as_deref(), Some("7:3"));
+        assert_eq!(record.interface.as_deref(), Some("block device 7:3"));
+        ev.hook = Hook::PathMknod as u8;
+        assert!(line(&ev, &ctx()).contains("path_mknod device node 7:3 by"));
     }
 
     #[test]

@@ -15,7 +15,9 @@ use std::{
 };
 
 use anyhow::{Context as _, anyhow};
-use fp_common::kernel::{SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SessionInfo};
+use fp_common::kernel::{
+    SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SESSION_POLICY_FLAGS, SessionInfo,
+};
 
 use super::{
     Cgroup2, SessionCgroup,
@@ -244,7 +246,8 @@ impl Manager {
     /// session of cgroup `context.cgroup` (at `path`) pointed at them with `flags` in one map
     /// update (which confines a new session, or switches a running one). Tables that can hold an
     /// open for the prompt broker get the checks of pending files attached first (they stay).
-    /// The unix sockets its policy names (`sockets`) are resolved and written with them.
+    /// The unix sockets and block devices its policy names (`sockets`, `block_devices`) are
+    /// resolved and written with them, and the flags of its kernel interfaces set in `flags`.
     /// Nothing of the new tables stays behind on error. Returns their id and inode table.
     pub(super) fn install(
         &self,
@@ -257,6 +260,8 @@ impl Manager {
         let holds = kernel::tables::can_hold(tables, &inodes);
         let tables_id = new_tables_id()?;
         let peers = context.policy.socket_peers();
+        let devices = context.policy.devices();
+        let flags = flags & !SESSION_POLICY_FLAGS | context.policy.session_flags();
         self.with_enforcer(|e| {
             if holds {
                 e.attach_holds(context.cgroup, path)?;
@@ -265,6 +270,7 @@ impl Manager {
             let info = SessionInfo { tables: tables_id, flags, inode_devices: inodes.devices() };
             let set = e
                 .set_unix_peers(context.cgroup, &peers)
+                .and_then(|()| e.set_block_devices(context.cgroup, &devices))
                 .and_then(|()| e.set_session(context.cgroup, info));
             if set.is_err() {
                 let _ = e.remove_tables(tables_id, tables, &inodes);

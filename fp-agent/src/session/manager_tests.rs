@@ -10,7 +10,7 @@ use std::{
 use fp_common::{
     kernel::{
         DecisionEvent, EVENT_DENIED, GrantValue, Hook, Op, Reason, SESSION_AUDIT_ONLY,
-        SESSION_FULL_AUDIT, SessionCounters, SessionInfo,
+        SESSION_FULL_AUDIT, SESSION_PERF, SessionCounters, SessionInfo,
     },
     policy::{InodeKey, NO_RULE, PrefixKeyData, TableVerdict},
 };
@@ -25,7 +25,7 @@ use super::{
 use crate::{
     audit,
     kernel::{MapUsage, tables::InodeTable},
-    policy::{EffectivePolicy, KernelTables, LoadOptions, Peer},
+    policy::{Device, EffectivePolicy, KernelTables, LoadOptions, Peer},
 };
 
 /// The kernel maps, as the tests look at them.
@@ -40,6 +40,8 @@ struct Maps {
     sessions: HashMap<u64, SessionInfo>,
     /// The unix sockets served from outside each session that it may use.
     unix_peers: HashMap<u64, Vec<Peer>>,
+    /// The block devices each session may open past the floor.
+    block_devices: HashMap<u64, Vec<Device>>,
     counters: HashMap<u64, SessionCounters>,
     settled: Vec<(u64, u64, u64)>,
     pending: Vec<InodeKey>,
@@ -87,9 +89,14 @@ impl Enforce for FakeKernel {
         self.0.lock().unwrap().unix_peers.insert(cgroup, peers.to_vec());
         Ok(())
     }
+    fn set_block_devices(&mut self, cgroup: u64, devices: &[Device]) -> anyhow::Result<()> {
+        self.0.lock().unwrap().block_devices.insert(cgroup, devices.to_vec());
+        Ok(())
+    }
     fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         let mut maps = self.0.lock().unwrap();
         maps.unix_peers.remove(&cgroup);
+        maps.block_devices.remove(&cgroup);
         maps.attached.remove(&cgroup);
         maps.sessions.remove(&cgroup);
         maps.counters.remove(&cgroup);
@@ -330,6 +337,27 @@ fn socket_entries_reach_the_kernel_with_the_tables() {
     assert_eq!(f.maps.lock().unwrap().unix_peers[&id], [Peer::Abstract(b"other".to_vec())]);
     f.manager.end(id, Some(0), "command exited").unwrap();
     assert!(f.maps.lock().unwrap().unix_peers.is_empty());
+}
+
+/// A session's `kernel_interfaces` reach the kernel as flags beside its mode's, and its
+/// `block_devices` as what each entry names (a glob that names no block device, nothing); a
+/// reload replaces both, keeping the mode's flags; the end removes the devices.
+#[test]
+fn floor_exceptions_reach_the_kernel_with_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(dir.path(), None, Maps::default());
+    let first =
+        writable_and("kernel_interfaces = [\"perf\"]\nblock_devices = [\"/nonexistent*\"]\n");
+    let (_, _, id) = f.manager.create(spec("s1", first, Mode::Audit, false)).unwrap();
+    {
+        let maps = f.maps.lock().unwrap();
+        assert_eq!(maps.sessions[&id].flags, SESSION_AUDIT_ONLY | SESSION_PERF);
+        assert_eq!(maps.block_devices[&id], []);
+    }
+    f.manager.reload(id, writable_and(""), "test").unwrap();
+    assert_eq!(f.maps.lock().unwrap().sessions[&id].flags, SESSION_AUDIT_ONLY);
+    f.manager.end(id, Some(0), "command exited").unwrap();
+    assert!(f.maps.lock().unwrap().block_devices.is_empty());
 }
 
 /// The checks of pending files (kernel::HOLD_HOOKS) are attached only to sessions whose tables
