@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::audit::WriterConfig;
+use crate::audit::{SpaceLeft, WriterConfig};
 use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
 use crate::session::Cgroup2;
 use crate::session::Mode;
@@ -71,6 +71,9 @@ pub struct Audit {
     pub rotate_age_secs: u64,
     pub checkpoint_every_records: u64,
     pub checkpoint_every_secs: u64,
+    /// Free space on the log's filesystem under which the daemon warns: bytes (`"512MiB"`) or a
+    /// percentage of the filesystem (`"5%"`, the default).
+    pub space_left: SpaceLeft,
 }
 
 impl Default for Audit {
@@ -82,6 +85,7 @@ impl Default for Audit {
             rotate_age_secs: 24 * 3600,
             checkpoint_every_records: 10_000,
             checkpoint_every_secs: 60,
+            space_left: SpaceLeft::default(),
         }
     }
 }
@@ -94,6 +98,7 @@ impl Audit {
             rotate_age: Duration::from_secs(self.rotate_age_secs),
             checkpoint_every_records: self.checkpoint_every_records,
             checkpoint_every: Duration::from_secs(self.checkpoint_every_secs),
+            space_left: self.space_left,
             ..WriterConfig::new(self.log.clone(), signer)
         }
     }
@@ -414,6 +419,7 @@ mod tests {
         let audit = &c.audit;
         assert_eq!((audit.rotate_bytes, audit.rotate_age_secs), (1 << 20, 3600));
         assert_eq!((audit.checkpoint_every_records, audit.checkpoint_every_secs), (1000, 30));
+        assert_eq!(audit.space_left, SpaceLeft::Bytes(256 << 20));
         assert_eq!(c.approval.timeout_secs, 30);
         assert_eq!(c.approval.command.as_deref().unwrap()[1], "--notify");
     }
@@ -524,7 +530,7 @@ mod tests {
     fn audit_keys_reach_the_writer_config() {
         let c = parse(
             "[audit]\nrotate_bytes = 1000\nrotate_age_secs = 20\ncheckpoint_every_records = 30\n\
-             checkpoint_every_secs = 40\n",
+             checkpoint_every_secs = 40\nspace_left = \"10%\"\n",
         )
         .unwrap();
         let w = c.audit.writer_config(crate::audit::checkpoint::SignerKey::generate("t").unwrap());
@@ -532,6 +538,7 @@ mod tests {
         assert_eq!((w.rotate_bytes, w.rotate_age), (1000, Duration::from_secs(20)));
         assert_eq!(w.checkpoint_every_records, 30);
         assert_eq!(w.checkpoint_every, Duration::from_secs(40));
+        assert_eq!(w.space_left, SpaceLeft::Percent(10));
     }
 
     #[test]
@@ -546,6 +553,10 @@ mod tests {
         let e = parse("[audit]\nrotate_bytes = \"big\"\n").unwrap_err();
         assert_eq!(e.kind, ErrorKind::WrongType);
         assert!(e.to_string().starts_with("/etc/fp/config.toml:2:16:"), "{e}");
+
+        let e = parse("[audit]\nspace_left = \"5 MB\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("/etc/fp/config.toml:2:14:"), "{e}");
+        assert!(e.to_string().contains("expected bytes"), "{e}");
 
         let e = parse("[sessions]\ndefault_mode = \"block\"\n").unwrap_err();
         assert_eq!(e.kind, ErrorKind::BadValue);

@@ -137,7 +137,17 @@ fn child_enospc() {
     let mut config = config(&log, &key);
     config.enospc_retry = Duration::from_millis(50);
     config.sync_interval = Duration::from_millis(5);
+    config.space_left = fp_agent::audit::SpaceLeft::Percent(50);
     let (handle, writer) = start(config).unwrap();
+    // `space_left` as the writer sees it (it looks every second).
+    let low_space_becomes = |want: bool| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while handle.space_left().1 != want || handle.space_left().0 == 0 {
+            assert!(Instant::now() < deadline, "low space stayed {:?}", handle.space_left());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    low_space_becomes(false);
     let filler = dir.join("filler");
     {
         use std::io::Write as _;
@@ -162,12 +172,14 @@ fn child_enospc() {
     };
     record(100);
     wait_for(Health::NoSpace);
+    low_space_becomes(true);
     assert!(!handle.accepting_sessions());
     let refused = handle.refuse_new_session().unwrap_err().to_string();
     assert!(refused.contains("no space is left") && refused.contains("audit.log"), "{refused}");
     record(300);
     std::fs::remove_file(&filler).unwrap();
     wait_for(Health::Ok);
+    low_space_becomes(false);
     assert!(handle.accepting_sessions());
     handle.refuse_new_session().unwrap();
     record(100);

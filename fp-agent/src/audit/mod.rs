@@ -18,5 +18,5 @@ pub use record::{
     Record, SessionAdopt, SessionEnd, SessionStart, Verdict,
 };
 pub use writer::{
-    AuditHandle, AuditWriter, CheckpointSink, Health, LogWriter, WriterConfig, start,
+    AuditHandle, AuditWriter, CheckpointSink, Health, LogWriter, SpaceLeft, WriterConfig, start,
 };

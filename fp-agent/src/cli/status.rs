@@ -61,19 +61,26 @@ fn text(status: &Status) -> String {
             writeln!(out, "map       {:<20} {}/{} ({percent}%)", map.name, map.used, map.capacity);
     }
     if let Some(audit) = &host.audit {
-        let free = audit
-            .free_bytes
-            .map_or(String::new(), |b| format!(", {:.1} MiB free", b as f64 / (1024.0 * 1024.0)));
-        let state = match audit.health.as_str() {
-            "ok" => "ok".to_owned(),
-            "no-space" => "NO SPACE: records queued in memory, new sessions refused".to_owned(),
-            other => format!("{}: the writer stopped, new sessions refused", other.to_uppercase()),
-        };
-        let _ = writeln!(out, "audit     {}: {state}{free}", audit.log.display());
+        let _ = writeln!(out, "{}", audit_line(audit));
     }
     let counters = &host.counters;
     let _ = writeln!(out, "events    {} read, {} lost", counters.events, counters.losses);
     out
+}
+
+/// The audit log's line: its health, and the free space on its filesystem.
+fn audit_line(audit: &crate::daemon::api::AuditStatus) -> String {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let free = audit.free_bytes.map_or(String::new(), |b| format!(", {:.1} MiB free", mib(b)));
+    let state = match audit.health.as_str() {
+        "ok" if audit.low_space => {
+            format!("ok, LOW SPACE: under space_left ({:.1} MiB)", mib(audit.space_left))
+        }
+        "ok" => "ok".to_owned(),
+        "no-space" => "NO SPACE: records queued in memory, new sessions refused".to_owned(),
+        other => format!("{}: the writer stopped, new sessions refused", other.to_uppercase()),
+    };
+    format!("audit     {}: {state}{free}", audit.log.display())
 }
 
 #[cfg(test)]
@@ -110,6 +117,8 @@ mod tests {
                     log: "/var/log/fp/audit.log".into(),
                     health: "no-space".into(),
                     free_bytes: Some(0),
+                    space_left: 5 << 20,
+                    low_space: true,
                 }),
             },
         };
@@ -124,6 +133,23 @@ mod tests {
              audit     /var/log/fp/audit.log: NO SPACE: records queued in memory, new sessions \
              refused, 0.0 MiB free\n\
              events    10 read, 1 lost\n"
+        );
+    }
+
+    /// Under `space_left`, a log that is still written says so.
+    #[test]
+    fn low_space_is_said() {
+        let audit = AuditStatus {
+            log: "/var/log/fp/audit.log".into(),
+            health: "ok".into(),
+            free_bytes: Some(3 << 20),
+            space_left: 5 << 20,
+            low_space: true,
+        };
+        let line = audit_line(&audit);
+        assert_eq!(
+            line,
+            "audit     /var/log/fp/audit.log: ok, LOW SPACE: under space_left (5.0 MiB), 3.0 MiB free"
         );
     }
 }

@@ -285,6 +285,12 @@ pub struct AuditStatus {
     pub health: String,
     /// Bytes free for the log on its filesystem (None: could not be read).
     pub free_bytes: Option<u64>,
+    /// `[audit] space_left` in bytes (0: not looked at yet), and whether the free space is
+    /// under it (the daemon's log warned).
+    #[serde(default)]
+    pub space_left: u64,
+    #[serde(default)]
+    pub low_space: bool,
 }
 
 /// A killed `fp run`'s session, still confined by the programs it left pinned: the last

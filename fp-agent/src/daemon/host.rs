@@ -307,10 +307,15 @@ impl SessionHost for KernelHost {
                 losses: self.counters.losses.load(Ordering::Relaxed),
             },
             orphans: self.manager().orphans(),
-            audit: self.manager().audit_log().map(|log| api::AuditStatus {
-                log: log.log().to_path_buf(),
-                health: log.health().name().to_owned(),
-                free_bytes: log.free_bytes(),
+            audit: self.manager().audit_log().map(|log| {
+                let (space_left, low_space) = log.space_left();
+                api::AuditStatus {
+                    log: log.log().to_path_buf(),
+                    health: log.health().name().to_owned(),
+                    free_bytes: log.free_bytes(),
+                    space_left,
+                    low_space,
+                }
             }),
         }
     }

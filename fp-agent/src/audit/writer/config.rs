@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::super::checkpoint::SignerKey;
+use super::SpaceLeft;
 
 /// Where checkpoints go besides the log itself, so a truncated log is noticed.
 #[derive(Clone, Debug)]
@@ -31,6 +32,8 @@ pub struct WriterConfig {
     pub checkpoint_sink: Option<CheckpointSink>,
     /// How often a writer stopped by ENOSPC tries again.
     pub enospc_retry: Duration,
+    /// Free space on the log's filesystem under which the writer warns (`[audit] space_left`).
+    pub space_left: SpaceLeft,
 }
 
 impl WriterConfig {
@@ -47,6 +50,7 @@ impl WriterConfig {
             channel_capacity: 65_536,
             checkpoint_sink: None,
             enospc_retry: Duration::from_secs(1),
+            space_left: SpaceLeft::default(),
         }
     }
 }

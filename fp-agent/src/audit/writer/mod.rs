@@ -10,6 +10,7 @@ mod config;
 mod origin;
 mod recovery;
 mod rotation;
+mod space;
 mod thread;
 
 use std::fs::{File, OpenOptions};
@@ -24,6 +25,7 @@ use nix::fcntl::{Flock, FlockArg};
 pub use config::{CheckpointSink, WriterConfig};
 use origin::Origin;
 use recovery::{Resume, read_resume, recover_torn_tail, resume_from_rotated};
+pub use space::SpaceLeft;
 pub use thread::{AuditHandle, AuditWriter, CHANNEL_LOSS, Health, start};
 
 use super::chain::{self, GENESIS, Hash};

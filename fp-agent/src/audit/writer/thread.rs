@@ -44,6 +44,10 @@ struct Shared {
     dropped: AtomicU64,
     health: AtomicU8,
     shutdown: AtomicBool,
+    /// Free space on the log's filesystem is under `[audit] space_left`.
+    low_space: AtomicBool,
+    /// That threshold in bytes, as last resolved against the filesystem's size.
+    space_left: AtomicU64,
     /// Events put in the channel so far, counted in channel order (under the lock).
     sent: Mutex<u64>,
     /// Events the writer has written to the log file (or counted in a loss record) so far.
@@ -121,9 +125,16 @@ impl AuditHandle {
 
     /// Bytes an unprivileged writer may still use on the log's filesystem (None: unreadable).
     pub fn free_bytes(&self) -> Option<u64> {
-        let dir = self.shared.log.parent().filter(|d| !d.as_os_str().is_empty())?;
-        let stat = nix::sys::statvfs::statvfs(dir).ok()?;
-        Some(stat.blocks_available() as u64 * stat.fragment_size() as u64)
+        super::space::space(log_dir(&self.shared.log)?).map(|s| s.free)
+    }
+
+    /// `[audit] space_left` in bytes, and whether the free space is under it (as the writer
+    /// last looked, at most a second ago).
+    pub fn space_left(&self) -> (u64, bool) {
+        (
+            self.shared.space_left.load(Ordering::Relaxed),
+            self.shared.low_space.load(Ordering::Relaxed),
+        )
     }
 
     /// Refuses a new session while the log cannot be written, or is about to fill its
@@ -149,6 +160,11 @@ impl AuditHandle {
             self.shared.log.display()
         )
     }
+}
+
+/// The directory of the log's active segment.
+fn log_dir(log: &std::path::Path) -> Option<&std::path::Path> {
+    log.parent().filter(|d| !d.as_os_str().is_empty())
 }
 
 /// Free space on the log's filesystem below which no new session starts: a session's start and
@@ -179,6 +195,8 @@ pub fn start(config: WriterConfig) -> anyhow::Result<(AuditHandle, AuditWriter)>
         dropped: AtomicU64::new(0),
         health: AtomicU8::new(Health::Ok as u8),
         shutdown: AtomicBool::new(false),
+        low_space: AtomicBool::new(false),
+        space_left: AtomicU64::new(0),
         sent: Mutex::new(0),
         written: Mutex::new(0),
         written_changed: Condvar::new(),
@@ -198,13 +216,47 @@ pub fn start(config: WriterConfig) -> anyhow::Result<(AuditHandle, AuditWriter)>
     Ok((AuditHandle { tx, shared: Arc::clone(&shared) }, AuditWriter { shared, thread }))
 }
 
+/// Says a crossing of `[audit] space_left` in the daemon's log.
+fn warn_of_space(log: &std::path::Path, crossing: &super::space::Crossing) {
+    use super::space::Crossing;
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    let (free, threshold, low) = match *crossing {
+        Crossing::Under { free, threshold } => (free, threshold, true),
+        Crossing::Over { free, threshold } => (free, threshold, false),
+    };
+    if low {
+        tracing::warn!(
+            "audit log {}: {:.1} MiB free on its filesystem, under space_left ({:.1} MiB); at \
+             {} MiB new sessions are refused",
+            log.display(),
+            mib(free),
+            mib(threshold),
+            SESSION_MIN_FREE >> 20
+        );
+    } else {
+        tracing::info!(
+            "audit log {}: {:.1} MiB free again, over space_left ({:.1} MiB)",
+            log.display(),
+            mib(free),
+            mib(threshold)
+        );
+    }
+}
+
 /// The writer loop: batch, write, group-commit, checkpoint, rotate; back off on ENOSPC.
 fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Result<()> {
     let poll = log.config.sync_interval.min(Duration::from_millis(100));
     let mut no_space_since: Option<Instant> = None;
+    let mut watch = super::space::SpaceWatch::new(log.config.space_left);
     // Events taken from the channel: once flushed, what `record_written` waits for.
     let mut received = 0u64;
     loop {
+        if let Some(crossing) = log_dir(&log.config.path).and_then(|d| watch.check(d)) {
+            warn_of_space(&log.config.path, &crossing);
+        }
+        let (threshold, low) = watch.state();
+        shared.space_left.store(threshold, Ordering::Relaxed);
+        shared.low_space.store(low, Ordering::Relaxed);
         let wait = if no_space_since.is_some() { log.config.enospc_retry.min(poll) } else { poll };
         let mut disconnected = false;
         match rx.recv_timeout(wait) {
