@@ -111,6 +111,25 @@ fn policy_error_exits_1_with_location() {
     assert!(err.contains("did you mean `write_paths`?"), "{err}");
 }
 
+/// Every file is checked, past a bad one: each error where its report would be, exit 1.
+#[test]
+fn check_reports_every_file_past_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[file_policy]\ndefault = \"dney\"\n").unwrap();
+    let (good, bad) = (example("reviewer.toml"), bad.display().to_string());
+    let (code, out, err) = fp(&["policy", "check", "--workspace", "/tmp/ws", &bad, &good]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("bad.toml:2:11: error"), "{err}");
+    assert!(out.contains("reviewer.toml: ok"), "the file after the bad one is checked:\n{out}");
+    let (code, out, _) = fp(&["policy", "check", "--json", "--workspace", "/tmp/ws", &bad, &good]);
+    assert_eq!(code, 1);
+    let lines: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines[0]["error"].as_str().unwrap().contains("bad.toml:2:11"), "{out}");
+    assert_eq!(lines[1]["schema"], "v2", "{out}");
+}
+
 #[test]
 fn usage_error_exits_2() {
     let (code, _, _) = fp(&["policy", "explain", "--policy", "x.toml", "/a"]);

@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 16;
+pub const ABI_VERSION: u32 = 17;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -227,6 +227,9 @@ pub const EVENT_EXCHANGE: u8 = 16;
 /// of the device it names (the kernel's encoding, major << 20 | minor), a block device opened or
 /// a device node made, rather than a file's identity.
 pub const EVENT_DEVICE: u8 = 32;
+/// `DecisionEvent::flags` of a refusal of the session boundary's floor: an open for writing of a
+/// kernel setting (`fs_magic` names its filesystem; `ino`, `dev` the file).
+pub const EVENT_KERNEL_SETTING: u8 = 64;
 
 /// What decided an event's verdict.
 #[repr(u8)]
@@ -446,7 +449,9 @@ pub struct DecisionEvent {
     /// for a process of fp's own): the cgroup id and tgid of the process it aimed at; 0 otherwise.
     pub target_cgroup: u64,
     pub target_pid: u32,
-    pub _pad2: u32,
+    /// Of a refusal of a kernel setting (`EVENT_KERNEL_SETTING`): its filesystem's `s_magic`
+    /// (`crate::floor::filesystem_name`); 0 otherwise.
+    pub fs_magic: u32,
     /// The file the operation touches; of a rename or link, the existing name (the source).
     pub path: [u8; PATH_MAX],
     /// Of a rename or link: the new name.

@@ -68,12 +68,7 @@ pub(crate) fn refuse_outsider(session: &Session, hook: Hook, task: u64) -> i32 {
     };
     let outcome = Outcome { verdict: TableVerdict::Deny, reason, rule_id: NO_RULE };
     let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
-    report_process(
-        session,
-        &outcome,
-        &Report { hook, op: Op::Write, denied: enforced, mv: None, flags: 0 },
-        &target,
-    );
+    report_process(session, &outcome, &Report::new(hook, Op::Write, enforced), &target);
     if enforced { -EACCES } else { 0 }
 }
 

@@ -354,11 +354,7 @@ pub(crate) fn decide(
     let enforced = refused && session.info.flags & SESSION_AUDIT_ONLY == 0;
     let full_audit = session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(reported, Op::Read);
     if refused || full_audit {
-        report(
-            session,
-            &outcome,
-            &Report { hook, op: reported, denied: enforced, mv: None, flags: 0 },
-        );
+        report(session, &outcome, &Report::new(hook, reported, enforced));
     }
     if enforced { -EACCES } else { 0 }
 }

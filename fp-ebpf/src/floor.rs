@@ -4,7 +4,13 @@
 //! filesystem's bytes, and the kernel's own interfaces (/dev/mem, /proc/kcore, kexec, modules)
 //! reach its memory or replace it.
 use aya_ebpf::{macros::map, maps::HashMap};
-use fp_common::kernel::{BlockDeviceKey, Hook, Op, Reason, SESSION_PERF};
+use fp_common::{
+    floor::{
+        KERNEL_FILESYSTEMS, LOAD_FIRMWARE, PERF_SECURITY_OPEN, S_IFBLK, S_IFCHR, S_IFMT,
+        mknod_device,
+    },
+    kernel::{BlockDeviceKey, Hook, Op, Reason, SESSION_PERF},
+};
 
 use crate::{
     kernel::{
@@ -12,7 +18,7 @@ use crate::{
         OFF_PROC_INODE_SYSCTL, OFF_PROC_INODE_VFS_INODE, OFF_SUPER_BLOCK_S_MAGIC, PROC_SUPER_MAGIC,
         load, loaded_identity, off, read,
     },
-    protect::{refuse_device, refuse_without_path},
+    protect::{refuse_device, refuse_kernel_setting_write, refuse_without_path},
     session::Session,
 };
 
@@ -21,14 +27,6 @@ use crate::{
 #[map]
 pub(crate) static BLOCK_DEVICES: HashMap<BlockDeviceKey, u8> = HashMap::with_max_entries(1024, 0);
 
-const S_IFMT: u32 = 0o170000;
-const S_IFBLK: u32 = 0o060000;
-const S_IFCHR: u32 = 0o020000;
-
-/// `enum kernel_read_file_id` and `enum kernel_load_data_id` (the same numbers in both): a
-/// driver asks for its firmware in whatever task triggers it, which may be a session's.
-const FIRMWARE: u32 = 1;
-
 /// Refuses a block or character device node (`mknod`, `mknodat`), whatever the policy: char 0:0
 /// is overlayfs's whiteout, which opens nothing and which the kernel lets unprivileged users make.
 /// `dev` is as mknod(2) was given it (the hook runs before the kernel decodes it); the event
@@ -36,10 +34,8 @@ const FIRMWARE: u32 = 1;
 #[inline(always)]
 pub(crate) fn refuse_device_node(session: &Session, mode: u32, dev: u32) -> Option<i32> {
     let kind = mode & S_IFMT;
-    // `new_decode_dev`: major in bits 8-19, minor in bits 0-7 and 20-31.
-    let (major, minor) = ((dev & 0xfff00) >> 8, (dev & 0xff) | ((dev >> 12) & 0xfff00));
     (kind == S_IFBLK || kind == S_IFCHR && dev != 0)
-        .then(|| refuse_device(session, Hook::PathMknod, Op::Write, major << 20 | minor))
+        .then(|| refuse_device(session, Hook::PathMknod, Op::Write, mknod_device(dev)))
 }
 
 /// Refuses the open of a block device, by whatever name (a node the session did not make
@@ -61,12 +57,6 @@ pub(crate) fn refuse_block_device(session: &Session, file: u64, op: Op) -> Optio
     Some(refuse_device(session, Hook::FileOpen, op, rdev))
 }
 
-/// Filesystems whose files are the kernel's own settings (`s_magic`): sysfs (uevent_helper, module
-/// parameters, devices), tracefs and debugfs (kernel memory), securityfs (LSM policies), efivarfs
-/// (firmware variables), configfs.
-const KERNEL_FILESYSTEMS: [u64; 6] =
-    [0x6265_6572, 0x7472_6163, 0x6462_6720, 0x7363_6673, 0xde5e_81e4, 0x6265_6570];
-
 /// Refuses an open for writing of a kernel setting, by filesystem and inode rather than path (a
 /// name can be another mount of the same files): a file of [`KERNEL_FILESYSTEMS`], or a procfs
 /// file of the kernel's own rather than of a process, a sysctl (`core_pattern` and `modprobe` name
@@ -87,15 +77,7 @@ pub(crate) fn refuse_kernel_setting(session: &Session, file: u64) -> Option<i32>
         }
         _ => KERNEL_FILESYSTEMS.contains(&magic),
     };
-    kernel.then(|| {
-        refuse_without_path(
-            session,
-            Hook::FileOpen,
-            Op::Write,
-            Reason::Boundary,
-            loaded_identity(inode),
-        )
-    })
+    kernel.then(|| refuse_kernel_setting_write(session, loaded_identity(inode), magic))
 }
 
 /// Refuses every kernel interface the kernel's lockdown guards (`enum lockdown_reason`, in the
@@ -112,15 +94,11 @@ pub(crate) fn refuse_locked_down(session: &Session, what: u32) -> i32 {
 /// firmware passes.
 #[inline(always)]
 pub(crate) fn refuse_kernel_load(session: &Session, hook: Hook, id: u32) -> i32 {
-    if id == FIRMWARE {
+    if id == LOAD_FIRMWARE {
         return 0;
     }
     refuse_without_path(session, hook, Op::Write, Reason::Boundary, (id as u64, 0))
 }
-
-/// `perf_event_open`'s check of every call (`PERF_SECURITY_OPEN`); the others are of a CPU-wide
-/// event (1), of one that counts or samples the kernel (2) and of a tracepoint (3).
-const PERF_SECURITY_OPEN: u32 = 0;
 
 /// Refuses a perf event beyond the counters of processes (the event's inode field names the
 /// check): CPU-wide events see every process, kernel ones and tracepoints the kernel. Counting a

@@ -170,7 +170,7 @@ pub(crate) fn read<T: Copy>(base: u64, offset: usize) -> Result<T, ()> {
         .map_err(|_| ())
 }
 
-pub(crate) const PROC_SUPER_MAGIC: u64 = 0x9fa0;
+pub(crate) use fp_common::floor::PROC_SUPER_MAGIC;
 /// `mount.mnt_ns` of kernel-internal mounts: `ERR_PTR(-EINVAL)`.
 pub(crate) const MNT_NS_INTERNAL: u64 = -22i64 as u64;
 

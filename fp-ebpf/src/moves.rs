@@ -203,7 +203,7 @@ pub(crate) fn decide_move(
             | if exists { EVENT_TARGET_EXISTS } else { 0 }
             | if kind == MoveKind::Exchange { EVENT_EXCHANGE } else { 0 };
         let mv = Some(MoveEvent { flags, ino, dev });
-        report(session, &outcome, &Report { hook, op, denied: enforced, mv, flags: 0 });
+        report(session, &outcome, &Report { mv, ..Report::new(hook, op, enforced) });
     }
     if enforced { -errno } else { 0 }
 }

@@ -1,7 +1,7 @@
 //! Refusals decided without a path: fp's self-protection (bpf(), the mount table) and the event
 //! of such a refusal (also of the session boundary's, crate::boundary).
 use fp_common::{
-    kernel::{EVENT_DEVICE, Hook, Op, Reason, SESSION_AUDIT_ONLY},
+    kernel::{EVENT_DEVICE, EVENT_KERNEL_SETTING, Hook, Op, Reason, SESSION_AUDIT_ONLY},
     policy::{NO_RULE, TableVerdict},
 };
 
@@ -24,15 +24,28 @@ pub(crate) fn refuse_without_path(
     reason: Reason,
     file: (u64, u32),
 ) -> i32 {
-    refuse(session, &Report { hook, op, denied: false, mv: None, flags: 0 }, reason, file)
+    refuse(session, &Report::new(hook, op, false), reason, file)
 }
 
 /// [`refuse_without_path`] of an operation on a device (the session boundary's floor): the event
 /// names the device by its number, `rdev` (`EVENT_DEVICE`).
 #[inline(always)]
 pub(crate) fn refuse_device(session: &Session, hook: Hook, op: Op, rdev: u32) -> i32 {
-    let what = Report { hook, op, denied: false, mv: None, flags: EVENT_DEVICE };
+    let what = Report { flags: EVENT_DEVICE, ..Report::new(hook, op, false) };
     refuse(session, &what, Reason::Boundary, (rdev as u64, 0))
+}
+
+/// [`refuse_without_path`] of an open for writing of a kernel setting (the session boundary's
+/// floor): the event names the file by identity and its filesystem by `s_magic`
+/// (`EVENT_KERNEL_SETTING`).
+#[inline(always)]
+pub(crate) fn refuse_kernel_setting_write(session: &Session, file: (u64, u32), magic: u64) -> i32 {
+    let what = Report {
+        flags: EVENT_KERNEL_SETTING,
+        fs_magic: magic as u32,
+        ..Report::new(Hook::FileOpen, Op::Write, false)
+    };
+    refuse(session, &what, Reason::Boundary, file)
 }
 
 #[inline(always)]

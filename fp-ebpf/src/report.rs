@@ -46,8 +46,17 @@ pub(crate) struct Report {
     /// A rename's or link's.
     pub(crate) mv: Option<MoveEvent>,
     /// `EVENT_*` flags the event carries besides those of its outcome, walk and move
-    /// (`EVENT_DEVICE`).
+    /// (`EVENT_DEVICE`, `EVENT_KERNEL_SETTING`).
     pub(crate) flags: u8,
+    /// `DecisionEvent::fs_magic`.
+    pub(crate) fs_magic: u32,
+}
+
+impl Report {
+    /// The report of `hook` deciding `op`, refused or not, with nothing more to say.
+    pub(crate) const fn new(hook: Hook, op: Op, denied: bool) -> Self {
+        Report { hook, op, denied, mv: None, flags: 0, fs_magic: 0 }
+    }
 }
 
 /// Counts a decision in the session's counters and reserves its event (None, counted as
@@ -106,7 +115,7 @@ unsafe fn stamp(
         (*ev)._pad = [0; 3];
         (*ev).target_cgroup = 0;
         (*ev).target_pid = 0;
-        (*ev)._pad2 = 0;
+        (*ev).fs_magic = what.fs_magic;
         (*ev).comm = bpf_get_current_comm().unwrap_or([0; 16]);
         (*ev).path_len = 0;
         (*ev).target_len = 0;

@@ -128,7 +128,7 @@ pub(crate) fn refuse_outside_server(session: &Session, hook: Hook, other: u64) -
     let outcome =
         Outcome { verdict: TableVerdict::Deny, reason: Reason::Boundary, rule_id: NO_RULE };
     let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
-    let what = Report { hook, op: Op::Write, denied: enforced, mv: None, flags: 0 };
+    let what = Report::new(hook, Op::Write, enforced);
     let server = Target { cgroup, tgid: listener(other) };
     let socket = Socket { server, ino: key.ino, dev: key.dev, address: name, len: len as u32 };
     report_socket(session, &outcome, &what, &socket);

@@ -50,10 +50,10 @@ escape_suite! {
     finit_module: denied("kernel_read_file", "write", "module") => r#"perl -e 'open(my $f, "<", "/bin/true") or die "$!\n"; my $args = ""; syscall(313, fileno($f), $args, 0) == 0 or die "$!\n"'"#;
     // Kernel settings, by whatever name: sysctls that name programs the kernel runs outside every
     // session, a sysfs setting, /proc/sysrq-trigger (h: help, harmless were it written).
-    sysctl_core_pattern: denied("file_open", "write", "") => "echo '|/bin/true' > /proc/sys/kernel/core_pattern";
-    sysctl_modprobe: denied("file_open", "write", "") => "echo /bin/true > /proc/sys/kernel/modprobe";
-    sysfs_setting: denied("file_open", "write", "") => "echo never > /sys/kernel/mm/transparent_hugepage/enabled";
-    sysrq_trigger: denied("file_open", "write", "") => "echo h > /proc/sysrq-trigger";
+    sysctl_core_pattern: denied("file_open", "write", "kernel setting on procfs") => "echo '|/bin/true' > /proc/sys/kernel/core_pattern";
+    sysctl_modprobe: denied("file_open", "write", "kernel setting on procfs") => "echo /bin/true > /proc/sys/kernel/modprobe";
+    sysfs_setting: denied("file_open", "write", "kernel setting on sysfs") => "echo never > /sys/kernel/mm/transparent_hugepage/enabled";
+    sysrq_trigger: denied("file_open", "write", "kernel setting on procfs") => "echo h > /proc/sysrq-trigger";
     // perf_event_open(2) (298) of a task clock (a software event: PERF_TYPE_SOFTWARE 1, config
     // 1; struct perf_event_attr's first 64 bytes) counting the kernel too (pid 0, cpu -1), and
     // CPU-wide (pid -1, cpu 0) with exclude_kernel (bit 5 of the flags word).
@@ -68,6 +68,88 @@ escape_suite! {
     whiteout_and_fifo_are_made: Allowed => "mknod $B/open/wh c 0 0 && rm $B/open/wh && mkfifo $B/open/fifo && rm $B/open/fifo";
     character_devices_work: Allowed => "head -c 16 /dev/urandom > /dev/null && head -c 1 /dev/zero > /dev/null && echo x > /dev/null && head -c 1 /dev/random > /dev/null";
     a_pty_opens: Allowed => r#"python3 -c 'import os; m, s = os.openpty(); os.write(s, b"x"); assert os.read(m, 1) == b"x"'"#;
+}
+
+/// `fp policy explain` answers the floor as the kernel decides it, on this kernel's own files: it
+/// never says allow where the suite above sees a refusal.
+#[test]
+fn explain_answers_the_floor() {
+    let tree = fp_tests::TempTree::new("explain-floor");
+    let policy = tree.file("policy.toml", "[file_policy]\ndefault = \"write\"\n");
+    let explain = |op: &str, paths: &[&str]| {
+        let out = fp_tests::fp()
+            .args(["policy", "explain", "--policy"])
+            .arg(&policy)
+            .args(["--workspace", "/tmp", "--op", op])
+            .args(paths)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let refused = [
+        "/proc/sys/kernel/core_pattern",
+        "/proc/sysrq-trigger",
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+        "/proc/kcore",
+        "/dev/mem",
+    ];
+    let out = explain("write", &refused);
+    assert_eq!(out.matches("deny by the session boundary").count(), refused.len(), "{out}");
+    let out = explain("read", &["/proc/kcore", "/dev/mem", "/proc/sys/kernel/ostype", "/dev/null"]);
+    assert_eq!(out.matches("deny by the session boundary").count(), 2, "{out}");
+    assert!(out.contains("/proc/sys/kernel/ostype: read allow"), "{out}");
+}
+
+/// A session's refusals at the boundary and its floor, replayed under another policy, are decided
+/// as the kernel would decide them there: the perf event allowed by a policy that switches perf
+/// on, the signal to an outsider and /proc/kcore refused under every policy.
+#[test]
+fn refusals_replay_under_another_policy() {
+    let _g = fp_tests::exclusive();
+    let tree = fp_tests::TempTree::new("replay-floor");
+    let mut outsider = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+    let log = tree.join("audit.log");
+    let perf = r#"perl -e 'my $attr = pack("LLQQQQQLLQ", 1, 64, 1, 0, 0, 0, 0, 0, 0, 0); syscall(298, $attr, 0, -1, -1, 0)'"#;
+    let script =
+        format!("kill -STOP {}; {perf}; head -c 1 /proc/kcore > /dev/null; true", outsider.id());
+    let out = fp_tests::run_confined(
+        &[&tree.join("secret")],
+        &["--audit-log", log.to_str().unwrap()],
+        &script,
+    );
+    let state = std::fs::read_to_string(format!("/proc/{}/stat", outsider.id())).unwrap();
+    outsider.kill().unwrap();
+    outsider.wait().unwrap();
+    assert!(out.status.success(), "{}", fp_tests::stderr(&out));
+    assert!(!state.contains(") T "), "the outsider was stopped: {state}");
+    let policy = tree
+        .file("perf.toml", "[file_policy]\ndefault = \"write\"\nkernel_interfaces = [\"perf\"]\n");
+    let replay = fp_tests::fp()
+        .args(["audit", "replay", "--json", "--pubkey"])
+        .arg(format!("{}.pub", log.display()))
+        .arg("--policy")
+        .arg(&policy)
+        .arg("--workspace")
+        .arg(&tree.0)
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(replay.status.success(), "{}", fp_tests::stderr(&replay));
+    let doc: serde_json::Value = serde_json::from_str(&fp_tests::stdout(&replay)).unwrap();
+    let what_if = &doc["what_if"];
+    let hooks: Vec<&str> =
+        doc["records"].as_array().unwrap().iter().filter_map(|r| r["hook"].as_str()).collect();
+    for hook in ["task_kill", "perf_event_open", "locked_down"] {
+        assert!(hooks.contains(&hook), "no {hook} refusal recorded: {hooks:?}");
+    }
+    assert_eq!(what_if["would_now_allow"], 1, "{what_if}");
+    assert_eq!(what_if["would_now_deny"], 0, "{what_if}");
+    let allowed = &what_if["examples"][0];
+    assert!(
+        allowed["now"]["rule"].as_str().unwrap().starts_with("perf (kernel_interfaces"),
+        "{allowed}"
+    );
 }
 
 /// Under a policy that names a block device and switches perf on.

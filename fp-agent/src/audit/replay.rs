@@ -200,8 +200,7 @@ fn floor_exception(
         ));
     }
     let device = decision.device.as_ref().filter(|_| decision.hook == Hook::FileOpen.name())?;
-    let entry =
-        policy.block_devices().iter().find(|r| r.devices().iter().any(|d| d.number() == *device));
+    let entry = crate::policy::parse_device_number(device).and_then(|d| policy.device_entry(d));
     Some(decided(
         entry.map(|r| {
             format!(

@@ -12,8 +12,8 @@ use fp_common::refer::{MoveKind, MoveVerdict};
 use crate::exit;
 use crate::op::ExplainOp;
 use crate::policy::{
-    Decision, EffectivePolicy, LoadOptions, Name, Op, PolicyError, Rule, TableVerdict, Verdict,
-    normalize_path,
+    Decision, EffectivePolicy, LoadOptions, Name, Op, OpenFloor, PolicyError, Rule, TableVerdict,
+    Verdict, normalize_path,
 };
 
 #[derive(clap::Subcommand)]
@@ -97,12 +97,15 @@ pub fn main(cmd: Command) -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::from(exit::USAGE_ERROR)
         }
+        Err(Failure::Reported) => ExitCode::from(exit::POLICY_ERROR),
     }
 }
 
 enum Failure {
     Policy(PolicyError),
     Usage(String),
+    /// Policy errors already reported, one per file (`check` goes on past a bad file).
+    Reported,
 }
 
 impl From<PolicyError> for Failure {
@@ -133,6 +136,7 @@ pub fn load_for_replay(policy: &Path, session: &Session) -> anyhow::Result<Effec
     loaded.map_err(|e| match e {
         Failure::Policy(e) => anyhow::anyhow!("{e}"),
         Failure::Usage(m) => anyhow::anyhow!("{m}"),
+        Failure::Reported => anyhow::anyhow!("the policy has errors"),
     })
 }
 
@@ -151,7 +155,10 @@ fn load(
     Ok(EffectivePolicy::load(&options)?)
 }
 
+/// Checks every file, a bad one included: each error is reported where its file's report would
+/// be, and the exit is a policy error if any file had one.
 fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure> {
+    let mut failed = false;
     for file in files {
         let mut warnings = Vec::new();
         let workspace = match &session.workspace {
@@ -165,7 +172,18 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
                 cwd
             }
         };
-        let policy = load(file, session, Some(workspace))?;
+        let policy = match load(file, session, Some(workspace)) {
+            Ok(policy) => policy,
+            Err(Failure::Policy(e)) => {
+                failed = true;
+                match json {
+                    true => println!("{}", json!({"file": file, "error": e.to_string()})),
+                    false => eprintln!("{e}"),
+                }
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
         for e in policy.floor_exceptions() {
             warnings.push(format!("safety floor entry \"{}\" lifted by {}", e.value, e.source));
         }
@@ -215,7 +233,7 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
             print_check(file, &policy, &warnings);
         }
     }
-    Ok(())
+    if failed { Err(Failure::Reported) } else { Ok(()) }
 }
 
 /// Whether the kernel tables defer every match of this rule (its shape is not table-decidable).
@@ -322,30 +340,28 @@ fn explain(
         let normalized = normalized(path)?;
         let decision = policy.decide(&normalized, op);
         let shown = String::from_utf8_lossy(&normalized).into_owned();
-        let floor = block_device_floor(&policy, path, op);
-        let refused = floor.as_ref().is_some_and(|f| f.entry.is_none());
+        let floor = policy.open_floor(path, op);
         if json {
             let mut answer = explain_json(&policy, &shown, op, &decision);
-            if let Some(floor) = &floor {
-                answer["block_device"] = json!(floor.device);
-                answer["block_devices_entry"] = json!(floor.entry.map(|e| &e.text));
-            }
-            if refused {
-                answer["verdict"] = json!(Verdict::Deny);
-                answer["rule"] = json!(null);
-                answer["tier"] = json!("session boundary");
-                answer["kernel"] = json!(crate::policy::KernelDisposition::Exact);
+            match &floor {
+                Some(OpenFloor::Refused { what }) => {
+                    answer["verdict"] = json!(Verdict::Deny);
+                    answer["rule"] = json!(null);
+                    answer["tier"] = json!("session boundary");
+                    answer["kernel"] = json!(crate::policy::KernelDisposition::Exact);
+                    answer["floor"] = json!(what);
+                }
+                Some(OpenFloor::Named { device, entry }) => {
+                    answer["block_device"] = json!(device);
+                    answer["block_devices_entry"] = json!(entry.text);
+                }
+                None => {}
             }
             println!("{answer}");
             continue;
         }
-        let device = floor.as_ref().map(|f| f.device.as_str()).unwrap_or_default();
-        if refused {
-            println!(
-                "{shown}: {} deny by the session boundary: block device {device}, which no \
-                 block_devices entry names; kernel: exact",
-                op.name(),
-            );
+        if let Some(OpenFloor::Refused { what }) = &floor {
+            println!("{shown}: {} deny by the session boundary: {what}; kernel: exact", op.name());
             continue;
         }
         let rule = decision.rule.and_then(|r| policy.rule(r));
@@ -353,9 +369,11 @@ fn explain(
             Some(r) => format!("rule \"{}\" ({}, {})", r.text, r.tier, r.source),
             None => format!("default for {}", op.name()),
         };
-        let lifted = match floor.as_ref().and_then(|f| f.entry) {
-            Some(e) => format!(" (block device {device}, named by block_devices \"{}\")", e.text),
-            None => String::new(),
+        let lifted = match &floor {
+            Some(OpenFloor::Named { device, entry }) => {
+                format!(" (block device {device}, named by block_devices \"{}\")", entry.text)
+            }
+            _ => String::new(),
         };
         println!(
             "{shown}: {} {} by {why}{lifted}; kernel: {}",
@@ -368,31 +386,6 @@ fn explain(
         );
     }
     Ok(())
-}
-
-/// What the floor says of opening `path` when it is a block device now (None otherwise): the
-/// kernel refuses it by any name unless a `block_devices` entry names its number; a named one
-/// is left to the rules (fp-ebpf's `floor`). Delete unlinks a name and opens nothing.
-struct BlockDeviceFloor<'a> {
-    device: String,
-    entry: Option<&'a crate::policy::DeviceRule>,
-}
-
-fn block_device_floor<'a>(
-    policy: &'a EffectivePolicy,
-    path: &Path,
-    op: Op,
-) -> Option<BlockDeviceFloor<'a>> {
-    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
-    let md = std::fs::metadata(path).ok().filter(|m| m.file_type().is_block_device())?;
-    if op == Op::Delete {
-        return None;
-    }
-    let rdev = crate::kernel::kernel_dev(md.rdev());
-    Some(BlockDeviceFloor {
-        device: crate::policy::device_number(rdev),
-        entry: policy.device_entry(rdev),
-    })
 }
 
 /// `explain --op perf KIND...`: whether a session may open a perf event of each kind. Counting a

@@ -5,9 +5,13 @@
 //! modules, kexec, bpf(), mounts, kernel settings) have no switch: each reaches past every
 //! session, and fp's own protection with it.
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use fp_common::floor::{
+    KERNEL_FILESYSTEMS, LOCKED_DOWN_DEVICES, PROC_SUPER_MAGIC, S_IFCHR, S_IFMT, filesystem_name,
+};
 use fp_common::kernel::SESSION_PERF;
+use fp_common::policy::Op;
 
 use super::glob::{self, Expansion};
 use super::{ErrorKind, PolicyError, Source, Spanned};
@@ -43,6 +47,18 @@ impl Device {
 /// A device number of the kernel's encoding (major << 20 | minor) as `major:minor`.
 pub fn device_number(rdev: u32) -> String {
     format!("{}:{}", rdev >> 20, rdev & 0xfffff)
+}
+
+/// `major:minor` in the kernel's encoding ([`device_number`]'s inverse).
+pub fn parse_device_number(text: &str) -> Option<u32> {
+    let (major, minor) = text.split_once(':')?;
+    let (major, minor): (u32, u32) = (major.parse().ok()?, minor.parse().ok()?);
+    (major < 1 << 12 && minor < 1 << 20).then_some(fp_common::floor::mkdev(major, minor))
+}
+
+/// The entry of `rules` that names the block device `rdev` now.
+pub fn naming(rules: &[DeviceRule], rdev: u32) -> Option<&DeviceRule> {
+    rules.iter().find(|r| r.devices().iter().any(|d| d.rdev == rdev))
 }
 
 impl DeviceRule {
@@ -93,6 +109,70 @@ pub fn resolve_devices(rules: &[DeviceRule]) -> Vec<Device> {
     }
     devices.truncate(MAX_DEVICES);
     devices
+}
+
+/// What the floor says of opening a file for an op, before the rules (fp-ebpf's `floor`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum OpenFloor<'a> {
+    /// Refused whatever the rules say: what it is, in the words of the kernel's event
+    /// (`block device 7:0`, `kernel setting on sysfs`, `lockdown: /proc/kcore`).
+    Refused { what: String },
+    /// A block device an entry names: the floor lifts, the rules decide.
+    Named { device: String, entry: &'a DeviceRule },
+}
+
+/// What the floor says of opening `path` for `op` now, as the kernel would decide it: a block
+/// device (unless an entry of `devices` names its number), a write of a kernel setting (a file of
+/// [`KERNEL_FILESYSTEMS`], or a procfs file of the kernel's own rather than of a process), and the
+/// files lockdown guards (/dev/mem, /dev/port, /proc/kcore). None when the rules alone decide: a
+/// delete opens nothing, and a name that does not exist is no such file.
+pub fn open_floor<'a>(devices: &'a [DeviceRule], path: &Path, op: Op) -> Option<OpenFloor<'a>> {
+    let refused = |what: String| Some(OpenFloor::Refused { what });
+    if op == Op::Delete {
+        return None;
+    }
+    let md = std::fs::metadata(path).ok()?;
+    let rdev = crate::kernel::kernel_dev(md.rdev());
+    if md.file_type().is_block_device() {
+        let device = device_number(rdev);
+        return match naming(devices, rdev) {
+            Some(entry) => Some(OpenFloor::Named { device, entry }),
+            None => refused(format!("block device {device}, which no block_devices entry names")),
+        };
+    }
+    if md.mode() & S_IFMT == S_IFCHR
+        && let Some((_, name)) = LOCKED_DOWN_DEVICES.iter().find(|(d, _)| *d == rdev)
+    {
+        return refused(format!("lockdown: {name}"));
+    }
+    let magic = nix::sys::statfs::statfs(path).ok()?.filesystem_type().0 as u64;
+    if magic == PROC_SUPER_MAGIC {
+        let inside = proc_components(path)?;
+        let first = inside.first().map(String::as_str);
+        if first == Some("kcore") {
+            return refused("lockdown: /proc/kcore".to_owned());
+        }
+        // /proc/PID/... is a process's, but for its net/ (the kernel's tables, as /proc/net).
+        let process = first.is_some_and(|c| c.bytes().all(|b| b.is_ascii_digit()))
+            && !inside.iter().any(|c| c == "net");
+        return (op == Op::Write && !process)
+            .then(|| OpenFloor::Refused { what: "kernel setting on procfs".to_owned() });
+    }
+    (op == Op::Write && KERNEL_FILESYSTEMS.contains(&magic)).then(|| OpenFloor::Refused {
+        what: format!("kernel setting on {}", filesystem_name(magic).unwrap_or("?")),
+    })
+}
+
+/// The components of `path` (symlinks resolved: /proc/self is the process's number) below the
+/// root of the procfs mount it lies on.
+fn proc_components(path: &Path) -> Option<Vec<String>> {
+    let canonical = std::fs::canonicalize(path).ok()?;
+    let on_proc = |p: &Path| {
+        nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type().0 as u64 == PROC_SUPER_MAGIC)
+    };
+    let root = canonical.ancestors().take_while(|a| on_proc(a)).last()?;
+    let below = canonical.strip_prefix(root).ok()?;
+    Some(below.iter().map(|c| c.to_string_lossy().into_owned()).collect())
 }
 
 /// A kernel interface a policy can switch on past the floor (`kernel_interfaces`).
@@ -205,6 +285,50 @@ mod tests {
         assert_eq!(found, [Device { path: PathBuf::from(loop0), rdev }]);
         assert_eq!(r[1].devices()[0].rdev, rdev);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The floor as the kernel decides it on this machine's own files.
+    #[test]
+    fn the_floor_of_opens_names_what_it_refuses() {
+        let refused = |path: &str, op: Op| match open_floor(&[], Path::new(path), op) {
+            Some(OpenFloor::Refused { what }) => Some(what),
+            _ => None,
+        };
+        let pid = std::process::id();
+        assert_eq!(
+            refused("/proc/sys/kernel/core_pattern", Op::Write).as_deref(),
+            Some("kernel setting on procfs")
+        );
+        assert_eq!(refused("/proc/sys/kernel/core_pattern", Op::Read), None);
+        assert_eq!(refused("/proc/self/oom_score_adj", Op::Write), None);
+        assert_eq!(refused(&format!("/proc/{pid}/comm"), Op::Write), None);
+        assert!(refused("/proc/self/net/dev", Op::Write).is_some());
+        // Where this kernel has them.
+        if Path::new("/proc/kcore").exists() {
+            let kcore = refused("/proc/kcore", Op::Read);
+            assert_eq!(kcore.as_deref(), Some("lockdown: /proc/kcore"));
+        }
+        if Path::new("/dev/mem").exists() {
+            assert_eq!(refused("/dev/mem", Op::Read).as_deref(), Some("lockdown: /dev/mem"));
+        }
+        assert_eq!(
+            refused("/sys/kernel/mm/transparent_hugepage/enabled", Op::Write).as_deref(),
+            Some("kernel setting on sysfs")
+        );
+        assert_eq!(refused("/sys/kernel/mm/transparent_hugepage/enabled", Op::Read), None);
+        assert_eq!(refused("/dev/null", Op::Write), None);
+        assert_eq!(refused("/proc/sys/kernel/core_pattern", Op::Delete), None);
+        assert_eq!(refused("/nonexistent", Op::Write), None);
+    }
+
+    #[test]
+    fn device_numbers_read_back() {
+        assert_eq!(device_number(7 << 20 | 3), "7:3");
+        assert_eq!(parse_device_number("7:3"), Some(7 << 20 | 3));
+        assert_eq!(parse_device_number("259:1048575"), Some(259 << 20 | 0xfffff));
+        assert_eq!(parse_device_number("7"), None);
+        assert_eq!(parse_device_number("4096:0"), None);
+        assert_eq!(parse_device_number("x:1"), None);
     }
 
     #[test]

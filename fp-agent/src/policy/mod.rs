@@ -25,7 +25,10 @@ mod sockets;
 
 use std::path::{Path, PathBuf};
 
-pub use boundary::{Device, DeviceRule, InterfaceRule, KernelInterface, device_number};
+pub use boundary::{
+    Device, DeviceRule, InterfaceRule, KernelInterface, OpenFloor, device_number,
+    parse_device_number,
+};
 pub use compile::KernelTables;
 pub use error::{ErrorKind, PolicyError, Source};
 use exact::ExactEvaluator;
@@ -274,9 +277,15 @@ impl EffectivePolicy {
         boundary::resolve_devices(&self.saved.block_devices)
     }
 
+    /// What the session boundary's floor says of opening `path` for `op` now, before the rules
+    /// (None: the rules alone decide).
+    pub fn open_floor(&self, path: &Path, op: Op) -> Option<OpenFloor<'_>> {
+        boundary::open_floor(&self.saved.block_devices, path, op)
+    }
+
     /// The `block_devices` entry that names the device `rdev` (the kernel's encoding) now.
     pub fn device_entry(&self, rdev: u32) -> Option<&DeviceRule> {
-        self.saved.block_devices.iter().find(|r| r.devices().iter().any(|d| d.rdev == rdev))
+        boundary::naming(&self.saved.block_devices, rdev)
     }
 
     /// The kernel interfaces it switches on past the boundary's floor (`kernel_interfaces`).

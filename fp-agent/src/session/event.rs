@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use fp_common::{
+    floor::{PERF_SECURITY_CPU, PERF_SECURITY_KERNEL, PERF_SECURITY_TRACEPOINT},
     kernel::{
-        DecisionEvent, EVENT_DENIED, EVENT_DEVICE, EVENT_MOVE_DIR, EVENT_PATH_FS_RELATIVE,
-        EVENT_TARGET_EXISTS, Hook, Op, PATH_MAX, Reason,
+        DecisionEvent, EVENT_DENIED, EVENT_DEVICE, EVENT_KERNEL_SETTING, EVENT_MOVE_DIR,
+        EVENT_PATH_FS_RELATIVE, EVENT_TARGET_EXISTS, Hook, Op, PATH_MAX, Reason,
     },
     policy::{NO_RULE, TableVerdict},
 };
@@ -39,6 +40,11 @@ pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
         "policy",
         "certificate",
     ];
+    if ev.flags & EVENT_KERNEL_SETTING != 0 {
+        let fs = fp_common::floor::filesystem_name(u64::from(ev.fs_magic))
+            .unwrap_or("a kernel filesystem");
+        return Some(format!("kernel setting on {fs} (inode {})", ev.ino));
+    }
     if let Some(number) = device(ev) {
         return Some(match Hook::from_u8(ev.hook) {
             Some(Hook::PathMknod) => format!("device node {number}"),
@@ -50,10 +56,10 @@ pub fn kernel_interface(ev: &DecisionEvent) -> Option<String> {
             Some(name) => format!("lockdown reason {} ({name})", ev.ino),
             None => format!("lockdown reason {}", ev.ino),
         }),
-        Hook::PerfEventOpen => Some(match ev.ino {
-            1 => "perf event: cpu-wide".to_owned(),
-            2 => "perf event: kernel".to_owned(),
-            3 => "perf event: tracepoint".to_owned(),
+        Hook::PerfEventOpen => Some(match u32::try_from(ev.ino).unwrap_or(u32::MAX) {
+            PERF_SECURITY_CPU => "perf event: cpu-wide".to_owned(),
+            PERF_SECURITY_KERNEL => "perf event: kernel".to_owned(),
+            PERF_SECURITY_TRACEPOINT => "perf event: tracepoint".to_owned(),
             check => format!("perf event: check {check}"),
         }),
         Hook::KernelModuleRequest => Some("module request".to_owned()),
@@ -361,6 +367,12 @@ mod tests {
         assert_eq!(record.interface.as_deref(), Some("block device 7:3"));
         ev.hook = Hook::PathMknod as u8;
         assert!(line(&ev, &ctx()).contains("path_mknod device node 7:3 by"));
+        // A kernel setting by its filesystem and inode, without the filesystem-relative path note.
+        (ev.hook, ev.ino, ev.fs_magic) = (Hook::FileOpen as u8, 42, 0x6265_6572);
+        ev.flags = ev.flags & !EVENT_DEVICE | EVENT_KERNEL_SETTING;
+        let l = line(&ev, &ctx());
+        assert!(l.contains("file_open kernel setting on sysfs (inode 42) by"), "{l}");
+        assert!(!l.contains("within filesystem"), "{l}");
     }
 
     #[test]
