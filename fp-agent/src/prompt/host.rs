@@ -183,10 +183,11 @@ impl PromptHost {
             if let Err(e) = broker.sessions_changed() {
                 tracing::warn!("flushing the prompt broker's cache: {e:#}");
             }
-            // An ended session's mount namespaces are released, its grants go, in the kernel too.
+            // An ended session's mount namespaces are released, its grants go (in the kernel
+            // too), and its pending approvals are denied.
             broker.forget_mounts(|id| snapshot.values().any(|s| s.cgroup == id));
             self.warned.retain(|id| snapshot.values().any(|s| s.cgroup == id));
-            broker.approvals().retain_grants_of(|id| snapshot.values().any(|s| s.session == id));
+            broker.approvals().retain_sessions(|id| snapshot.values().any(|s| s.session == id));
         }
     }
 

@@ -136,9 +136,27 @@ impl Approvals {
         self.grant_generation.subscribe()
     }
 
-    /// Drops the grants of sessions that ended (`live` says which still run).
-    pub fn retain_grants_of(&self, live: impl Fn(&str) -> bool) {
+    /// Forgets what belongs to sessions that ended (`live` says which still run): their grants,
+    /// and their pending approvals, denied (failed closed, "its session ended") rather than left
+    /// listed until they time out.
+    pub fn retain_sessions(&self, live: impl Fn(&str) -> bool) {
+        let now = Instant::now();
         let mut state = self.lock();
+        let ended: Vec<ApprovalId> = state
+            .pending
+            .values()
+            .filter(|p| !live(&p.request.open.session))
+            .map(|p| p.id)
+            .collect();
+        for id in ended {
+            if let Some(pending) = state.pending.remove(&id) {
+                state.by_key.remove(&pending.key());
+                let reason = Some("its session ended".to_string());
+                let ending =
+                    Ending { kind: OutcomeKind::FailedClosed, decider: None, grant: None, reason };
+                finish(self, &mut state, pending, ending, now);
+            }
+        }
         let before = state.grants.len();
         state.grants.retain(|g| live(&g.session));
         let changed = state.grants.len() != before;
@@ -479,10 +497,27 @@ pub(super) mod tests {
             assert!(Instant::now() < deadline, "the expiry was not heard: {heard:?}");
             std::thread::sleep(Duration::from_millis(5));
         }
-        store.retain_grants_of(|session| session != "s2");
+        store.retain_sessions(|session| session != "s2");
         assert_eq!(heard.lock().unwrap().last(), Some(&vec![]));
         store.close("done");
         reaper.join().unwrap();
+    }
+
+    /// A session that ends takes its pending approvals with it: denied, failed closed, unlisted.
+    #[test]
+    fn an_ended_session_ends_its_pending_approvals() {
+        let (store, mut outcomes) = Approvals::new(Duration::from_secs(60), None, None);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        store.hold(request("s1", "/f"), answer(&log));
+        store.hold(request("s2", "/g"), answer(&log));
+        store.retain_sessions(|session| session != "s1");
+        let listed: Vec<String> = store.list().iter().map(|a| a.open.session.clone()).collect();
+        assert_eq!(listed, ["s2"]);
+        assert_eq!(*log.lock().unwrap(), [false]);
+        let outcome = outcomes.try_recv().unwrap();
+        assert_eq!(outcome.outcome, OutcomeKind::FailedClosed);
+        assert_eq!(outcome.reason.as_deref(), Some("its session ended"));
+        store.close("done");
     }
 
     #[test]
