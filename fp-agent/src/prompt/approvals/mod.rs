@@ -151,10 +151,7 @@ impl Approvals {
         for id in ended {
             if let Some(pending) = state.pending.remove(&id) {
                 state.by_key.remove(&pending.key());
-                let reason = Some("its session ended".to_string());
-                let ending =
-                    Ending { kind: OutcomeKind::FailedClosed, decider: None, grant: None, reason };
-                finish(self, &mut state, pending, ending, now);
+                finish(self, &mut state, pending, Ending::failed_closed("its session ended"), now);
             }
         }
         let before = state.grants.len();
@@ -285,9 +282,7 @@ impl Approvals {
         let mut state = self.lock();
         let pending = state.pending.remove(&id).ok_or(DecideError::UnknownId(id))?;
         state.by_key.remove(&pending.key());
-        let reason = Some(reason.to_string());
-        let ending = Ending { kind: OutcomeKind::FailedClosed, decider: None, grant: None, reason };
-        finish(self, &mut state, pending, ending, Instant::now());
+        finish(self, &mut state, pending, Ending::failed_closed(reason), Instant::now());
         Ok(())
     }
 
@@ -366,10 +361,7 @@ impl Approvals {
         state.by_key.clear();
         let pending = std::mem::take(&mut state.pending);
         for (_, p) in pending {
-            let reason = Some(reason.to_string());
-            let ending =
-                Ending { kind: OutcomeKind::FailedClosed, decider: None, grant: None, reason };
-            finish(self, &mut state, p, ending, now);
+            finish(self, &mut state, p, Ending::failed_closed(reason), now);
         }
         drop(state);
         self.wake.notify_all();
@@ -382,6 +374,14 @@ struct Ending {
     decider: Option<Decider>,
     grant: Option<Grant>,
     reason: Option<String>,
+}
+
+impl Ending {
+    /// Denied by nobody, with why (the broker could not put the approval to anyone).
+    fn failed_closed(reason: &str) -> Self {
+        let reason = Some(reason.to_string());
+        Ending { kind: OutcomeKind::FailedClosed, decider: None, grant: None, reason }
+    }
 }
 
 /// Answers a decided approval's opens and records and sends the outcome. Runs under the lock:
