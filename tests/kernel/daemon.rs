@@ -86,6 +86,11 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     assert!(first.status.success() && one.contains("first"), "{one}{}", stderr(&first));
     assert!(one.contains("a=denied") && one.contains("b=ok"), "{one}");
     assert!(two.contains("a=ok") && two.contains("b=denied"), "{two}");
+    // Each `fp run` printed its own session's refusals, as the embedded agent does, no other's.
+    let (err_one, err_two) = (stderr(&first), stderr(&other));
+    assert!(err_one.contains(&format!("fp: denied file_open {} by cat", a.display())), "{err_one}");
+    assert!(!err_one.contains(&b.display().to_string()), "{err_one}");
+    assert!(err_two.contains(&format!("fp: denied file_open {} by cat", b.display())), "{err_two}");
     for out in [&one, &two] {
         assert!(
             out.contains("inside=1") && out.contains("inside fp sessions"),

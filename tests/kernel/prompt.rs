@@ -97,11 +97,17 @@ fn prompt_tier_opens_wait_for_a_decision_and_fail_closed_when_the_broker_dies() 
     let PromptDaemon { t, mut daemon, config, socket, policy, ws, secret } =
         PromptDaemon::start("prompt", 120);
 
-    // Approved: the held read gets the data.
+    // Approved: the held read gets the data. `fp run` said what waited and how to answer it.
     let reader = cat_in_session(&socket, &policy, &ws, &secret);
-    decide(&socket, "approve", pending_approval(&socket));
-    let out = stdout(&reader.wait_with_output().unwrap());
+    let id = pending_approval(&socket);
+    decide(&socket, "approve", id);
+    let done = reader.wait_with_output().unwrap();
+    let out = stdout(&done);
     assert!(out.contains("the secret") && out.contains("rc=0"), "{out}");
+    let waiting = format!("waits to read {}", secret.display());
+    let answer = format!("`fp approve {id}` allows it");
+    let err = fp_tests::stderr(&done);
+    assert!(err.contains(&waiting) && err.contains(&answer), "{err}");
 
     // Denied: the open fails.
     let reader = cat_in_session(&socket, &policy, &ws, &secret);

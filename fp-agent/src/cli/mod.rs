@@ -9,6 +9,7 @@ mod daemon;
 mod kernel;
 mod policy;
 mod run;
+mod session_report;
 mod sessions;
 mod status;
 

@@ -229,9 +229,19 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
         pid,
         command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
     };
+    // The session's refusals are printed here, as the embedded agent prints them.
+    let reporter = super::session_report::Reporter::start(&args.socket);
     let status = run_placed(&args.command, run_as, &args.keep_fds, start_dir(args)?, |pid| {
-        client.create(request(pid)).map(drop).map_err(|e| anyhow::anyhow!("the daemon: {e}"))
+        let created =
+            client.create(request(pid)).map_err(|e| anyhow::anyhow!("the daemon: {e}"))?;
+        if let Some(reporter) = &reporter {
+            reporter.watch(&created.id);
+        }
+        Ok(())
     })?;
+    if let Some(reporter) = reporter {
+        reporter.finish();
+    }
     Ok(ExitCode::from(status))
 }
 

@@ -184,6 +184,41 @@ pub fn line(ev: &DecisionEvent, ctx: &SessionContext) -> String {
     )
 }
 
+/// The line `fp run` prints for a decision of a session a daemon hosts, from its audit record as
+/// the daemon's event stream carries it: what [`line`] says of the kernel's event, but for the op,
+/// which is the record's (`create` where the event says `write`).
+pub fn record_line(d: &audit::FileDecision) -> String {
+    let action = if d.decision == audit::Verdict::Allow { "allowed" } else { "denied" };
+    let process = |pid: u32| format!("process {pid} (cgroup {})", d.target_cgroup.unwrap_or(0));
+    let shown = match (&d.interface, d.target_pid, &d.target_path) {
+        _ if matches!(d.hook.as_str(), "unix_stream_connect" | "unix_may_send") => {
+            let server = match d.target_pid {
+                Some(pid) => process(pid),
+                None => format!("cgroup {}", d.target_cgroup.unwrap_or(0)),
+            };
+            let address = if d.path.0.is_empty() { "(unbound)".into() } else { d.path.display() };
+            format!("socket {address} served by {server}")
+        }
+        (Some(interface), _, _) => interface.clone(),
+        (None, Some(pid), _) => process(pid),
+        (None, None, Some(target)) => format!("{} -> {}", d.path.display(), target.display()),
+        (None, None, None) => d.path.display(),
+    };
+    let rule = match d.rule_source.as_str() {
+        "default" | "kernel" => String::new(),
+        source => format!(" by rule \"{}\" ({source})", d.rule),
+    };
+    format!(
+        "fp: {action} {} {shown} by {} ({}, pid {}, uid {}): {}{rule}\n",
+        d.hook,
+        d.comm,
+        d.op.as_str(),
+        d.tgid,
+        d.uid,
+        d.reason.as_deref().unwrap_or(d.decision.as_str()),
+    )
+}
+
 /// Who decided and under which policy, for the records of one session.
 #[derive(Clone)]
 pub struct SessionContext {
@@ -373,6 +408,19 @@ mod tests {
         let l = line(&ev, &ctx());
         assert!(l.contains("file_open kernel setting on sysfs (inode 42) by"), "{l}");
         assert!(!l.contains("within filesystem"), "{l}");
+    }
+
+    /// A daemon session's line from the record says what the embedded agent's says of the event.
+    #[test]
+    fn record_lines_say_what_event_lines_say() {
+        let ev = event(Hook::FileOpen, Op::Read, b"/srv/x");
+        let from_event = line(&ev, &ctx());
+        let from_record = record_line(&audit_record(&ev, &ctx()));
+        assert_eq!(from_record, from_event);
+        let mut ev = event(Hook::TaskKill, Op::Write, b"");
+        (ev.reason, ev.rule_id, ev.target_cgroup, ev.target_pid) =
+            (Reason::Boundary as u8, NO_RULE, 7, 42);
+        assert_eq!(record_line(&audit_record(&ev, &ctx())), line(&ev, &ctx()));
     }
 
     #[test]
