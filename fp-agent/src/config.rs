@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::audit::{SpaceLeft, WriterConfig};
+use crate::audit::{OnFull, SpaceLeft, WriterConfig};
 use crate::policy::{ErrorKind, FileKind, PolicyError, Source, parse_str};
 use crate::session::Cgroup2;
 use crate::session::Mode;
@@ -74,6 +74,9 @@ pub struct Audit {
     /// Free space on the log's filesystem under which the daemon warns: bytes (`"512MiB"`) or a
     /// percentage of the filesystem (`"5%"`, the default).
     pub space_left: SpaceLeft,
+    /// What the sessions do while the log cannot be written: `"refuse"` (the default: they go
+    /// on, new ones are refused) or `"freeze"` (they are frozen until it can).
+    pub on_full: OnFull,
 }
 
 impl Default for Audit {
@@ -86,6 +89,7 @@ impl Default for Audit {
             checkpoint_every_records: 10_000,
             checkpoint_every_secs: 60,
             space_left: SpaceLeft::default(),
+            on_full: OnFull::default(),
         }
     }
 }
@@ -99,6 +103,7 @@ impl Audit {
             checkpoint_every_records: self.checkpoint_every_records,
             checkpoint_every: Duration::from_secs(self.checkpoint_every_secs),
             space_left: self.space_left,
+            on_full: self.on_full,
             ..WriterConfig::new(self.log.clone(), signer)
         }
     }
@@ -530,7 +535,7 @@ mod tests {
     fn audit_keys_reach_the_writer_config() {
         let c = parse(
             "[audit]\nrotate_bytes = 1000\nrotate_age_secs = 20\ncheckpoint_every_records = 30\n\
-             checkpoint_every_secs = 40\nspace_left = \"10%\"\n",
+             checkpoint_every_secs = 40\nspace_left = \"10%\"\non_full = \"freeze\"\n",
         )
         .unwrap();
         let w = c.audit.writer_config(crate::audit::checkpoint::SignerKey::generate("t").unwrap());
@@ -539,6 +544,7 @@ mod tests {
         assert_eq!(w.checkpoint_every_records, 30);
         assert_eq!(w.checkpoint_every, Duration::from_secs(40));
         assert_eq!(w.space_left, SpaceLeft::Percent(10));
+        assert_eq!(w.on_full, OnFull::Freeze);
     }
 
     #[test]
@@ -557,6 +563,10 @@ mod tests {
         let e = parse("[audit]\nspace_left = \"5 MB\"\n").unwrap_err();
         assert!(e.to_string().starts_with("/etc/fp/config.toml:2:14:"), "{e}");
         assert!(e.to_string().contains("expected bytes"), "{e}");
+
+        let e = parse("[audit]\non_full = \"halt\"\n").unwrap_err();
+        assert!(e.to_string().starts_with("/etc/fp/config.toml:2:11:"), "{e}");
+        assert!(e.to_string().contains("expected `refuse` or `freeze`"), "{e}");
 
         let e = parse("[sessions]\ndefault_mode = \"block\"\n").unwrap_err();
         assert_eq!(e.kind, ErrorKind::BadValue);

@@ -73,6 +73,7 @@ impl Host {
         };
         // What `fp run`s killed left behind, cleaned up (or kept confined) and recorded.
         manager.clean_orphans();
+        watch_audit_health(&manager);
         let settings = prompt::HostSettings { cgroup2, approval, surfaces, outcomes: sink };
         let host = Host {
             prompt: PromptHost::new(manager.clone(), settings),
@@ -174,4 +175,23 @@ impl Host {
             (stopped, closed) => stopped.and(closed),
         }
     }
+}
+
+/// Freezes the sessions while the audit log cannot be written, with `on_full = "freeze"`
+/// (crate::session's `freeze`), and thaws those taken over frozen once it can. The writer tells
+/// of each change on its own thread, which must not wait for the sessions: the change is
+/// applied on a thread of its own.
+fn watch_audit_health(manager: &Arc<Manager>) {
+    let Some(log) = manager.audit_log() else { return };
+    let on_full = log.on_full();
+    let weak = Arc::downgrade(manager);
+    log.on_health(Arc::new(move |_| {
+        let weak = weak.clone();
+        std::thread::spawn(move || {
+            if let Some(manager) = weak.upgrade() {
+                manager.match_audit_health(on_full);
+            }
+        });
+    }));
+    manager.match_audit_health(on_full);
 }

@@ -318,14 +318,13 @@ fn a_user_in_the_socket_group_runs_confined_sessions_through_the_daemon() {
 
 /// A log that cannot take a session's records refuses new sessions (exit 125, the log named)
 /// and `fp status` says so; with space back, sessions start again (docs/audit.md, "Disk full").
-#[test]
-fn a_full_audit_disk_refuses_new_sessions_and_status_says_so() {
-    let _g = exclusive();
-    let t = TempTree::new("auditfull");
-    let f = t.file("ws/f", "data\n");
-    let ws = t.join("ws");
-    let socket = t.join("fp.sock");
-    let config = fp_tests::daemon_config(&t, "");
+/// A daemon of `t` (with `[audit]` keys `extra`) whose log is on a 2 MiB tmpfs at `t/log`
+/// (unmount it at the end): the daemon, its socket and the log's directory.
+fn daemon_logging_to_a_small_tmpfs(
+    t: &TempTree,
+    extra: &str,
+) -> (fp_tests::Daemon, std::path::PathBuf, std::path::PathBuf) {
+    let config = fp_tests::daemon_config(t, extra);
     let logdir = t.join("log");
     std::fs::create_dir_all(&logdir).unwrap();
     let mounted = Command::new("mount")
@@ -334,9 +333,20 @@ fn a_full_audit_disk_refuses_new_sessions_and_status_says_so() {
         .status()
         .unwrap();
     assert!(mounted.success());
-    let deny = t.file("deny.toml", &denying(&f));
+    let socket = t.join("fp.sock");
     let mut daemon = start_daemon(&config);
     wait_for_socket(&socket, &mut daemon);
+    (daemon, socket, logdir)
+}
+
+#[test]
+fn a_full_audit_disk_refuses_new_sessions_and_status_says_so() {
+    let _g = exclusive();
+    let t = TempTree::new("auditfull");
+    let f = t.file("ws/f", "data\n");
+    let ws = t.join("ws");
+    let deny = t.file("deny.toml", &denying(&f));
+    let (daemon, socket, logdir) = daemon_logging_to_a_small_tmpfs(&t, "");
     let run =
         || fp_tests::run_with_daemon(&socket, &deny, &ws, "echo ran").wait_with_output().unwrap();
     let status = || {
@@ -363,5 +373,68 @@ fn a_full_audit_disk_refuses_new_sessions_and_status_says_so() {
     assert!(stdout(&again).contains("ran"));
     fp_tests::stop_daemon(daemon);
     fp_tests::assert_log_verifies(&t);
+    let _ = Command::new("umount").arg(&logdir).status();
+}
+
+/// `on_full = "freeze"`: once the log's filesystem is full, the running session is frozen (its
+/// loop stops where it is), and thawed once space returns; every denial of it is in the log,
+/// with the freeze and the thaw, and the log verifies.
+#[test]
+fn a_full_audit_disk_freezes_sessions_with_on_full_freeze() {
+    let _g = exclusive();
+    let t = TempTree::new("auditfreeze");
+    let f = t.file("ws/secret", "data\n");
+    let ws = t.join("ws");
+    let deny = t.file("deny.toml", &denying(&f));
+    let (daemon, socket, logdir) = daemon_logging_to_a_small_tmpfs(&t, "on_full = \"freeze\"\n");
+    let (counter, stop) = (ws.join("counter"), ws.join("stop"));
+    // Each round is counted, then denied once (a record), until told to stop.
+    let script = format!(
+        "i=0; while [ ! -e {stop} ]; do i=$((i+1)); echo $i > {counter}; cat {f} 2>/dev/null; \
+         sleep 0.1; done; echo finished",
+        stop = stop.display(),
+        counter = counter.display(),
+        f = f.display()
+    );
+    let session = fp_tests::run_with_daemon(&socket, &deny, &ws, &script);
+    let rounds = || std::fs::read_to_string(&counter).unwrap_or_default().trim().parse::<u64>();
+    fp_tests::wait_until("the session's first rounds", Duration::from_secs(30), || {
+        rounds().is_ok_and(|n| n > 3)
+    });
+    // Fill the log's filesystem to the last byte.
+    let filler = logdir.join("filler");
+    {
+        use std::io::Write as _;
+        let mut file = std::fs::File::create(&filler).unwrap();
+        while file.write_all(&[0x55u8; 4096]).is_ok() {}
+    }
+    // Frozen: the count stops (give the writer its retry and the freeze a moment).
+    std::thread::sleep(Duration::from_secs(3));
+    let frozen_at = rounds().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(rounds().unwrap(), frozen_at, "the session went on while the log was full");
+    let status = fp_tests::fp().args(["status", "--socket"]).arg(&socket).output().unwrap();
+    let shown = stdout(&status);
+    assert!(shown.contains("NO SPACE") && shown.contains("sessions frozen"), "{shown}");
+    // Space again: thawed, it goes on and ends when told.
+    std::fs::remove_file(&filler).unwrap();
+    fp_tests::wait_until("the thaw", Duration::from_secs(20), || {
+        rounds().is_ok_and(|n| n > frozen_at)
+    });
+    std::fs::write(&stop, "").unwrap();
+    let out = session.wait_with_output().unwrap();
+    assert!(out.status.success() && stdout(&out).contains("finished"), "{}", stderr(&out));
+    let total = rounds().unwrap();
+    fp_tests::stop_daemon(daemon);
+    fp_tests::assert_log_verifies(&t);
+    let log = std::fs::read_to_string(logdir.join("audit.log")).unwrap();
+    let denials = log
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"decision\"") && l.contains(&*f.to_string_lossy()))
+        .count() as u64;
+    assert_eq!(denials, total, "a round of the session has no record");
+    let frozen = log.find("\"state\":\"frozen\"").expect("no freeze record");
+    let thawed = log.find("\"state\":\"thawed\"").expect("no thaw record");
+    assert!(frozen < thawed, "the thaw is recorded before the freeze");
     let _ = Command::new("umount").arg(&logdir).status();
 }

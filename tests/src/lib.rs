@@ -500,6 +500,15 @@ impl Drop for Daemon {
     }
 }
 
+/// Waits until `done` holds, checking every 100 ms; fails naming `what` after `within`.
+pub fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Waits until the daemon listens on `socket` (loading the programs takes a while under TCG).
 pub fn wait_for_socket(socket: &Path, daemon: &mut std::process::Child) {
     let deadline = Instant::now() + Duration::from_secs(300);

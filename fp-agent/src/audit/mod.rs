@@ -15,8 +15,9 @@ pub mod writer;
 
 pub use record::{
     Body, Event, FileDecision, Loss, Op, OrphanCleanup, OrphanOutcome, PolicyReload, RawPath,
-    Record, SessionAdopt, SessionEnd, SessionStart, Verdict,
+    Record, SessionAdopt, SessionEnd, SessionFreeze, SessionStart, Verdict,
 };
 pub use writer::{
-    AuditHandle, AuditWriter, CheckpointSink, Health, LogWriter, SpaceLeft, WriterConfig, start,
+    AuditHandle, AuditWriter, CheckpointSink, Health, HealthObserver, LogWriter, OnFull, SpaceLeft,
+    WriterConfig, start,
 };

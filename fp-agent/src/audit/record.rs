@@ -215,6 +215,19 @@ pub struct SessionAdopt {
     pub policy_hash: String,
 }
 
+/// The host froze or thawed its sessions because the log could (not) be written
+/// (`[audit] on_full = "freeze"`, docs/audit.md). A freeze is written once the log can be
+/// written again, before the thaw that follows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionFreeze {
+    /// The sessions whose state changed, by name.
+    pub sessions: Vec<String>,
+    /// `frozen` or `thawed`.
+    pub state: String,
+    /// Why, as the writer's health says it.
+    pub reason: String,
+}
+
 /// What a starting agent did with what a killed `fp run` left behind: the embedded agent's pins
 /// and its session (docs/operations.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -312,6 +325,7 @@ pub enum Event {
     Loss(Loss),
     SessionAdopt(SessionAdopt),
     OrphanCleanup(OrphanCleanup),
+    SessionFreeze(SessionFreeze),
 }
 
 /// Everything a record can say; `kind` in JSON.
@@ -325,6 +339,7 @@ pub enum Body {
     Loss(Loss),
     SessionAdopt(SessionAdopt),
     OrphanCleanup(OrphanCleanup),
+    SessionFreeze(SessionFreeze),
     LogOpen(LogOpen),
     DaemonRestart(DaemonRestart),
     Recovery(Recovery),
@@ -341,6 +356,7 @@ impl From<Event> for Body {
             Event::Loss(e) => Body::Loss(e),
             Event::SessionAdopt(e) => Body::SessionAdopt(e),
             Event::OrphanCleanup(e) => Body::OrphanCleanup(e),
+            Event::SessionFreeze(e) => Body::SessionFreeze(e),
         }
     }
 }

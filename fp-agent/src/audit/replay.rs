@@ -127,6 +127,9 @@ pub fn describe(record: &Record) -> String {
             o.pids,
             o.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
         ),
+        Body::SessionFreeze(f) => {
+            format!("sessions {} ({}): {}", f.state, f.sessions.join(", "), f.reason)
+        }
         Body::PolicyReload(p) => {
             format!("policy reload {} -> {} ({})", p.old_policy_hash, p.policy_hash, p.source)
         }

@@ -226,6 +226,11 @@ fn kind_members(kind: &str) -> Option<&'static [(&'static str, Type, bool)]> {
             ("outcome", OneOf(ORPHAN_OUTCOMES), true),
             ("reason", Str, false),
         ],
+        "session-freeze" => &[
+            ("sessions", StrArray, true),
+            ("state", OneOf(&["frozen", "thawed"]), true),
+            ("reason", Str, true),
+        ],
         "policy-reload" => &[
             ("session", Str, false),
             ("old_policy_hash", Str, true),

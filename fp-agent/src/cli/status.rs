@@ -80,6 +80,10 @@ fn audit_line(audit: &crate::daemon::api::AuditStatus) -> String {
         "no-space" => "NO SPACE: records queued in memory, new sessions refused".to_owned(),
         other => format!("{}: the writer stopped, new sessions refused", other.to_uppercase()),
     };
+    let state = match (audit.health.as_str(), audit.on_full) {
+        ("ok", _) | (_, crate::audit::OnFull::Refuse) => state,
+        (_, crate::audit::OnFull::Freeze) => format!("{state}, sessions frozen"),
+    };
     format!("audit     {}: {state}{free}", audit.log.display())
 }
 
@@ -119,6 +123,7 @@ mod tests {
                     free_bytes: Some(0),
                     space_left: 5 << 20,
                     low_space: true,
+                    on_full: crate::audit::OnFull::Refuse,
                 }),
             },
         };
@@ -145,11 +150,19 @@ mod tests {
             free_bytes: Some(3 << 20),
             space_left: 5 << 20,
             low_space: true,
+            on_full: crate::audit::OnFull::Freeze,
         };
         let line = audit_line(&audit);
         assert_eq!(
             line,
             "audit     /var/log/fp/audit.log: ok, LOW SPACE: under space_left (5.0 MiB), 3.0 MiB free"
+        );
+        // With on_full = "freeze", a full disk says the sessions wait.
+        let full = AuditStatus { health: "no-space".into(), free_bytes: Some(0), ..audit };
+        assert_eq!(
+            audit_line(&full),
+            "audit     /var/log/fp/audit.log: NO SPACE: records queued in memory, new sessions \
+             refused, sessions frozen, 0.0 MiB free"
         );
     }
 }

@@ -291,6 +291,10 @@ pub struct AuditStatus {
     pub space_left: u64,
     #[serde(default)]
     pub low_space: bool,
+    /// `[audit] on_full`: `refuse`, or `freeze` (the sessions are frozen while the health is
+    /// not `ok`).
+    #[serde(default)]
+    pub on_full: crate::audit::OnFull,
 }
 
 /// A killed `fp run`'s session, still confined by the programs it left pinned: the last

@@ -315,6 +315,7 @@ impl SessionHost for KernelHost {
                     free_bytes: log.free_bytes(),
                     space_left,
                     low_space,
+                    on_full: log.on_full(),
                 }
             }),
         }

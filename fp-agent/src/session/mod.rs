@@ -3,9 +3,11 @@
 //! `manager` (lifecycle, the one install path), `takeover` (after an agent restart), `saved` (the
 //! state a restarted agent reads), `orphans` (what a killed `fp run` left behind), `reader` and
 //! `event` (the kernel's decision events, read and formatted as lines and audit records),
-//! `enforce` (what the manager needs from the kernel).
+//! `enforce` (what the manager needs from the kernel), `freeze` (sessions frozen while the audit
+//! log cannot be written).
 mod enforce;
 pub mod event;
+mod freeze;
 pub mod manager;
 #[cfg(test)]
 mod manager_tests;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::super::checkpoint::SignerKey;
-use super::SpaceLeft;
+use super::{OnFull, SpaceLeft};
 
 /// Where checkpoints go besides the log itself, so a truncated log is noticed.
 #[derive(Clone, Debug)]
@@ -34,6 +34,8 @@ pub struct WriterConfig {
     pub enospc_retry: Duration,
     /// Free space on the log's filesystem under which the writer warns (`[audit] space_left`).
     pub space_left: SpaceLeft,
+    /// What the host does while the log cannot be written (the writer only reports it).
+    pub on_full: OnFull,
 }
 
 impl WriterConfig {
@@ -51,6 +53,7 @@ impl WriterConfig {
             checkpoint_sink: None,
             enospc_retry: Duration::from_secs(1),
             space_left: SpaceLeft::default(),
+            on_full: OnFull::default(),
         }
     }
 }

@@ -4,10 +4,12 @@
 //! [`LogWriter`] is the synchronous core; [`start`] runs it on a thread fed by [`AuditHandle`]s.
 //! Beside the core here: its configuration (`config`), the stamp on every record (`origin`),
 //! torn-tail recovery and resuming (`recovery`), checkpoints (`checkpointing`), rotation
-//! (`rotation`) and the writer thread with its handles (`thread`).
+//! (`rotation`), the count of records held in memory while the log cannot be written
+//! (`queued`) and the writer thread with its handles (`thread`).
 mod checkpointing;
 mod config;
 mod origin;
+mod queued;
 mod recovery;
 mod rotation;
 mod space;
@@ -24,12 +26,14 @@ use nix::fcntl::{Flock, FlockArg};
 
 pub use config::{CheckpointSink, WriterConfig};
 use origin::Origin;
+use queued::QueuedNote;
+pub use queued::UNWRITTEN_LOSS;
 use recovery::{Resume, read_resume, recover_torn_tail, resume_from_rotated};
-pub use space::SpaceLeft;
-pub use thread::{AuditHandle, AuditWriter, CHANNEL_LOSS, Health, start};
+pub use space::{OnFull, SpaceLeft};
+pub use thread::{AuditHandle, AuditWriter, CHANNEL_LOSS, Health, HealthObserver, start};
 
 use super::chain::{self, GENESIS, Hash};
-use super::record::{Body, DaemonRestart, Event, LogOpen, write_sealed};
+use super::record::{Body, DaemonRestart, Event, LogOpen, Loss, write_sealed};
 
 /// Why a write did not happen.
 #[derive(Debug)]
@@ -88,6 +92,11 @@ pub struct LogWriter {
     head: Hash,
     file_len: u64,
     pending: Vec<u8>,
+    /// `next_seq` when the file last took everything staged.
+    written_seq: u64,
+    /// How many records are held in memory while the log cannot be written, for a writer
+    /// started after this one dies.
+    queued: QueuedNote,
     pending_deny: bool,
     unsynced: bool,
     last_sync: Instant,
@@ -111,6 +120,7 @@ impl LogWriter {
             anyhow!("{} is locked by another writer: {e}", config.path.display())
         })?;
         let origin = Origin::current();
+        let (queued, unwritten) = QueuedNote::open(&config.path)?;
         let mut recovered = None;
         let (file, resume, fresh_file) = if config.path.exists() {
             let mut file = open_append(&config.path, false)?;
@@ -151,6 +161,8 @@ impl LogWriter {
             head: resume.head,
             file_len,
             pending: Vec::with_capacity(1 << 16),
+            written_seq: resume.next_seq,
+            queued,
             pending_deny: false,
             unsynced: false,
             last_sync: now,
@@ -167,6 +179,15 @@ impl LogWriter {
             let key_id = writer.config.signer.verifier().key_id();
             let restart = DaemonRestart { key_id, writer: writer_version() };
             writer.append_body(&Body::DaemonRestart(restart));
+        }
+        if unwritten > 0 {
+            tracing::warn!(
+                "audit log {}: the previous writer stopped with {unwritten} records it could not \
+                 write (the log's filesystem was full); a loss record says so",
+                writer.config.path.display()
+            );
+            let loss = Loss { count: unwritten, at: UNWRITTEN_LOSS.into() };
+            writer.append_body(&Body::Loss(loss));
         }
         writer.flush(true).map_err(|e| anyhow!("{e}"))?;
         Ok(writer)
@@ -192,6 +213,12 @@ impl LogWriter {
 
     pub fn pending_bytes(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Notes how many records would be lost if this writer died now: those staged but not
+    /// written, and `dropped` more the caller counted (the next writer chains a `loss` of them).
+    pub fn note_unwritten(&mut self, dropped: u64) {
+        self.queued.set(self.next_seq - self.written_seq + dropped);
     }
 
     /// Stages one producer event.
@@ -222,6 +249,8 @@ impl LogWriter {
             }
             self.file_len += self.pending.len() as u64;
             self.pending.clear();
+            self.written_seq = self.next_seq;
+            self.queued.set(0);
             self.unsynced = true;
         }
         let deny_sync = self.pending_deny && self.config.sync_on_deny;

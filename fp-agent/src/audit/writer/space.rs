@@ -7,6 +7,19 @@ use std::time::{Duration, Instant};
 /// How often the writer looks at the free space.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 
+/// What the host does at the wall, while the log cannot be written (`[audit] on_full`): new
+/// sessions are refused either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnFull {
+    /// The running sessions go on, enforced, their records queued in memory up to a bound.
+    #[default]
+    Refuse,
+    /// Every session is frozen (cgroup v2 `cgroup.freeze`) until the log can be written again,
+    /// so that none of its processes acts without a record.
+    Freeze,
+}
+
 /// A threshold of free space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpaceLeft {

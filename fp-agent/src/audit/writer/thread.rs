@@ -53,11 +53,23 @@ struct Shared {
     /// Events the writer has written to the log file (or counted in a loss record) so far.
     written: Mutex<u64>,
     written_changed: Condvar,
+    /// What the host does while the log cannot be written (`[audit] on_full`).
+    on_full: super::OnFull,
+    /// Told of every change of `health` ([`AuditHandle::on_health`]).
+    on_health: Mutex<Option<HealthObserver>>,
 }
+
+/// Sees each change of the writer's health, on the writer's thread: must not block on the log.
+pub type HealthObserver = Arc<dyn Fn(Health) + Send + Sync>;
 
 impl Shared {
     fn set_health(&self, health: Health) {
-        self.health.store(health as u8, Ordering::SeqCst);
+        let was = self.health.swap(health as u8, Ordering::SeqCst);
+        if was != health as u8
+            && let Some(observe) = self.on_health.lock().unwrap().clone()
+        {
+            observe(health);
+        }
     }
 }
 
@@ -111,6 +123,16 @@ impl AuditHandle {
             1 => Health::NoSpace,
             _ => Health::Failed,
         }
+    }
+
+    /// What the host does while the log cannot be written (`[audit] on_full`).
+    pub fn on_full(&self) -> super::OnFull {
+        self.shared.on_full
+    }
+
+    /// Tells `observe` of every change of [`AuditHandle::health`] from now on.
+    pub fn on_health(&self, observe: HealthObserver) {
+        *self.shared.on_health.lock().unwrap() = Some(observe);
     }
 
     /// Whether new sessions may start (false while the disk is full or the writer failed).
@@ -188,6 +210,7 @@ impl AuditWriter {
 pub fn start(config: WriterConfig) -> anyhow::Result<(AuditHandle, AuditWriter)> {
     let capacity = config.channel_capacity;
     let log = config.path.clone();
+    let on_full = config.on_full;
     let writer = LogWriter::open(config)?;
     let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
     let shared = Arc::new(Shared {
@@ -200,6 +223,8 @@ pub fn start(config: WriterConfig) -> anyhow::Result<(AuditHandle, AuditWriter)>
         sent: Mutex::new(0),
         written: Mutex::new(0),
         written_changed: Condvar::new(),
+        on_full,
+        on_health: Mutex::new(None),
     });
     let thread_shared = Arc::clone(&shared);
     let thread = std::thread::Builder::new()
@@ -311,6 +336,7 @@ fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Res
                     shared.set_health(Health::NoSpace);
                 }
                 no_space_since = Some(Instant::now());
+                log.note_unwritten(shared.dropped.load(Ordering::SeqCst));
                 if stopping {
                     bail!(
                         "shutting down with {} bytes of records unwritten: disk full",
