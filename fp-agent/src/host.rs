@@ -114,6 +114,13 @@ impl Host {
     /// directory, cgroup id). The broker knows the session when this returns.
     pub fn create(&self, spec: SessionSpec, first: i32) -> anyhow::Result<(String, PathBuf, u64)> {
         let created = self.manager.create(spec)?;
+        // Before the broker marks the namespace's mounts: this is one of them.
+        if let Err(e) = self.manager.show_own_cgroup(&created.1, first) {
+            tracing::warn!(
+                "session {}: its cgroup is not shown at the cgroup mount: {e:#}",
+                created.0
+            );
+        }
         let prepared = match self.manager.identity(created.2) {
             Some((policy, ..)) => self.prompt.prepare(created.2, &policy, &[first]),
             None => Err(anyhow::anyhow!("session {} ended as it started", created.0)),

@@ -12,6 +12,7 @@ pub mod exit;
 pub mod host;
 pub mod input;
 pub mod kernel;
+pub mod mount_ns;
 pub mod op;
 pub mod owner;
 pub mod policy;

@@ -685,6 +685,13 @@ kernel_fields! {
     OFF_UNIX_SOCK_PEER = "unix_sock"."peer";
     OFF_UNIX_ADDRESS_LEN = "unix_address"."len";
     OFF_UNIX_ADDRESS_NAME = "unix_address"."name";
+    OFF_INODE_I_PRIVATE = "inode"."i_private";
+    OFF_KERNFS_NODE_PRIV = "kernfs_node"."priv";
+    OFF_CGROUP_ROOT = "cgroup"."root";
+    OFF_CGROUP_ROOT_FLAGS = "cgroup_root"."flags";
+    OFF_TASK_STRUCT_NSPROXY = "task_struct"."nsproxy";
+    OFF_NSPROXY_CGROUP_NS = "nsproxy"."cgroup_ns";
+    OFF_CGROUP_NAMESPACE_ROOT_CSET = "cgroup_namespace"."root_cset";
 }
 
 /// Kernel struct fields only some supported kernels have: the read-only global holds the byte

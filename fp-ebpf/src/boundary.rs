@@ -9,38 +9,16 @@ use fp_common::{
 };
 
 use crate::{
+    cgroups::cgroup_in_session,
     decide::Outcome,
     kernel::{
-        EACCES, OFF_CGROUP_ANCESTORS, OFF_CGROUP_KN, OFF_CGROUP_LEVEL, OFF_CSS_SET_DFL_CGRP,
-        OFF_KERNFS_NODE_ID, OFF_TASK_STRUCT_CGROUPS, OFF_TASK_STRUCT_TGID, SESSION_CGROUP_LEVEL,
-        off, read,
+        EACCES, OFF_CSS_SET_DFL_CGRP, OFF_TASK_STRUCT_CGROUPS, OFF_TASK_STRUCT_TGID, off, read,
     },
     maps::PROTECTED,
     protect::refuse_without_path,
     report::{Report, Target, report_process},
     session::{Session, unreadable},
 };
-
-/// The id of a `struct cgroup *` (its kernfs node's, the `st_ino` of its directory).
-#[inline(always)]
-fn cgroup_id(cgroup: u64) -> Result<u64, ()> {
-    read(read::<u64>(cgroup, off(&OFF_CGROUP_KN))?, off(&OFF_KERNFS_NODE_ID))
-}
-
-/// The id of the `struct cgroup *` `cgroup` (a cgroup v2), and whether it lies in the subtree of
-/// the session cgroup `session`: its ancestor at the session level is that cgroup
-/// (`cgroup_is_descendant`). Read with helper calls: `ancestors` is an array of pointers past the
-/// struct's end, which the verifier's typed loads do not reach.
-#[inline(always)]
-pub(crate) fn cgroup_in_session(cgroup: u64, session: u64) -> Result<(u64, bool), ()> {
-    let id = cgroup_id(cgroup)?;
-    let level = off(&SESSION_CGROUP_LEVEL);
-    if read::<i32>(cgroup, off(&OFF_CGROUP_LEVEL))? < level as i32 {
-        return Ok((id, false));
-    }
-    let ancestor: u64 = read(cgroup, off(&OFF_CGROUP_ANCESTORS) + level * 8)?;
-    Ok((id, cgroup_id(ancestor)? == session))
-}
 
 /// The process `task` belongs to, and whether its cgroup lies in the session's subtree.
 #[inline(always)]
@@ -77,9 +55,8 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// Refuses a new task that would start in a cgroup given by fd (`clone3(CLONE_INTO_CGROUP)`):
 /// an `O_PATH` fd of any cgroup directory is enough, and no file hook sees it. Refused whatever
-/// the cgroup: the hook does not get the fd, and a session has no cgroup of its own to start a
-/// child in (cgroupfs is read-only to it), so every target is outside the session or its own
-/// cgroup, where a plain fork puts the child anyway.
+/// the cgroup: the hook does not get the fd. A session moves its processes into cgroups of its
+/// own by `cgroup.procs` (crate::cgroups); a plain fork puts the child in its parent's.
 #[inline(always)]
 pub(crate) fn refuse_clone_into_cgroup(session: &Session, clone_flags: u64) -> i32 {
     if clone_flags & CLONE_INTO_CGROUP == 0 {

@@ -20,6 +20,7 @@
 
 mod boundary;
 mod cache;
+mod cgroups;
 mod created;
 mod decide;
 mod dirs;

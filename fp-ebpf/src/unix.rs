@@ -14,7 +14,7 @@ use fp_common::{
 };
 
 use crate::{
-    boundary::cgroup_in_session,
+    cgroups::cgroup_in_session,
     decide::Outcome,
     kernel::{
         EACCES, OFF_PATH_DENTRY, OFF_PID_NUMBERS, OFF_SOCK_CGROUP_DATA_CGROUP,

@@ -192,3 +192,98 @@ escape_suite! {
     clone3_with_pidfd: Allowed => r#"perl -e 'my $fd = pack("l", -1); my $args = pack("Q8", 0x1000, unpack("Q", pack("p", $fd)), 0, 0, 17, 0, 0, 0); my $pid = syscall(435, $args, 64); die "$!\n" if $pid < 0; syscall(231, 0) if $pid == 0; waitpid($pid, 0); unpack("l", $fd) >= 0 or die "no pidfd\n"'"#;
     pidfd_of_own_child: Allowed => "sleep 5 & p=$!; perl -e 'syscall(434, $ARGV[0]+0, 0) >= 0 or die \"$!\\n\"' $p; r=$?; kill $p; exit $r";
 }
+
+/// What a session makes of cgroupfs, run by `a_session_makes_cgroups_of_its_own` as root; fd 5 is
+/// the host's hierarchy, opened before the session (an fd handed over to it), `$SECRET` a denied
+/// file, `$OUTSIDER` a process outside the session.
+const OWN_CGROUPS: &str = r#"
+refused() { if "$@" 2>/dev/null; then echo "not refused: $*"; exit 3; fi; }
+# At the root of its cgroup namespace, its own cgroup shown at the mount point.
+[ "$(cat /proc/self/cgroup)" = "0::/" ] || { echo "in $(cat /proc/self/cgroup)"; exit 2; }
+grep -qx $$ /sys/fs/cgroup/cgroup.procs
+# A cgroup of its own, configured, with the shell moved into it: still confined there.
+mkdir /sys/fs/cgroup/work
+echo 3 > /sys/fs/cgroup/work/cgroup.max.descendants
+echo $$ > /sys/fs/cgroup/work/cgroup.procs
+[ "$(cat /proc/self/cgroup)" = "0::/work" ] || { echo "moved to $(cat /proc/self/cgroup)"; exit 2; }
+refused cat "$SECRET"
+# Its own cgroup's limits (the kernel: not delegated), an outsider pulled in (the kernel: outside
+# its namespace), the host's hierarchy by the handed-over fd (fp: cgroupfs is read-only there).
+refused sh -c 'echo 100 > /sys/fs/cgroup/cgroup.max.descendants'
+refused sh -c "echo $OUTSIDER > /sys/fs/cgroup/work/cgroup.procs"
+refused sh -c 'echo $$ > /proc/self/fd/5/cgroup.procs'
+refused mkdir /proc/self/fd/5/escape
+refused rmdir /proc/self/fd/5/fp
+# Back, the cgroup removed; one left holding a process, for fp to end with the session.
+echo $$ > /sys/fs/cgroup/cgroup.procs
+rmdir /sys/fs/cgroup/work
+mkdir /sys/fs/cgroup/left
+sh -c 'echo $$ > /sys/fs/cgroup/left/cgroup.procs; exec sleep 600' &
+sleep 0.5
+grep -q sleep /proc/$!/cmdline
+echo own-cgroups-done
+"#;
+
+/// Sub-cgroups inside the session: a root session, on a hierarchy mounted `nsdelegate` (as
+/// systemd mounts it; the test VM too), makes, configures and removes cgroups of its own and
+/// moves its processes between them, and stays confined in them; it reaches no cgroup outside
+/// and pulls no outsider in; fp ends what it left with the session. Without `nsdelegate` the
+/// kernel would not keep the moves inside, and cgroupfs stays read-only to the session.
+#[test]
+fn a_session_makes_cgroups_of_its_own() {
+    use std::process::Command;
+    let _g = fp_tests::exclusive();
+    let t = fp_tests::TempTree::new("own-cgroups");
+    let secret = t.file("secret/f", "secret\n");
+    let mut outsider = Command::new("sleep").arg("600").spawn().unwrap();
+    let outsider_pid = outsider.id();
+    let outsider_cgroup = || std::fs::read_to_string(format!("/proc/{outsider_pid}/cgroup"));
+    let before = outsider_cgroup().unwrap();
+    let session = |script: &str| {
+        Command::new("sh")
+            .args(["-c", "exec 5</sys/fs/cgroup; exec \"$@\"", "sh", &fp_tests::fp_bin()])
+            .arg("run")
+            .arg("--deny")
+            .arg(t.join("secret"))
+            .args(["--keep-fd", "5", "--", "sh", "-c", script])
+            .env("SECRET", &secret)
+            .env("OUTSIDER", outsider_pid.to_string())
+            .output()
+            .unwrap()
+    };
+    let out = session(OWN_CGROUPS);
+    fp_tests::assert_nothing_left_behind();
+    let after = outsider_cgroup().unwrap();
+    outsider.kill().unwrap();
+    let _ = outsider.wait();
+    let shown = format!("{}{}", fp_tests::stdout(&out), fp_tests::stderr(&out));
+    assert!(out.status.success() && shown.contains("own-cgroups-done"), "{shown}");
+    assert_eq!(after, before, "the outsider was moved");
+    assert!(shown.contains("fp: denied file_open /sys/fs/cgroup/cgroup.procs"), "{shown}");
+    assert!(shown.contains("fp: denied path_mkdir /sys/fs/cgroup/escape"), "{shown}");
+
+    // Without `nsdelegate`: cgroupfs stays read-only to the session.
+    // mount(2) itself (165), MS_REMOUNT (32) with exactly these options: mount(8) would keep the
+    // mount's current ones.
+    let remount = |options: &str| {
+        let done = Command::new("perl")
+            .args([
+                "-e",
+                "my ($s, $t, $o) = ('none', '/sys/fs/cgroup', $ARGV[0]); \
+                 syscall(165, $s, $t, 0, 32, $o) == 0 or die $!",
+            ])
+            .arg(options)
+            .status();
+        assert!(done.unwrap().success(), "remount /sys/fs/cgroup with {options:?}");
+    };
+    remount("");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let plain = !mounts.lines().any(|l| l.contains(" /sys/fs/cgroup ") && l.contains("nsdelegate"));
+    let out = session("mkdir /sys/fs/cgroup/work && echo made");
+    remount("nsdelegate");
+    assert!(plain, "the remount kept nsdelegate: {mounts}");
+    let shown = format!("{}{}", fp_tests::stdout(&out), fp_tests::stderr(&out));
+    assert!(!shown.contains("made"), "{shown}");
+    assert!(shown.contains("fp: denied path_mkdir /sys/fs/cgroup/work"), "{shown}");
+    fp_tests::assert_nothing_left_behind();
+}

@@ -247,19 +247,18 @@ fn outsiders_run_none_of_the_per_cgroup_programs() {
     let was = std::fs::read_to_string(stats).unwrap();
     std::fs::write(stats, "1").unwrap();
     // The session opens what `touch`, `cat` and `sleep` open, then sleeps while outsiders work.
-    let cgroup = t.join("cgroup");
-    let mut session = session_running(
-        &t,
-        &format!("cat /proc/self/cgroup > {}; exec sleep 10", cgroup.display()),
-    );
+    let pid = t.join("pid");
+    let mut session = session_running(&t, &format!("echo $$ > {}; exec sleep 10", pid.display()));
     std::thread::sleep(std::time::Duration::from_millis(500)); // `sleep`'s own opens
     let (open, permission) = (run_count("fp_file_open"), run_count("fp_file_permission"));
     for _ in 0..200 {
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "x\n");
     }
     let after = (run_count("fp_file_open"), run_count("fp_file_permission"));
-    // `0::/<parent>/<session>`: the parent as this host's cgroup2 mount shows it.
-    let line = std::fs::read_to_string(&cgroup).unwrap();
+    // `0::/<parent>/<session>`, read from outside the session's cgroup namespace: the parent as
+    // this host's cgroup2 mount shows it.
+    let pid = std::fs::read_to_string(&pid).unwrap();
+    let line = std::fs::read_to_string(format!("/proc/{}/cgroup", pid.trim())).unwrap();
     let session_cgroup = line.trim().trim_start_matches("0::");
     let parent = Path::new(&fp_agent_cgroup_mount())
         .join(session_cgroup.trim_start_matches('/'))
@@ -337,14 +336,18 @@ fn sessions_cannot_reach_fp_itself_even_as_root() {
         "bpf: bpftool prog show\n\
          signal_fp: kill -TERM $PPID\n\
          trace_fp: cat /proc/$PPID/environ\n\
-         leave_cgroup: echo $$ > {cgroup2}/cgroup.procs\n\
+         own_cgroup: echo $$ > {cgroup2}/cgroup.procs && [ \"$(cat /proc/self/cgroup)\" = 0::/ ]\n\
          own_child: sleep 1 & kill $!"
     ));
     let out = run_confined(&[&t.join("nothing")], &[], &script);
     let got = stdout(&out);
-    for denied in ["bpf=denied", "signal_fp=denied", "trace_fp=denied", "leave_cgroup=denied"] {
+    for denied in ["bpf=denied", "signal_fp=denied", "trace_fp=denied"] {
         assert!(got.contains(denied), "expected {denied}:\n{got}\n{}", stderr(&out));
     }
+    // The cgroup mount shows the session its own cgroup, the root of its cgroup namespace: a
+    // write there stays inside (leaving by a handed-over fd of the host's hierarchy is refused:
+    // tests/escape/boundary.rs, `a_session_makes_cgroups_of_its_own`).
+    assert!(got.contains("own_cgroup=ok"), "{got}\n{}", stderr(&out));
     assert!(got.contains("own_child=ok"), "signals inside the session still work:\n{got}");
     assert!(stderr(&out).contains("self-protection"), "{}", stderr(&out));
 }

@@ -71,7 +71,8 @@ mount -t tmpfs -o mode=1777 tmpfs /host/tmp
 mount -t tmpfs -o mode=755 tmpfs /host/run
 mount -t securityfs securityfs /host/sys/kernel/security || fail "cannot mount securityfs"
 mount -t bpf bpf /host/sys/fs/bpf || fail "cannot mount bpffs"
-mount -t cgroup2 cgroup2 /host/sys/fs/cgroup || fail "cannot mount cgroup2"
+# As systemd mounts it: cgroup namespaces are delegation boundaries (sub-cgroups of sessions).
+mount -t cgroup2 -o nsdelegate cgroup2 /host/sys/fs/cgroup || fail "cannot mount cgroup2"
 mkdir -p /host/run/fp-vm
 mount -t 9p -o trans=virtio,version=9p2000.L,ro fprun /host/run/fp-vm || fail "cannot mount the run directory"
 . /host/run/fp-vm/mounts.sh || fail "cannot mount the host directories of this run"

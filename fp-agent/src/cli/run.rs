@@ -468,6 +468,12 @@ fn run_placed(
             if libc::read(release_r, (&raw mut go).cast(), 1) != 1 {
                 return Err(std::io::Error::other("fp did not place the command in its session"));
             }
+            // A cgroup namespace rooted at the session's cgroup, where it now is: with the
+            // hierarchy mounted `nsdelegate`, the kernel keeps every move of the session's
+            // processes between cgroups inside it, and fp lets them make cgroups of their own
+            // there (docs/threat-model.md, "Sub-cgroups"). Without one, cgroupfs stays
+            // read-only to the session.
+            let _ = libc::unshare(libc::CLONE_NEWCGROUP);
             // Its working directory by name, entered now: a prompt scope above it may have
             // become a mount of its own while it waited (docs/prompt.md, Marks).
             if let Some(cwd) = &cwd

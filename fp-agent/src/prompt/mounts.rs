@@ -2,7 +2,7 @@
 //! that opens by processes outside every session never raise a permission event, or, for a
 //! session sharing the host's namespace, whole filesystems (docs/prompt.md, Marks).
 use std::{
-    fs::{self, File},
+    fs::File,
     io::{Read as _, Seek as _, SeekFrom},
     os::{
         fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd},
@@ -29,11 +29,11 @@ impl MountView {
     /// is skipped. The host's namespace (PID 1's) and this process's (a daemon's private one under
     /// systemd's sandboxing) are shared: never bound into, only marked by filesystem.
     pub fn of(pids: &[i32]) -> Vec<MountView> {
-        let shared = [namespace("/proc/1/ns/mnt"), namespace("/proc/self/ns/mnt")];
+        let shared = crate::mount_ns::shared();
         let mut seen = Vec::new();
         let mut views = Vec::new();
         for &pid in pids {
-            let Some(ns) = namespace(&format!("/proc/{pid}/ns/mnt")) else { continue };
+            let Some(ns) = crate::mount_ns::identity(pid) else { continue };
             if seen.contains(&ns) {
                 continue;
             }
@@ -109,7 +109,10 @@ impl Namespace {
             .iter()
             .filter_map(|scope| std::ffi::CString::new(scope.as_os_str().as_bytes()).ok())
             .collect();
-        if let Err(e) = bind_in(&self.ns, &paths) {
+        if let Err(e) = crate::mount_ns::bind_in(
+            &self.ns,
+            &paths.iter().map(|p| (p.clone(), p.clone())).collect::<Vec<_>>(),
+        ) {
             tracing::warn!(
                 "a session's prompt scopes stay on their mounts (every open there goes to the \
                  broker): {e:#}"
@@ -162,57 +165,6 @@ impl Namespace {
     }
 }
 
-/// Bind-mounts each of `targets` onto itself in the mount namespace `ns`, from a child process
-/// (a thread of a multi-threaded process cannot enter another mount namespace).
-fn bind_in(ns: &OwnedFd, targets: &[std::ffi::CString]) -> anyhow::Result<()> {
-    let ns = ns.as_raw_fd();
-    // SAFETY: the child makes only async-signal-safe system calls on values prepared before
-    // the fork, then exits.
-    match unsafe { libc::fork() } {
-        -1 => Err(std::io::Error::last_os_error()).context("fork"),
-        0 => unsafe {
-            if libc::setns(ns, libc::CLONE_NEWNS) != 0 {
-                libc::_exit(1);
-            }
-            for (i, target) in targets.iter().enumerate() {
-                let flags = libc::MS_BIND | libc::MS_REC;
-                if libc::mount(
-                    target.as_ptr(),
-                    target.as_ptr(),
-                    std::ptr::null(),
-                    flags,
-                    std::ptr::null(),
-                ) != 0
-                {
-                    libc::_exit(2 + i as i32);
-                }
-            }
-            libc::_exit(0)
-        },
-        child => {
-            let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None)?;
-            match status {
-                nix::sys::wait::WaitStatus::Exited(_, 0) => Ok(()),
-                nix::sys::wait::WaitStatus::Exited(_, 1) => {
-                    anyhow::bail!(
-                        "entering the session's mount namespace failed (setns needs \
-                         CAP_SYS_ADMIN and CAP_SYS_CHROOT, and under systemd \
-                         RestrictNamespaces=mnt, as packaging/fp.service has)"
-                    )
-                }
-                nix::sys::wait::WaitStatus::Exited(_, n) => anyhow::bail!(
-                    "bind-mounting {} in the session's mount namespace failed",
-                    usize::try_from(n - 2)
-                        .ok()
-                        .and_then(|i| targets.get(i))
-                        .map_or("a scope".into(), |t| t.to_string_lossy())
-                ),
-                other => anyhow::bail!("the bind-mounting child: {other:?}"),
-            }
-        }
-    }
-}
-
 /// `path` (absolute) as reached below `root`.
 fn below(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
@@ -226,14 +178,6 @@ pub fn existing_ancestor(root: &Path, path: &Path) -> PathBuf {
         .find(|p| below(root, p).symlink_metadata().is_ok())
         .unwrap_or(Path::new("/"));
     below(root, existing)
-}
-
-/// The identity (device, inode) of a namespace file.
-fn namespace(path: &str) -> Option<(u64, u64)> {
-    fs::metadata(path).ok().map(|m| {
-        use std::os::unix::fs::MetadataExt as _;
-        (m.dev(), m.ino())
-    })
 }
 
 /// The mount points of a `/proc/<pid>/mountinfo` table (its fifth field, octal escapes undone).
@@ -266,7 +210,7 @@ fn unescape(field: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
+    use std::{collections::HashSet, fs};
 
     use super::*;
 

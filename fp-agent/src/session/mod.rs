@@ -4,7 +4,8 @@
 //! state a restarted agent reads), `orphans` (what a killed `fp run` left behind), `reader` and
 //! `event` (the kernel's decision events, read and formatted as lines and audit records),
 //! `enforce` (what the manager needs from the kernel), `freeze` (sessions frozen while the audit
-//! log cannot be written).
+//! log cannot be written), `delegate` (the cgroups a session makes of its own).
+mod delegate;
 mod enforce;
 pub mod event;
 mod freeze;
@@ -94,6 +95,9 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Cgroups a session may make below its own (`cgroup.max.descendants`).
+const MAX_OWN_CGROUPS: u32 = 64;
+
 /// A session's cgroup. Removing it kills whatever still runs inside.
 #[derive(Debug)]
 pub struct SessionCgroup {
@@ -126,6 +130,19 @@ impl SessionCgroup {
         }
         let id = std::fs::metadata(&path)?.ino();
         let level = hierarchy.level_of(&path)?;
+        // Bounds on the cgroups the session may make of its own (docs/threat-model.md,
+        // "Sub-cgroups"), which fp walks to count and end its processes; the session cannot
+        // change them (the root of its cgroup namespace).
+        for (file, bound) in [("cgroup.max.descendants", MAX_OWN_CGROUPS), ("cgroup.max.depth", 8)]
+        {
+            let set = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path.join(file))
+                .and_then(|mut f| f.write_all(bound.to_string().as_bytes()));
+            if let Err(e) = set {
+                tracing::warn!("cgroup {}: setting {file}: {e}", path.display());
+            }
+        }
         Ok(Self { path, id, level })
     }
 
@@ -146,12 +163,32 @@ impl SessionCgroup {
             .with_context(|| format!("opening {}", p.display()))
     }
 
+    /// The processes of the session: in its cgroup and in those it made below it.
     pub fn pids(&self) -> Vec<i32> {
-        std::fs::read_to_string(self.path.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
+        self.subtree()
+            .iter()
+            .flat_map(|dir| {
+                std::fs::read_to_string(dir.join("cgroup.procs"))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| l.trim().parse().ok())
+                    .collect::<Vec<i32>>()
+            })
             .collect()
+    }
+
+    /// The session's cgroup directory, then those below it, each before its children.
+    fn subtree(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.path.clone()];
+        let mut next = 0;
+        while next < dirs.len() && dirs.len() <= MAX_OWN_CGROUPS as usize {
+            if let Ok(entries) = std::fs::read_dir(&dirs[next]) {
+                let below = entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir()));
+                dirs.extend(below.map(|e| e.path()));
+            }
+            next += 1;
+        }
+        dirs
     }
 
     /// Kills every remaining process and removes the cgroup.
@@ -186,13 +223,16 @@ impl SessionCgroup {
     /// Removes the cgroup once no process is left in it, killing none: the kernel refuses to
     /// remove a cgroup that still holds one (after a short wait, an error).
     pub fn remove_empty(self) -> anyhow::Result<()> {
-        // rmdir fails with EBUSY until the last exited task is released: retry briefly.
+        // rmdir fails with EBUSY until the last exited task is released: retry briefly. The
+        // cgroups the session made go first, children before their parents.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while let Err(e) = std::fs::remove_dir(&self.path) {
-            if Instant::now() > deadline {
-                return Err(e).with_context(|| format!("removing cgroup {}", self.path.display()));
+        for dir in self.subtree().iter().rev() {
+            while let Err(e) = std::fs::remove_dir(dir) {
+                if Instant::now() > deadline {
+                    return Err(e).with_context(|| format!("removing cgroup {}", dir.display()));
+                }
+                std::thread::sleep(Duration::from_millis(10));
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
         Ok(())
     }

@@ -7,12 +7,14 @@ use fp_common::kernel::{Hook, Op};
 
 use super::{in_session, in_session_cgroup};
 use crate::{
+    cgroups::{self, Change},
     created,
     decide::{answered, decide_file},
     floor::{refuse_block_device, refuse_kernel_setting},
     kernel::{
         F_FLAGS_EXEC, F_FLAGS_TMPFILE, FMODE_CREATED, FMODE_EXEC, FMODE_READ, FMODE_WRITE,
-        OFF_FILE_F_FLAGS, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, load, off, pseudo_file,
+        OFF_FILE_F_FLAGS, OFF_FILE_F_INODE, OFF_FILE_F_MODE, OFF_LINUX_BINPRM_FILE, file_path,
+        load, off, path_parts, pseudo_file,
     },
     prompt::check_pending,
     session::unreadable,
@@ -24,7 +26,8 @@ use crate::{
 /// path_truncate (6.1) or file_truncate (6.2+). The open of a file it just created takes
 /// path_mknod's decision on its name (crate::created).
 /// A pseudo filesystem's file (a pidfd on 6.9+) is no path object ([`pseudo_file`]). A block
-/// device is refused by any name, and so is writing a kernel setting (crate::floor).
+/// device is refused by any name, and so is writing a kernel setting (crate::floor). The
+/// session's own cgroups are written past the floor of cgroupfs (crate::cgroups).
 #[lsm_cgroup(hook = "file_open")]
 pub fn fp_file_open(ctx: LsmContext) -> i32 {
     // file_open(struct file *file, int ret)
@@ -55,6 +58,9 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         if writes && let Some(refused) = refuse_kernel_setting(session, file) {
             return refused;
         }
+        if writes && own_cgroup_file(session, file) {
+            return 0;
+        }
         // What the verdict cache would answer right away, without looking it up.
         if answered(session, op, and_write, claimed) {
             return 0;
@@ -63,12 +69,24 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
     })
 }
 
+/// Whether the BTF-typed `file` is a control file of one of the session's own cgroups, which
+/// its task may write (crate::cgroups).
+#[inline(always)]
+fn own_cgroup_file(session: &crate::session::Session, file: u64) -> bool {
+    cgroups::on_cgroupfs(load(file, off(&OFF_FILE_F_INODE)))
+        && cgroups::delegated(session, path_parts(file_path(file)).1, Change::File)
+}
+
 /// ftruncate(2) and open(O_TRUNC) since 6.2.
 #[lsm_cgroup(hook = "file_truncate")]
 pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
     // file_truncate(struct file *file, int ret)
     in_session_cgroup(ctx.arg(1), |session| {
-        decide_file(session, Hook::FileTruncate, Op::Write, false, ctx.arg(0))
+        let file: u64 = ctx.arg(0);
+        if own_cgroup_file(session, file) {
+            return 0;
+        }
+        decide_file(session, Hook::FileTruncate, Op::Write, false, file)
     })
 }
 

@@ -6,13 +6,23 @@ use aya_ebpf::{
 use fp_common::kernel::Hook;
 
 use super::{in_session, in_session_cgroup};
-use crate::{cache, decide::decide_inode};
+use crate::{
+    cache,
+    cgroups::{self, Change},
+    decide::decide_inode,
+};
 
 /// Every attribute change (utimes, and again chmod/chown/truncate after their path hooks). The
-/// hook gets no mount, so it decides by inode identity only.
+/// hook gets no mount, so it decides by inode identity only. The truncation of a session's own
+/// cgroup's control file (`open(O_TRUNC)`) passes, as its path hooks let it (crate::cgroups).
 #[inline(always)]
 fn inode_setattr(dentry: u64, ret: i32) -> i32 {
-    in_session_cgroup(ret, |session| decide_inode(session, Hook::InodeSetattr, dentry))
+    in_session_cgroup(ret, |session| {
+        if cgroups::own(session, dentry, Change::File) {
+            return 0;
+        }
+        decide_inode(session, Hook::InodeSetattr, dentry)
+    })
 }
 
 /// inode_setattr before its `idmap` argument (6.1). Userspace loads this program or

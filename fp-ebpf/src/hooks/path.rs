@@ -10,9 +10,10 @@ use fp_common::{
 
 use super::{in_session, in_session_cgroup};
 use crate::{
+    cgroups::{self, Change},
     decide::{decide_in_dir, decide_path},
     floor::refuse_device_node,
-    kernel::{OFF_PATH_MNT, RENAME_EXCHANGE, load, off},
+    kernel::{OFF_PATH_MNT, RENAME_EXCHANGE, load, off, path_parts},
     moves::decide_move,
     session::unreadable,
 };
@@ -25,10 +26,14 @@ pub fn fp_path_unlink(ctx: LsmContext) -> i32 {
     })
 }
 
+/// Also the removal of one of the session's own cgroups (crate::cgroups).
 #[lsm(hook = "path_rmdir")]
 pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
     // path_rmdir(const struct path *dir, struct dentry *dentry, int ret)
     in_session(ctx.arg(2), |session| {
+        if cgroups::own(session, ctx.arg(1), Change::Remove) {
+            return 0;
+        }
         decide_in_dir(session, Hook::PathRmdir, Op::Delete, ctx.arg(0), ctx.arg(1))
     })
 }
@@ -43,14 +48,23 @@ pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
         if let Some(refused) = refuse_device_node(session, mode as u32, dev) {
             return refused;
         }
+        // `open(O_CREAT)` of a session's own cgroup's control file (`echo 1 > cgroup.procs`):
+        // the kernel makes no file on cgroupfs (crate::cgroups).
+        if cgroups::own(session, path_parts(ctx.arg(0)).1, Change::Create) {
+            return 0;
+        }
         decide_in_dir(session, Hook::PathMknod, Op::Write, ctx.arg(0), ctx.arg(1))
     })
 }
 
+/// Also a cgroup made in one of the session's own (crate::cgroups).
 #[lsm(hook = "path_mkdir")]
 pub fn fp_path_mkdir(ctx: LsmContext) -> i32 {
     // path_mkdir(const struct path *dir, struct dentry *dentry, umode_t mode, int ret)
     in_session(ctx.arg(3), |session| {
+        if cgroups::own(session, path_parts(ctx.arg(0)).1, Change::Create) {
+            return 0;
+        }
         decide_in_dir(session, Hook::PathMkdir, Op::Write, ctx.arg(0), ctx.arg(1))
     })
 }
@@ -98,11 +112,15 @@ pub fn fp_path_rename(ctx: LsmContext) -> i32 {
     })
 }
 
-/// truncate(2); before 6.2 also ftruncate(2) and open(O_TRUNC).
+/// truncate(2); before 6.2 also ftruncate(2) and open(O_TRUNC) (of a session's own cgroup's
+/// control file too: crate::cgroups).
 #[lsm(hook = "path_truncate")]
 pub fn fp_path_truncate(ctx: LsmContext) -> i32 {
     // path_truncate(const struct path *path, int ret)
     in_session(ctx.arg(1), |session| {
+        if cgroups::own(session, path_parts(ctx.arg(0)).1, Change::File) {
+            return 0;
+        }
         decide_path(session, Hook::PathTruncate, Op::Write, false, ctx.arg(0))
     })
 }
