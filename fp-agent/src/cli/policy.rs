@@ -172,7 +172,7 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
                 cwd
             }
         };
-        let policy = match load(file, session, Some(workspace)) {
+        let policy = match load(file, session, Some(workspace.clone())) {
             Ok(policy) => policy,
             Err(Failure::Policy(e)) => {
                 failed = true;
@@ -187,6 +187,7 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
         for e in policy.floor_exceptions() {
             warnings.push(format!("safety floor entry \"{}\" lifted by {}", e.value, e.source));
         }
+        warnings.extend(crate::policy::warnings(&policy, &absolute(&workspace)?));
         for rule in policy.rules() {
             if is_deferred(&policy, rule) {
                 warnings.push(format!(

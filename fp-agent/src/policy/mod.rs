@@ -17,6 +17,7 @@ mod exact;
 mod floors;
 mod glob;
 mod layer;
+mod lint;
 mod moves;
 mod parse;
 mod paths;
@@ -37,6 +38,7 @@ pub use floors::{
 };
 pub use fp_common::policy::{Op, TableVerdict};
 pub use layer::layer;
+pub use lint::warnings;
 pub use moves::Name;
 pub use parse::{
     Base, FileKind, PolicyFields, Schema, Spanned, V1Default, V1Tier, V2Tier, parse_str,
