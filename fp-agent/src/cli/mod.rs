@@ -8,6 +8,7 @@ mod audit;
 mod daemon;
 mod kernel;
 mod policy;
+mod progress;
 mod run;
 mod session_report;
 mod sessions;

@@ -164,6 +164,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Nothing on the host changes before BPF LSM is known to work here: no log file, no bpffs
     // mount, no cgroup. A kernel without it gets the probe's explanation (exit 125).
     let hierarchy = session::Cgroup2::find()?;
+    let loading = super::progress::Slow::start("fp: loading fp's kernel programs for the session");
     kernel::probe(&hierarchy.mount)?;
     // Unmounted when this returns if it mounted it (and nothing else is pinned there by then).
     let _bpffs = kernel::Bpffs::mount()?;
@@ -191,6 +192,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
         approval,
         surfaces: prompt::Surfaces::Embedded,
     })?;
+    drop(loading);
     let ran = run_session(&host, &args, &run_as, &name, policy);
     // Already done unless the session failed to start; the audit log closes last.
     let stopped = host.shutdown("fp run exited");

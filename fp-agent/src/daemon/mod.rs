@@ -79,7 +79,12 @@ pub fn serve(config: &Config, host: Arc<dyn SessionHost>) -> anyhow::Result<()> 
         // must stop it cleanly.
         let stop = stop_signal().context("installing the SIGTERM/SIGINT handlers")?;
         let server = Server::bind(config, host.clone())?;
-        tracing::info!("listening on {}", config.socket.display());
+        // One line when clients can use it (the journal's, under systemd).
+        eprintln!(
+            "fp: daemon ready (pid {}): listening on {}",
+            std::process::id(),
+            config.socket.display()
+        );
         notify::ready();
         let watchdog = notify::watchdog_interval().map(|every| tokio::spawn(ping(every)));
         server.run(stop).await;
