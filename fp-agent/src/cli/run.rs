@@ -234,8 +234,7 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
     // The session's refusals are printed here, as the embedded agent prints them.
     let reporter = super::session_report::Reporter::start(&args.socket);
     let status = run_placed(&args.command, run_as, &args.keep_fds, start_dir(args)?, |pid| {
-        let created =
-            client.create(request(pid)).map_err(|e| anyhow::anyhow!("the daemon: {e}"))?;
+        let created = client.create(request(pid)).map_err(anyhow::Error::new)?;
         if let Some(reporter) = &reporter {
             reporter.watch(&created.id);
         }
