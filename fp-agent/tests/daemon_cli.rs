@@ -268,3 +268,22 @@ fn a_workspace_that_is_no_directory_is_refused() {
         assert!(err.contains(&format!("--workspace {ws}: {expected}")), "{err}");
     }
 }
+
+/// A mistyped `--workspace` is the first thing `fp run` says, before it looks for a daemon or
+/// loads anything (a nonexistent path, a file).
+#[test]
+fn fp_run_names_a_mistyped_workspace_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let socket = dir.path().join("no.sock");
+    for (ws, said) in
+        [(dir.path().join("nosuch"), "No such file or directory"), (file, "not a directory")]
+    {
+        let args = ["run", "--socket", socket.to_str().unwrap(), "--workspace"];
+        let rest = [ws.to_str().unwrap(), "--policy", "p.toml", "--", "true"];
+        let (code, _, err) = fp(&[&args[..], &rest[..]].concat());
+        assert_eq!(code, 125, "{err}");
+        assert!(err.contains(&format!("--workspace {}: {said}", ws.display())), "{err}");
+    }
+}

@@ -129,6 +129,8 @@ impl RunAs {
 }
 
 fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // A mistyped --workspace is said first, before anything is loaded or asked for.
+    start_dir(&args)?;
     let run_as = RunAs::resolve(args.user.as_deref())?;
     let embedded_only = args.embedded
         || !args.deny.is_empty()
