@@ -49,11 +49,12 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     );
     assert!(!t.join("other").exists(), "refused before it touched its log or socket");
 
-    // Each session waits for `go` (made once the test has listed both), then reports.
+    // Each session waits for `go` (made once the test has listed both), then reports, and exits
+    // with its own code.
     let go = t.join("go");
-    let script = |marker: &str| {
+    let script = |marker: &str, code: u8| {
         format!(
-            "while [ ! -e {go} ]; do sleep 0.1; done; {}; fp_sessions=$({fp} sessions --socket {s} 2>&1); echo \"inside=$? $fp_sessions\"; echo {marker}",
+            "while [ ! -e {go} ]; do sleep 0.1; done; {}; fp_sessions=$({fp} sessions --socket {s} 2>&1); echo \"inside=$? $fp_sessions\"; echo {marker}; exit {code}",
             statuses(&format!("a: cat {}\nb: cat {}", a.display(), b.display()))
                 .trim_end()
                 .replace('\n', "; "),
@@ -62,8 +63,8 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
             s = socket.display()
         )
     };
-    let first = fp_tests::run_with_daemon(&socket, &deny_a, &ws, &script("first"));
-    let other = fp_tests::run_with_daemon(&socket, &deny_b, &ws, &script("second"));
+    let first = fp_tests::run_with_daemon(&socket, &deny_a, &ws, &script("first", 0));
+    let other = fp_tests::run_with_daemon(&socket, &deny_b, &ws, &script("second", 7));
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let hashes = loop {
         let listed = fp().args(["sessions", "--json", "--socket"]).arg(&socket).output().unwrap();
@@ -86,6 +87,7 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
     assert!(first.status.success() && one.contains("first"), "{one}{}", stderr(&first));
     assert!(one.contains("a=denied") && one.contains("b=ok"), "{one}");
     assert!(two.contains("a=ok") && two.contains("b=denied"), "{two}");
+    assert_eq!(other.status.code(), Some(7), "{two}{}", stderr(&other));
     // Each `fp run` printed its own session's refusals, as the embedded agent does, no other's.
     let (err_one, err_two) = (stderr(&first), stderr(&other));
     assert!(err_one.contains(&format!("fp: denied file_open {} by cat", a.display())), "{err_one}");
@@ -114,6 +116,15 @@ fn daemon_hosts_concurrent_sessions_and_guards_its_socket() {
         assert_eq!(command.len(), 3, "{line}");
         assert_eq!((&command[0], &command[1]), (&"sh".into(), &"-c".into()), "{line}");
     }
+    // Each session-end carries its command's exit code, which its `fp run` told the daemon.
+    let mut exits: Vec<i64> = raw
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"session-end\""))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["exit_code"].as_i64())
+        .map(|code| code.unwrap_or(-1))
+        .collect();
+    exits.sort();
+    assert_eq!(exits, [0, 7], "{raw}");
 }
 
 /// A policy that writes everywhere but `path`, which it denies.

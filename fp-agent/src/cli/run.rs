@@ -235,13 +235,21 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
     };
     // The session's refusals are printed here, as the embedded agent prints them.
     let reporter = super::session_report::Reporter::start(&args.socket);
+    let mut session = None;
     let status = run_placed(&args.command, run_as, &args.keep_fds, start_dir(args)?, |pid| {
         let created = client.create(request(pid)).map_err(anyhow::Error::new)?;
         if let Some(reporter) = &reporter {
             reporter.watch(&created.id);
         }
+        session = Some(created.id);
         Ok(())
     })?;
+    // For the session's end record: only this process could wait for the command.
+    if let Some(id) = session
+        && let Err(e) = client.command_exited(&id, i32::from(status))
+    {
+        tracing::warn!("telling the daemon the command's exit code: {e}");
+    }
     if let Some(reporter) = reporter {
         reporter.finish();
     }

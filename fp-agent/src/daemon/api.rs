@@ -28,6 +28,13 @@ pub enum Request {
     EndSession {
         id: String,
     },
+    /// The session's command exited with `exit_code` (fp's exit status): its `session-end`
+    /// record carries it. Sent by the `fp run` that created the session, which alone can wait
+    /// for the command; the session still ends when its last process exits.
+    CommandExited {
+        id: String,
+        exit_code: i32,
+    },
     ReloadSession(Reload),
     Status,
     /// Turns the connection into an event stream: after the `subscribed` reply every line is an
@@ -165,6 +172,9 @@ pub enum Reply {
         sessions: Vec<SessionSummary>,
     },
     SessionEnded {
+        id: String,
+    },
+    ExitNoted {
         id: String,
     },
     Reloaded(Reloaded),
@@ -506,6 +516,7 @@ mod tests {
             create,
             Request::ListSessions,
             Request::EndSession { id: "s1".into() },
+            Request::CommandExited { id: "s1".into(), exit_code: 130 },
             Request::ReloadSession(Reload { id: "s1".into(), source: PolicySource::default() }),
             Request::Status,
             Request::Subscribe,
@@ -672,7 +683,7 @@ mod tests {
 
         #[test]
         fn the_parser_never_panics_on_near_requests(
-            op in "(create_session|list_sessions|end_session|reload_session|status|subscribe|list_approvals|decide_approval|watch_approvals|x)",
+            op in "(create_session|list_sessions|end_session|command_exited|reload_session|status|subscribe|list_approvals|decide_approval|watch_approvals|x)",
             fields in proptest::collection::vec(("[a-z_]{1,12}", "(1|-1|\"[a-z/]{0,8}\"|null|true|\\[\\]|\\{\\})"), 0..6),
         ) {
             let body: Vec<String> = fields.iter().map(|(k, v)| format!(",\"{k}\":{v}")).collect();

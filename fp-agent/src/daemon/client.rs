@@ -152,6 +152,14 @@ impl Client {
         }
     }
 
+    /// Tells the daemon the exit code of session `id`'s command (see [`Request::CommandExited`]).
+    pub fn command_exited(&mut self, id: &str, exit_code: i32) -> Result<(), ClientError> {
+        match self.call(&Request::CommandExited { id: id.to_owned(), exit_code })? {
+            Reply::ExitNoted { .. } => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     pub fn reload(&mut self, req: api::Reload) -> Result<api::Reloaded, ClientError> {
         match self.call(&Request::ReloadSession(req))? {
             Reply::Reloaded(reloaded) => Ok(reloaded),

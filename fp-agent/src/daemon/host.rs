@@ -3,13 +3,13 @@
 //! session when its last process exits, a periodic cleanup after killed `fp run`s, and the
 //! subscribers' event stream.
 use std::{
-    collections::HashSet,
+    collections::HashMap,
     path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
@@ -32,14 +32,39 @@ pub struct KernelHost {
     /// The audit log, the session manager and the prompt broker.
     host: Host,
     events: broadcast::Sender<api::Event>,
-    /// Sessions whose first process has joined: the reaper ends them once empty.
-    armed: Arc<Mutex<HashSet<u64>>>,
+    /// Sessions whose first process has joined, by cgroup id: the reaper ends them once empty.
+    armed: Arc<Mutex<HashMap<u64, Armed>>>,
     /// fp's own files, never writable by sessions.
     protected: Vec<PathBuf>,
     secrets: Vec<PathBuf>,
     counters: Arc<EventCounters>,
     stop: Arc<AtomicBool>,
     next_id: AtomicU64,
+}
+
+/// What the reaper knows of a session it ends once empty.
+#[derive(Default)]
+struct Armed {
+    /// The `fp run` that created it (none for the sessions taken over): it reports the exit
+    /// code of the session's command.
+    creator: Option<i32>,
+    exit_code: Option<i32>,
+    /// Since when the reaper has seen it empty.
+    empty_since: Option<Instant>,
+}
+
+impl Armed {
+    /// How long an empty session waits for its creator's report of the command's exit code: the
+    /// command is often the last process, and the report follows its exit by milliseconds.
+    const EXIT_REPORT_WAIT: Duration = Duration::from_secs(1);
+
+    /// Whether the reaper ends the session, empty now, at `now`.
+    fn ends(&mut self, now: Instant) -> bool {
+        let since = *self.empty_since.get_or_insert(now);
+        self.creator.is_none()
+            || self.exit_code.is_some()
+            || now.duration_since(since) >= Self::EXIT_REPORT_WAIT
+    }
 }
 
 #[derive(Default)]
@@ -96,7 +121,7 @@ impl KernelHost {
         let host = Arc::new(Self {
             host,
             events,
-            armed: Arc::new(Mutex::new(HashSet::new())),
+            armed: Arc::new(Mutex::new(HashMap::new())),
             protected,
             secrets: vec![config.audit.key.clone()],
             counters,
@@ -104,7 +129,9 @@ impl KernelHost {
             next_id: AtomicU64::new(1),
         });
         // The sessions taken over are ended by the reaper once empty.
-        host.armed.lock().unwrap().extend(host.manager().sessions().iter().map(|s| s.cgroup_id));
+        let taken_over =
+            host.manager().sessions().into_iter().map(|s| (s.cgroup_id, Armed::default()));
+        host.armed.lock().unwrap().extend(taken_over);
         let reaper = host.clone();
         std::thread::spawn(move || reaper.reap());
         let janitor = host.clone();
@@ -116,15 +143,33 @@ impl KernelHost {
         self.host.manager()
     }
 
+    /// The cgroup id of session `id`.
+    fn cgroup_of(&self, id: &str) -> Result<u64, ApiError> {
+        self.manager()
+            .find(id)
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {id}")))
+    }
+
     /// Ends sessions whose processes have all exited.
     fn reap(&self) {
         while !self.stop.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(200));
-            let armed: Vec<u64> = self.armed.lock().unwrap().iter().copied().collect();
+            let now = Instant::now();
             for summary in self.manager().sessions() {
-                if summary.pids == 0 && armed.contains(&summary.cgroup_id) {
-                    self.armed.lock().unwrap().remove(&summary.cgroup_id);
-                    let _ = self.end_session(summary.cgroup_id, "last process exited");
+                let ends = {
+                    let mut armed = self.armed.lock().unwrap();
+                    let id = summary.cgroup_id;
+                    let ends = armed.get_mut(&id).is_some_and(|a| match summary.pids {
+                        0 => a.ends(now),
+                        _ => {
+                            a.empty_since = None;
+                            false
+                        }
+                    });
+                    if ends { armed.remove(&id).map(|a| a.exit_code) } else { None }
+                };
+                if let Some(exit_code) = ends {
+                    let _ = self.end_session(summary.cgroup_id, exit_code, "last process exited");
                 }
             }
         }
@@ -144,9 +189,14 @@ impl KernelHost {
         }
     }
 
-    fn end_session(&self, cgroup: u64, reason: &str) -> Result<(), ApiError> {
+    fn end_session(
+        &self,
+        cgroup: u64,
+        exit_code: Option<i32>,
+        reason: &str,
+    ) -> Result<(), ApiError> {
         let name = self.manager().session(cgroup).map(|s| s.id);
-        self.host.end(cgroup, None, reason).map_err(unavailable)?;
+        self.host.end(cgroup, exit_code, reason).map_err(unavailable)?;
         if let Some(id) = name {
             let _ = self.events.send(api::Event::SessionEnded { id, reason: reason.into() });
         }
@@ -219,7 +269,7 @@ fn api_event(event: &audit::Event) -> Option<api::Event> {
 impl SessionHost for KernelHost {
     fn create(
         &self,
-        _peer: &Peer,
+        peer: &Peer,
         req: api::CreateSession,
     ) -> Result<api::SessionCreated, ApiError> {
         let policy = self.load_policy(&req.source, req.workspace.clone(), req.uid)?;
@@ -246,7 +296,8 @@ impl SessionHost for KernelHost {
                 format!("moving pid {} into the session: {e}", req.pid),
             ));
         }
-        self.armed.lock().unwrap().insert(id);
+        let armed = Armed { creator: Some(peer.pid), ..Armed::default() };
+        self.armed.lock().unwrap().insert(id, armed);
         let summary = self.manager().session(id);
         let policy_hash = summary.as_ref().map(|s| s.policy_hash.clone()).unwrap_or_default();
         if let Some(s) = summary {
@@ -260,19 +311,28 @@ impl SessionHost for KernelHost {
     }
 
     fn end(&self, id: &str) -> Result<(), ApiError> {
-        let cgroup = self
-            .manager()
-            .find(id)
-            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {id}")))?;
-        self.armed.lock().unwrap().remove(&cgroup);
-        self.end_session(cgroup, "ended on request")
+        let cgroup = self.cgroup_of(id)?;
+        let exit_code = self.armed.lock().unwrap().remove(&cgroup).and_then(|a| a.exit_code);
+        self.end_session(cgroup, exit_code, "ended on request")
+    }
+
+    fn command_exited(&self, peer: &Peer, id: &str, exit_code: i32) -> Result<(), ApiError> {
+        let cgroup = self.cgroup_of(id)?;
+        let mut armed = self.armed.lock().unwrap();
+        match armed.get_mut(&cgroup) {
+            Some(a) if a.creator == Some(peer.pid) => {
+                a.exit_code = Some(exit_code);
+                Ok(())
+            }
+            _ => Err(ApiError::new(
+                ErrorCode::PermissionDenied,
+                format!("session {id} was not created by pid {}", peer.pid),
+            )),
+        }
     }
 
     fn reload(&self, req: api::Reload) -> Result<api::Reloaded, ApiError> {
-        let cgroup = self
-            .manager()
-            .find(&req.id)
-            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no session {}", req.id)))?;
+        let cgroup = self.cgroup_of(&req.id)?;
         // The session keeps its workspace and user: they are part of what it is.
         let (_, workspace, uid) = self
             .manager()

@@ -35,6 +35,9 @@ pub trait SessionHost: Send + Sync + 'static {
     fn list(&self) -> Vec<api::SessionSummary>;
     /// Ends a session: kills its processes, removes its kernel entries and cgroup.
     fn end(&self, id: &str) -> Result<(), api::ApiError>;
+    /// Notes the exit code of a session's command for its `session-end` record; only the peer
+    /// that created the session may.
+    fn command_exited(&self, peer: &Peer, id: &str, exit_code: i32) -> Result<(), api::ApiError>;
     /// Swaps a session's policy atomically (the config default is filled in as for `create`).
     fn reload(&self, req: api::Reload) -> Result<api::Reloaded, api::ApiError>;
     fn status(&self) -> api::HostStatus;

@@ -305,6 +305,9 @@ impl Shared {
                 .map(Reply::SessionCreated),
             Request::ListSessions => Ok(Reply::Sessions { sessions: host.list() }),
             Request::EndSession { id } => host.end(&id).map(|()| Reply::SessionEnded { id }),
+            Request::CommandExited { id, exit_code } => {
+                host.command_exited(&peer, &id, exit_code).map(|()| Reply::ExitNoted { id })
+            }
             Request::ReloadSession(mut req) => check_source(&peer, &req.source).and_then(|()| {
                 req.source.config = req.source.config.take().or_else(|| self.default_config());
                 host.reload(req).map(Reply::Reloaded)

@@ -16,6 +16,8 @@ use crate::config::Config;
 struct FakeHost {
     sessions: Mutex<Vec<api::SessionSummary>>,
     created: Mutex<Vec<api::CreateSession>>,
+    /// (session, exit code) as `command_exited` noted them.
+    exits: Mutex<Vec<(String, i32)>>,
     events: Option<broadcast::Sender<Event>>,
     shut_down: AtomicBool,
 }
@@ -71,6 +73,14 @@ impl SessionHost for FakeHost {
             return Err(ApiError::new(ErrorCode::NotFound, format!("no session {id}")));
         }
         self.publish(Event::SessionEnded { id: id.into(), reason: "ended on request".into() });
+        Ok(())
+    }
+
+    fn command_exited(&self, _peer: &Peer, id: &str, exit_code: i32) -> Result<(), ApiError> {
+        if !self.sessions.lock().unwrap().iter().any(|s| s.id == id) {
+            return Err(ApiError::new(ErrorCode::NotFound, format!("no session {id}")));
+        }
+        self.exits.lock().unwrap().push((id.into(), exit_code));
         Ok(())
     }
 
@@ -275,8 +285,11 @@ fn sessions_round_trip() {
     assert_eq!(status.daemon.protocol, api::VERSION);
     assert_eq!((status.host.sessions, status.host.counters.events), (1, 7));
 
+    client.command_exited("s1", 3).unwrap();
+    assert_eq!(*daemon.host.exits.lock().unwrap(), [("s1".to_owned(), 3)]);
     client.end("s1").unwrap();
     assert_eq!(refused(client.end("s1")).code, ErrorCode::NotFound);
+    assert_eq!(refused(client.command_exited("s1", 0)).code, ErrorCode::NotFound);
     assert!(client.list().unwrap().is_empty());
 }
 

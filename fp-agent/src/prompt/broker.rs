@@ -268,7 +268,18 @@ impl Shared {
     fn mark_namespace(&self, ns: &Namespace) -> anyhow::Result<()> {
         for (mount, cache) in ns.mounts()? {
             if let Err(e) = self.mark(&mount, MarkFlags::FAN_MARK_MOUNT, cache) {
-                tracing::warn!("{e:#}");
+                let at = ns.inside(&mount);
+                // procfs, sysfs and the like refuse permission events (FS_DISALLOW_NOTIFY_PERM).
+                let why = match e.root_cause().downcast_ref::<Errno>() {
+                    Some(Errno::EINVAL) => "its filesystem allows no permission events".to_owned(),
+                    _ => format!("{e:#}"),
+                };
+                tracing::warn!(
+                    "prompt tier: opens through the session's mount at {} cannot wait for an \
+                     approval ({why}): a prompt-tier file opened there stays unreadable and \
+                     unwritable",
+                    at.display()
+                );
             }
         }
         Ok(())

@@ -151,6 +151,11 @@ impl Namespace {
         Ok(marks)
     }
 
+    /// `path`, a path below [`Namespace::mounts`]' root, as the session sees it.
+    pub fn inside(&self, path: &Path) -> PathBuf {
+        Path::new("/").join(path.strip_prefix(self.root()).unwrap_or(path))
+    }
+
     /// The namespace's root directory, as a path this process can resolve.
     fn root(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.root.as_raw_fd()))

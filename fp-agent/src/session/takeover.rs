@@ -51,8 +51,20 @@ impl Manager {
             Ok(Some(enforcer)) => Some(enforcer),
             Ok(None) => None,
             Err(why) => {
-                tracing::warn!("not taking over the previous agent's sessions: {why:#}");
-                for name in clean_stale(&parent, &pin_dir)? {
+                let killed = clean_stale(&parent, &pin_dir)?;
+                // After a clean stop nothing is left to take over, and nothing to say.
+                if killed.is_empty() {
+                    tracing::info!("starting afresh: {why:#}");
+                } else {
+                    tracing::warn!(
+                        "ended {} session(s) the previous fp daemon left running ({}): this \
+                         daemon cannot take them over ({why:#}); their commands were killed, \
+                         the audit log records each end",
+                        killed.len(),
+                        killed.join(", ")
+                    );
+                }
+                for name in killed {
                     outputs.record(audit::Event::SessionEnd(audit::SessionEnd {
                         session: name,
                         agent: String::new(),
