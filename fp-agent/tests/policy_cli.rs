@@ -197,3 +197,25 @@ fn explain_defaults_the_workspace_to_the_current_directory() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("write allow") && text.contains("<workspace>/**"), "{text}");
 }
+
+/// A write the policy allows to a file with several links is refused in a session's first
+/// seconds, while its read-only trees (the example's `~/.rustup/**`) are listed for hardlinks:
+/// explain says so.
+#[test]
+fn explain_names_the_wait_of_files_with_several_links() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("one"), "1").unwrap();
+    std::fs::write(dir.path().join("a"), "a").unwrap();
+    std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).unwrap();
+    let (policy, w) = (example("coding-agent.toml"), dir.path().display().to_string());
+    let (a, one) = (format!("{w}/a"), format!("{w}/one"));
+    let args = ["policy", "explain", "--policy", &policy, "--workspace", &w, "--op", "write"];
+    let (code, out, err) = fp(&[&args[..], &[&a, &one]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("it has 2 links").count(), 1, "{out}");
+    let (_, out, _) = fp(&[&args[..], &["--json", &a, &one]].concat());
+    let lines: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["refused_while_listing_hardlinks"]["links"], 2, "{out}");
+    assert!(lines[1].get("refused_while_listing_hardlinks").is_none(), "{out}");
+}

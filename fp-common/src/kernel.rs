@@ -261,6 +261,10 @@ pub enum Reason {
     /// file's signal (SIGIO) to one when a session process set the file's owner, or a child
     /// started in another cgroup (`clone3(CLONE_INTO_CGROUP)`).
     Boundary = 10,
+    /// A write to a file with more than one link while the session's hardlinks are still being
+    /// recorded ([`SESSION_LINKS_PENDING`]): another of its names may lie in a tree the policy
+    /// keeps read-only.
+    LinksPending = 11,
 }
 
 impl Reason {
@@ -276,6 +280,7 @@ impl Reason {
             8 => Some(Self::Granted),
             9 => Some(Self::Refer),
             10 => Some(Self::Boundary),
+            11 => Some(Self::LinksPending),
             _ => None,
         }
     }
@@ -292,6 +297,7 @@ impl Reason {
             Self::Granted => "granted",
             Self::Refer => "refer",
             Self::Boundary => "session-boundary",
+            Self::LinksPending => "hardlinks-pending",
         }
     }
 }
@@ -303,6 +309,12 @@ pub const SESSION_FULL_AUDIT: u64 = 2;
 /// `SessionInfo::flags`: perf events beyond the counters of processes (CPU-wide, of the kernel,
 /// tracepoints) pass the session boundary's floor: the policy's `kernel_interfaces` has `perf`.
 pub const SESSION_PERF: u64 = 4;
+/// `SessionInfo::flags`: the files hardlinked below the trees the policy keeps read-only (writes
+/// withheld, reads not) are still being looked for, after the session started: until they are in
+/// the inode table, a write to any non-directory with more than one link is refused
+/// ([`Reason::LinksPending`]) and no cached allow answers a decision (a cached write would
+/// outlive the wait). Cleared when the complete tables replace the session's.
+pub const SESSION_LINKS_PENDING: u64 = 8;
 /// The `SessionInfo::flags` a session's policy sets (the others are its mode's): written anew
 /// with every installation of its tables.
 pub const SESSION_POLICY_FLAGS: u64 = SESSION_PERF;
@@ -647,6 +659,7 @@ kernel_fields! {
     OFF_QSTR_NAME = "qstr"."name";
     OFF_INODE_I_INO = "inode"."i_ino";
     OFF_INODE_I_MODE = "inode"."i_mode";
+    OFF_INODE_I_NLINK = "inode"."__i_nlink";
     OFF_INODE_I_SB = "inode"."i_sb";
     OFF_INODE_I_RDEV = "inode"."i_rdev";
     OFF_SUPER_BLOCK_S_DEV = "super_block"."s_dev";

@@ -5,7 +5,7 @@ use core::ffi::c_void;
 use fp_common::{
     kernel::{
         GrantValue, Hook, MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT,
-        SessionInfo, after_grant,
+        SESSION_LINKS_PENDING, SessionInfo, after_grant,
     },
     policy::{NO_RULE, Op as PolicyOp, OpEntry, TableVerdict},
 };
@@ -13,7 +13,9 @@ use fp_common::{
 use crate::{
     cache::{self, Fill},
     created, dirs,
-    kernel::{EACCES, OFF_MOUNT_MNT, OFF_PATH_MNT, file_path, load, off, path_parts},
+    kernel::{
+        EACCES, OFF_MOUNT_MNT, OFF_PATH_MNT, file_path, load, off, path_parts, several_links,
+    },
     maps::{SCRATCH, Scratch},
     prompt::{broker_alive, grant, mark_pending},
     report::{Report, report},
@@ -39,6 +41,16 @@ impl Outcome {
         Outcome { verdict: TableVerdict::Allow, reason: Reason::Default, rule_id: NO_RULE };
     pub(crate) const RELOADED: Outcome =
         Outcome { verdict: TableVerdict::Deny, reason: Reason::Reloaded, rule_id: NO_RULE };
+    pub(crate) const LINKS_PENDING: Outcome =
+        Outcome { verdict: TableVerdict::Deny, reason: Reason::LinksPending, rule_id: NO_RULE };
+
+    /// A write's outcome while the session's hardlinks are being recorded, for a file with
+    /// several links: refused if the tables allow it (one of its other names may lie in a tree
+    /// the policy keeps read-only).
+    #[inline(always)]
+    fn links_pending(self) -> Outcome {
+        if self.verdict == TableVerdict::Allow { Outcome::LINKS_PENDING } else { self }
+    }
 }
 
 /// Resolves the file [`set_file`] left in the walk (`vfsmount`, `dentry`; `file` is its proof)
@@ -257,12 +269,15 @@ fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: PolicyOp, now: u64)
 
 /// Whether ops a cache allows (`allowed`, [`PolicyOp::bit`]s) answer a decision of `op` (and a
 /// write, if `and_write`) without the walk: not in a full-audit session, which reports allows too,
-/// with their path.
+/// with their path, nor while the session's hardlinks are being recorded (a cached write to a file
+/// with several links would bypass their check; the complete tables come with a new tables id,
+/// which no entry cached meanwhile matches).
 #[inline(always)]
 pub(crate) fn answered(session: &Session, op: Op, and_write: bool, allowed: u64) -> bool {
     let needs =
         op.policy_op().bit() as u64 | if and_write { PolicyOp::Write.bit() as u64 } else { 0 };
-    session.info.flags & SESSION_FULL_AUDIT == 0 && allowed & needs == needs
+    session.info.flags & (SESSION_FULL_AUDIT | SESSION_LINKS_PENDING) == 0
+        && allowed & needs == needs
 }
 
 /// The one decision of every hook but renames and links: may the current task, in `session`, do
@@ -308,6 +323,14 @@ pub(crate) fn decide(
     check(s, file, named);
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
+    if session.info.flags & SESSION_LINKS_PENDING != 0 && several_links(dentry) {
+        if first == PolicyOp::Write {
+            outcome = outcome.links_pending();
+        }
+        if and_write {
+            other = other.links_pending();
+        }
+    }
     let allowed_ops = cache::allowed_ops(s);
     let cacheable = cache::cacheable(s, allowed_ops);
     // A remembered grant answers a prompt of an open or exec here, per op: no pending entry, and

@@ -39,6 +39,7 @@ offsets!(
     OFF_QSTR_NAME,
     OFF_INODE_I_INO,
     OFF_INODE_I_MODE,
+    OFF_INODE_I_NLINK,
     OFF_INODE_I_SB,
     OFF_INODE_I_RDEV,
     OFF_SUPER_BLOCK_S_DEV,
@@ -190,6 +191,18 @@ pub(crate) fn dentry_kind(dentry: u64) -> Result<(u64, bool), ()> {
     }
     let mode: u16 = read(inode, off(&OFF_INODE_I_MODE))?;
     Ok((inode, mode & S_IFMT == S_IFDIR))
+}
+
+/// Whether a dentry is a file other than a directory with more than one link: another of its
+/// names may lie anywhere on its filesystem. True if unreadable (fail closed); false for a
+/// negative dentry (a name being created).
+#[inline(always)]
+pub(crate) fn several_links(dentry: u64) -> bool {
+    match dentry_kind(dentry) {
+        Ok((0, _) | (_, true)) => false,
+        Ok((inode, false)) => read::<u32>(inode, off(&OFF_INODE_I_NLINK)).map_or(true, |n| n > 1),
+        Err(()) => true,
+    }
 }
 
 const S_IFMT: u16 = 0o170000;

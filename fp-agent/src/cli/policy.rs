@@ -342,8 +342,12 @@ fn explain(
         let decision = policy.decide(&normalized, op);
         let shown = String::from_utf8_lossy(&normalized).into_owned();
         let floor = policy.open_floor(path, op);
+        let pending = links_pending(&policy, path, op, decision.verdict);
         if json {
             let mut answer = explain_json(&policy, &shown, op, &decision);
+            if let Some(links) = pending {
+                answer["refused_while_listing_hardlinks"] = json!({"links": links});
+            }
             match &floor {
                 Some(OpenFloor::Refused { what }) => {
                     answer["verdict"] = json!(Verdict::Deny);
@@ -385,8 +389,27 @@ fn explain(
                 crate::policy::KernelDisposition::Defer => "defer",
             }
         );
+        if let Some(links) = pending {
+            println!(
+                "  but refused in a session's first seconds: it has {links} links, and writes to \
+                 such files wait until the read-only trees are listed for hardlinks \
+                 (hardlinks-pending; docs/policy.md, Kernel tables)"
+            );
+        }
     }
     Ok(())
+}
+
+/// The links of the file at `path` when the kernel refuses the write `explain` allows while a
+/// session's read-only trees are listed for hardlinks (crate::kernel::tables): a file other
+/// than a directory with more than one link, under a policy with such trees.
+fn links_pending(policy: &EffectivePolicy, path: &Path, op: Op, verdict: Verdict) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    if op != Op::Write || verdict != Verdict::Allow {
+        return None;
+    }
+    let md = std::fs::metadata(path).ok().filter(|md| !md.is_dir() && md.nlink() > 1)?;
+    crate::kernel::tables::listed_later(policy.tables()).next().map(|_| md.nlink())
 }
 
 /// `explain --op perf KIND...`: whether a session may open a perf event of each kind. Counting a
@@ -459,7 +482,7 @@ fn explain_move(
     let policy = load(policy_file, session, Some(session.workspace()?))?;
     let (src_path, dst_path) = (normalized(src)?, normalized(dst)?);
     fn name<'a>(path: &Path, bytes: &'a [u8]) -> Name<'a> {
-        let md = std::fs::symlink_metadata(path).ok();
+        let md = std::fs::metadata(path).ok();
         Name { path: bytes, exists: md.is_some(), dir: md.is_some_and(|m| m.is_dir()) }
     }
     let (s, d) = (name(src, &src_path), name(dst, &dst_path));

@@ -1,6 +1,13 @@
 //! A session's compiled tables as map entries: the policy compiler's output plus the inode table,
 //! which needs the filesystem (the identity of each rule's target, and of files hardlinked below
 //! it before the session started).
+//!
+//! Looking for hardlinks means listing every entry below a subtree target, which takes seconds on
+//! a tree like `~/.rustup`. Trees whose reads the policy withholds are listed before the session
+//! starts (another name of one of their files would read it); trees that only withhold writes are
+//! listed after it has started ([`InodeTable::deferred`]), while the kernel refuses writes to
+//! every file with several links (`SESSION_LINKS_PENDING`); trees that only withhold deletes are
+//! not listed (removing another name of a file removes only that name).
 use std::{
     collections::BTreeMap,
     os::unix::{ffi::OsStrExt as _, fs::MetadataExt as _},
@@ -8,7 +15,7 @@ use std::{
 };
 
 use anyhow::Context as _;
-use fp_common::policy::{InodeKey, InodeValue, OpEntry, ROOT_SCOPE, TableVerdict, device_bit};
+use fp_common::policy::{InodeKey, InodeValue, Op, OpEntry, ROOT_SCOPE, TableVerdict, device_bit};
 
 use crate::policy::KernelTables;
 
@@ -17,19 +24,59 @@ use crate::policy::KernelTables;
 /// into minutes of start-up.
 const HARDLINK_SCAN_BUDGET: usize = 200_000;
 
-/// The inode table of one session's tables (keys carry tables id 0), and what could not be
-/// resolved completely.
-#[derive(Debug, Default)]
+/// When the files hardlinked below a rule's target are looked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Listing {
+    /// Before the session starts: the subtree withholds reads.
+    Now,
+    /// After it started: the subtree withholds writes, not reads.
+    Later,
+    /// Never: no subtree of the policy's own, or it withholds only deletes.
+    Never,
+}
+
+fn listing(anchor: &crate::policy::Anchor, entries: &[OpEntry; 3]) -> Listing {
+    let withheld = |op: Op| op.of(entries).rank != 0;
+    match (anchor.subtree && anchor.scan_hardlinks, withheld(Op::Read), withheld(Op::Write)) {
+        (false, ..) => Listing::Never,
+        (true, true, _) => Listing::Now,
+        (true, false, true) => Listing::Later,
+        (true, false, false) => Listing::Never,
+    }
+}
+
+/// The subtrees of `tables` listed for hardlinks after a session starts (while writes to files
+/// with several links are refused), as their rules name them.
+pub fn listed_later(tables: &KernelTables) -> impl Iterator<Item = &[u8]> {
+    tables
+        .anchors()
+        .filter(|(anchor, entries)| listing(anchor, entries) == Listing::Later)
+        .map(|(anchor, _)| anchor.path.as_slice())
+}
+
+/// The inode table of one session's tables (keys carry tables id 0), and the subtrees whose
+/// hardlinks are still to be looked for.
+#[derive(Clone, Debug, Default)]
 pub struct InodeTable {
     pub entries: BTreeMap<(u32, u64), InodeValue>,
-    /// Subtrees whose hardlink scan hit its budget or an unreadable directory: files hardlinked
-    /// out of them before the session are protected by path only.
-    pub incomplete: Vec<(PathBuf, String)>,
+    /// Subtrees withholding writes but not reads, whose hardlinks are still to be looked for
+    /// ([`InodeTable::complete`]).
+    pub deferred: Vec<Subtree>,
+}
+
+/// A subtree target whose hardlinks are looked for, with its restrictive entries.
+#[derive(Clone, Debug)]
+pub struct Subtree {
+    pub dir: PathBuf,
+    st_dev: u64,
+    entries: [OpEntry; 3],
 }
 
 impl InodeTable {
-    /// Resolves every anchor of `tables` that exists now. Targets that do not exist are covered
-    /// by their path rules once created.
+    /// Resolves every anchor of `tables` that exists now, and looks for the hardlinks below the
+    /// subtrees that withhold reads; those below subtrees that withhold only writes are left in
+    /// [`InodeTable::deferred`]. Targets that do not exist are covered by their path rules once
+    /// created.
     pub fn resolve(tables: &KernelTables) -> Self {
         let mut table = InodeTable::default();
         for (anchor, entries) in tables.anchors() {
@@ -38,19 +85,47 @@ impl InodeTable {
             // Follows symlinks: a rule on a symlinked directory protects what it points to.
             let Ok(md) = std::fs::metadata(path) else { continue };
             let dev = super::kernel_dev(md.dev());
-            if anchor.subtree {
-                table.offer(dev, md.ino(), |v| &mut v.below, entries);
-                if md.is_dir()
-                    && anchor.scan_hardlinks
-                    && let Err(e) = table.hardlinks_below(path, md.dev(), entries)
-                {
-                    table.incomplete.push((path.to_path_buf(), format!("{e:#}")));
-                }
-            } else {
+            if !anchor.subtree {
                 table.offer(dev, md.ino(), |v| &mut v.this, entries);
+                continue;
+            }
+            table.offer(dev, md.ino(), |v| &mut v.below, entries);
+            if !md.is_dir() {
+                continue;
+            }
+            let subtree = Subtree { dir: path.to_path_buf(), st_dev: md.dev(), entries: *entries };
+            match listing(anchor, entries) {
+                Listing::Now => table.scan(&subtree),
+                Listing::Later => table.deferred.push(subtree),
+                Listing::Never => {}
             }
         }
         table
+    }
+
+    /// Whether hardlinks are still to be looked for ([`InodeTable::complete`]).
+    pub fn pending(&self) -> bool {
+        !self.deferred.is_empty()
+    }
+
+    /// The table with the hardlinks below its deferred subtrees entered too.
+    pub fn complete(mut self) -> Self {
+        for subtree in std::mem::take(&mut self.deferred) {
+            self.scan(&subtree);
+        }
+        self
+    }
+
+    /// [`InodeTable::hardlinks_below`] `subtree`; what stops it is logged: files hardlinked out
+    /// of the subtree before the session are then protected by path only (docs/threat-model.md).
+    fn scan(&mut self, subtree: &Subtree) {
+        if let Err(e) = self.hardlinks_below(&subtree.dir, subtree.st_dev, &subtree.entries) {
+            tracing::warn!(
+                "hardlinks below {} not all recorded ({e:#}): files linked out of it before the \
+                 session are protected by path only",
+                subtree.dir.display()
+            );
+        }
     }
 
     fn offer(
@@ -183,7 +258,46 @@ mod tests {
         assert_ne!(dir_entry.below[0].rank, 0, "everything below it");
         assert_ne!(table.entries[&id(&dir.path().join("alias"))].this[0].rank, 0, "the hardlink");
         assert!(!table.entries.contains_key(&id(&secret.join("plain"))), "single-link files");
-        assert!(table.incomplete.is_empty(), "{:?}", table.incomplete);
+        assert!(!table.pending(), "a tree whose reads are denied is listed at once");
+    }
+
+    /// A tree that withholds writes only is listed later: its hardlinks enter the table once
+    /// complete; one that withholds deletes only is never listed.
+    #[test]
+    fn hardlinks_below_read_only_trees_wait_for_the_complete_table() {
+        let dir = tempfile::tempdir().unwrap();
+        for tree in ["registry", "trash"] {
+            std::fs::create_dir(dir.path().join(tree)).unwrap();
+            std::fs::write(dir.path().join(tree).join("file"), b"f").unwrap();
+            let alias = dir.path().join(format!("{tree}-alias"));
+            std::fs::hard_link(dir.path().join(tree).join("file"), alias).unwrap();
+        }
+        let d = dir.path().display();
+        let text = format!(
+            "[file_policy.defaults]\nread = \"silent\"\nwrite = \"silent\"\n\
+             delete = \"silent\"\n[file_policy.write]\ndeny = [\"{d}/registry/**\"]\n\
+             [file_policy.delete]\ndeny = [\"{d}/trash/**\"]\n"
+        );
+        let options = LoadOptions {
+            policy_text: Some(text),
+            workspace: Some(dir.path().into()),
+            ..LoadOptions::default()
+        };
+        let policy = EffectivePolicy::load(&options).unwrap();
+        let id = |p: &str| {
+            let md = std::fs::metadata(dir.path().join(p)).unwrap();
+            (super::super::kernel_dev(md.dev()), md.ino())
+        };
+        let table = InodeTable::resolve(policy.tables());
+        assert_eq!(table.deferred.len(), 1, "{:?}", table.deferred);
+        assert!(table.deferred[0].dir.ends_with("registry"));
+        assert!(!table.entries.contains_key(&id("registry-alias")), "listed later");
+        let table = table.complete();
+        assert!(!table.pending());
+        let alias = table.entries[&id("registry-alias")];
+        assert_ne!(Op::Write.of(&alias.this).rank, 0, "the hardlink, once complete");
+        assert_eq!(Op::Read.of(&alias.this).rank, 0, "reads stay allowed");
+        assert!(!table.entries.contains_key(&id("trash-alias")), "deletes withheld only");
     }
 
     /// The devices filter admits the device of every entry (the programs skip the lookups it

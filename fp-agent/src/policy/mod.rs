@@ -30,7 +30,7 @@ pub use boundary::{
     Device, DeviceRule, InterfaceRule, KernelInterface, OpenFloor, device_number,
     parse_device_number,
 };
-pub use compile::KernelTables;
+pub use compile::{Anchor, KernelTables};
 pub use error::{ErrorKind, PolicyError, Source};
 use exact::ExactEvaluator;
 pub use floors::{

@@ -262,6 +262,9 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
         None if ev.reason == Reason::Boundary as u8 => {
             ("(session boundary)".into(), "kernel".into())
         }
+        None if ev.reason == Reason::LinksPending as u8 => {
+            ("(hardlinks below read-only trees not yet recorded)".into(), "kernel".into())
+        }
         None => ("(default)".into(), "default".into()),
     };
     let allowed = TableVerdict::from_u8(ev.verdict) == TableVerdict::Allow;

@@ -8,7 +8,7 @@ use std::{
     os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
     sync::{
-        Arc, Mutex, RwLock,
+        Arc, Mutex, RwLock, Weak,
         atomic::{AtomicBool, Ordering},
     },
     thread::JoinHandle,
@@ -16,7 +16,8 @@ use std::{
 
 use anyhow::{Context as _, anyhow};
 use fp_common::kernel::{
-    SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SESSION_POLICY_FLAGS, SessionInfo,
+    SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SESSION_LINKS_PENDING, SESSION_POLICY_FLAGS,
+    SessionInfo,
 };
 
 use super::{
@@ -152,6 +153,8 @@ pub struct Manager {
     pub(super) state: Option<PathBuf>,
     /// What killed `fp run`s left that is kept (its processes live), by name, as last seen.
     pub(super) orphans: Mutex<std::collections::BTreeMap<String, audit::OrphanCleanup>>,
+    /// The manager itself, for the threads it starts (`links`).
+    pub(super) this: Weak<Manager>,
 }
 
 impl Manager {
@@ -213,7 +216,7 @@ impl Manager {
         outputs: Outputs,
         state: Option<PathBuf>,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new_cyclic(|this| Self {
             hierarchy,
             parent,
             enforcer: Mutex::new(Some(enforcer)),
@@ -226,6 +229,7 @@ impl Manager {
             reader: Mutex::new(None),
             state,
             orphans: Mutex::default(),
+            this: this.clone(),
         })
     }
 
@@ -255,13 +259,28 @@ impl Manager {
         path: &Path,
         flags: u64,
     ) -> anyhow::Result<(u64, InodeTable)> {
+        let inodes = InodeTable::resolve(context.policy.tables());
+        self.install_resolved(context, path, flags, inodes)
+    }
+
+    /// [`Manager::install`] with the inode table resolved: while it defers hardlinks, the
+    /// session gets `SESSION_LINKS_PENDING` ([`super::links`]).
+    pub(super) fn install_resolved(
+        &self,
+        context: &SessionContext,
+        path: &Path,
+        flags: u64,
+        inodes: InodeTable,
+    ) -> anyhow::Result<(u64, InodeTable)> {
         let tables = context.policy.tables();
-        let inodes = InodeTable::resolve(tables);
         let holds = kernel::tables::can_hold(tables, &inodes);
         let tables_id = new_tables_id()?;
         let peers = context.policy.socket_peers();
         let devices = context.policy.devices();
-        let flags = flags & !SESSION_POLICY_FLAGS | context.policy.session_flags();
+        let pending = if inodes.pending() { SESSION_LINKS_PENDING } else { 0 };
+        let flags = flags & !(SESSION_POLICY_FLAGS | SESSION_LINKS_PENDING)
+            | context.policy.session_flags()
+            | pending;
         self.with_enforcer(|e| {
             if holds {
                 e.attach_holds(context.cgroup, path)?;
@@ -284,6 +303,7 @@ impl Manager {
     /// it saved.
     pub(super) fn admit(&self, live: Live) {
         let id = live.context.cgroup;
+        self.complete_links_later(id, live.tables_id, &live.inodes);
         self.contexts.write().unwrap().insert(id, live.context.clone());
         if let Some(state) = &self.state {
             saved::save(state, &live);
@@ -324,13 +344,6 @@ impl Manager {
                 return Err(e);
             }
         };
-        for (dir, why) in &inodes.incomplete {
-            tracing::warn!(
-                "hardlinks below {} not all recorded ({why}): files linked out of it before the \
-                 session are protected by path only",
-                dir.display()
-            );
-        }
         self.record(audit::Event::SessionStart(audit::SessionStart {
             session: spec.name.clone(),
             agent: context.agent.clone(),
@@ -370,8 +383,30 @@ impl Manager {
         let mut sessions = self.sessions.lock().unwrap();
         let live = sessions.get_mut(&id).ok_or_else(|| anyhow!("no session with cgroup {id}"))?;
         let context = live.context.with_policy(Arc::new(policy));
+        let inodes = InodeTable::resolve(context.policy.tables());
+        let old = self.replace_tables(live, context, inodes)?;
+        self.complete_links_later(id, live.tables_id, &live.inodes);
+        self.record(audit::Event::PolicyReload(audit::PolicyReload {
+            session: Some(live.context.session.clone()),
+            old_policy_hash: old.policy_hash.clone(),
+            policy_hash: live.context.policy_hash.clone(),
+            source: source.to_owned(),
+        }));
+        Ok((old.policy_hash, live.context.policy_hash.clone()))
+    }
+
+    /// Switches the session `live` to `context`'s tables with the inode table `inodes` under a
+    /// new tables id in one map update, then removes its old tables. Returns its old context.
+    pub(super) fn replace_tables(
+        &self,
+        live: &mut Live,
+        context: SessionContext,
+        inodes: InodeTable,
+    ) -> anyhow::Result<SessionContext> {
+        let id = live.context.cgroup;
         let flags = self.with_enforcer(|e| e.session(id))?.flags;
-        let (tables_id, inodes) = self.install(&context, &live.cgroup.path, flags)?;
+        let (tables_id, inodes) =
+            self.install_resolved(&context, &live.cgroup.path, flags, inodes)?;
         self.with_enforcer(|e| {
             e.remove_tables(live.tables_id, live.context.policy.tables(), &live.inodes)
         })?;
@@ -382,13 +417,7 @@ impl Manager {
         if let Some(state) = &self.state {
             saved::save(state, live);
         }
-        self.record(audit::Event::PolicyReload(audit::PolicyReload {
-            session: Some(live.context.session.clone()),
-            old_policy_hash: old.policy_hash.clone(),
-            policy_hash: live.context.policy_hash.clone(),
-            source: source.to_owned(),
-        }));
-        Ok((old.policy_hash, live.context.policy_hash.clone()))
+        Ok(old)
     }
 
     /// Ends the session of cgroup `id`: kills what still runs in it, removes its cgroup and its

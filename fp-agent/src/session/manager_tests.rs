@@ -10,7 +10,7 @@ use std::{
 use fp_common::{
     kernel::{
         DecisionEvent, EVENT_DENIED, GrantValue, Hook, Op, Reason, SESSION_AUDIT_ONLY,
-        SESSION_FULL_AUDIT, SESSION_PERF, SessionCounters, SessionInfo,
+        SESSION_FULL_AUDIT, SESSION_LINKS_PENDING, SESSION_PERF, SessionCounters, SessionInfo,
     },
     policy::{InodeKey, NO_RULE, PrefixKeyData, TableVerdict},
 };
@@ -38,6 +38,8 @@ struct Maps {
     /// Those of them the checks of pending files are attached to too.
     holds: HashSet<u64>,
     sessions: HashMap<u64, SessionInfo>,
+    /// Every value written to `sessions`, in order.
+    written: Vec<SessionInfo>,
     /// The unix sockets served from outside each session that it may use.
     unix_peers: HashMap<u64, Vec<Peer>>,
     /// The block devices each session may open past the floor.
@@ -78,6 +80,7 @@ impl Enforce for FakeKernel {
         }
         anyhow::ensure!(maps.attached.contains(&cgroup), "cgroup {cgroup} is not attached");
         maps.sessions.insert(cgroup, info);
+        maps.written.push(info);
         maps.counters.entry(cgroup).or_default();
         Ok(())
     }
@@ -320,6 +323,32 @@ fn a_reload_switches_tables_and_keeps_the_flags() {
     assert_eq!(f.maps.lock().unwrap().tables, HashSet::from([tables]));
     assert_eq!(f.manager.session(id).unwrap().policy_hash, new_hash);
     assert!(f.records().is_empty());
+}
+
+/// A session whose policy keeps a tree read-only starts before that tree is listed for hardlinks,
+/// with writes to files of several links refused (`SESSION_LINKS_PENDING`); once listed, it
+/// switches to its complete tables, its flags otherwise kept, with no record (its policy is the
+/// same).
+#[test]
+fn a_read_only_tree_is_listed_for_hardlinks_after_the_session_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(dir.path(), None, Maps::default());
+    let tree = dir.path().join("registry");
+    std::fs::create_dir(&tree).unwrap();
+    let policy = writable_and(&format!("read_paths = [\"{}/**\"]\n", tree.display()));
+    let (_, _, id) = f.manager.create(spec("s1", policy, Mode::Enforce, true)).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while f.maps.lock().unwrap().written.len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let maps = f.maps.lock().unwrap();
+    let [first, complete] = maps.written[..] else { panic!("{:?}", maps.written) };
+    assert_eq!(first.flags, SESSION_FULL_AUDIT | SESSION_LINKS_PENDING);
+    assert_eq!(complete.flags, SESSION_FULL_AUDIT);
+    assert_eq!(maps.sessions[&id], complete);
+    assert_eq!(maps.tables, HashSet::from([complete.tables]), "the first tables are removed");
+    let records = f.records();
+    assert!(matches!(records[..], [audit::Event::SessionStart(_)]), "{records:?}");
 }
 
 /// A session's `sockets` reach the kernel with its tables, as what each entry names when they
