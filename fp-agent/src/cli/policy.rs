@@ -12,7 +12,7 @@ use fp_common::refer::{MoveKind, MoveVerdict};
 use crate::exit;
 use crate::op::ExplainOp;
 use crate::policy::{
-    Decision, EffectivePolicy, LoadOptions, Name, Op, OpenFloor, PolicyError, Rule, TableVerdict,
+    Decision, EffectivePolicy, LoadOptions, Name, Op, OpenFloor, PolicyError, TableVerdict,
     Verdict, normalize_path,
 };
 
@@ -188,8 +188,9 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
             warnings.push(format!("safety floor entry \"{}\" lifted by {}", e.value, e.source));
         }
         warnings.extend(crate::policy::warnings(&policy, &absolute(&workspace)?));
+        let deferred = deferred_rules(&policy);
         for rule in policy.rules() {
-            if is_deferred(&policy, rule) {
+            if deferred.contains(&rule.id) {
                 warnings.push(format!(
                     "rule \"{}\" ({}) is not fully decided in the kernel: paths it might match defer to userspace",
                     rule.text, rule.source
@@ -238,14 +239,17 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
 }
 
 /// Whether the kernel tables defer every match of this rule (its shape is not table-decidable).
-fn is_deferred(policy: &EffectivePolicy, rule: &Rule) -> bool {
+/// The ids of the rules the kernel tables defer to userspace somewhere.
+fn deferred_rules(policy: &EffectivePolicy) -> std::collections::BTreeSet<u32> {
     let defer = TableVerdict::Defer as u8;
     let tables = policy.tables();
-    tables.prefixes().any(|(_, v)| {
-        v.ops.iter().any(|e| e.rule_id == rule.id && e.rank != 0 && e.verdict == defer)
-    }) || tables.names().any(|(_, v)| {
-        v.slots.iter().any(|s| s.rule_id == rule.id && s.ops != 0 && s.verdict == defer)
-    })
+    let prefixes = tables.prefixes().flat_map(|(_, v)| {
+        v.ops.iter().filter(|e| e.rank != 0 && e.verdict == defer).map(|e| e.rule_id)
+    });
+    let names = tables.names().flat_map(|(_, v)| {
+        v.slots.iter().filter(|s| s.ops != 0 && s.verdict == defer).map(|s| s.rule_id)
+    });
+    prefixes.chain(names).collect()
 }
 
 fn defaults_json(policy: &EffectivePolicy) -> serde_json::Value {

@@ -13,9 +13,39 @@ pub enum Source {
 impl Source {
     /// The position of byte `offset` of `text`, read from `file` (1-based line and column).
     pub fn at(file: &Path, text: &str, offset: usize) -> Source {
-        let before = text.get(..offset.min(text.len())).unwrap_or(text);
-        let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Lines::new(text).source(file, offset)
+    }
+}
+
+/// Where the lines of a text start, to name many positions in it (one per rule of a policy
+/// file) without reading the text up to each again.
+pub struct Lines<'a> {
+    text: &'a str,
+    /// The byte offset of each line's first byte, and whether the line is ASCII (its columns
+    /// are then its bytes).
+    starts: Vec<(usize, bool)>,
+}
+
+impl<'a> Lines<'a> {
+    pub fn new(text: &'a str) -> Self {
+        let mut starts = Vec::new();
+        let mut start = 0;
+        for line in text.split('\n') {
+            starts.push((start, line.is_ascii()));
+            start += line.len() + 1;
+        }
+        Lines { text, starts }
+    }
+
+    /// [`Source::at`] `offset` of the text.
+    pub fn source(&self, file: &Path, offset: usize) -> Source {
+        let offset = offset.min(self.text.len());
+        let line = self.starts.partition_point(|&(start, _)| start <= offset).max(1);
+        let (start, ascii) = self.starts[line - 1];
+        let col = match ascii {
+            true => offset - start,
+            false => self.text.get(start..offset).map_or(0, |b| b.chars().count()),
+        } + 1;
         Source::File { file: file.to_path_buf(), line, col }
     }
 }
@@ -81,3 +111,26 @@ impl fmt::Display for PolicyError {
 }
 
 impl std::error::Error for PolicyError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every byte offset gets the line and column of the text read up to it.
+    #[test]
+    fn positions_are_those_of_the_text_up_to_them() {
+        let file = Path::new("p.toml");
+        for text in ["", "a", "a\n", "ab\ncd\n\nxyz", "é\nxé y\n\"ü\" = 1\n", "\n\n"] {
+            let lines = Lines::new(text);
+            for offset in 0..=text.len() + 1 {
+                let before = text.get(..offset.min(text.len())).unwrap_or(text);
+                let line = before.matches('\n').count() + 1;
+                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                if text.is_char_boundary(offset.min(text.len())) {
+                    let expected = Source::File { file: file.into(), line, col };
+                    assert_eq!(lines.source(file, offset), expected, "{text:?} at {offset}");
+                }
+            }
+        }
+    }
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use toml::de::{DeTable, DeValue};
 
 use super::Op;
-use super::error::{ErrorKind, PolicyError, Source};
+use super::error::{ErrorKind, Lines, PolicyError, Source};
 
 /// A value and where it was written.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -139,7 +139,8 @@ pub fn read_file(path: &Path, kind: FileKind) -> Result<PolicyFields, PolicyErro
 
 /// Parses the text of `path`.
 pub fn parse_str(path: &Path, text: &str, kind: FileKind) -> Result<PolicyFields, PolicyError> {
-    let p = Parser { path, text, entries: std::cell::Cell::new(0) };
+    let lines = Lines::new(text);
+    let p = Parser { path, lines, entries: std::cell::Cell::new(0) };
     let root = DeTable::parse(text).map_err(|e| {
         let source = e.span().map(|s| p.source(s.start));
         let message = e.message().trim_end().to_string();
@@ -163,7 +164,7 @@ pub fn parse_str(path: &Path, text: &str, kind: FileKind) -> Result<PolicyFields
 
 struct Parser<'a> {
     path: &'a Path,
-    text: &'a str,
+    lines: Lines<'a>,
     /// The list entries read so far.
     entries: std::cell::Cell<usize>,
 }
@@ -173,7 +174,7 @@ type Value<'i> = toml::Spanned<DeValue<'i>>;
 
 impl Parser<'_> {
     fn source(&self, offset: usize) -> Source {
-        Source::at(self.path, self.text, offset)
+        self.lines.source(self.path, offset)
     }
 
     fn at<T>(&self, value: T, span: std::ops::Range<usize>) -> Spanned<T> {
