@@ -109,9 +109,10 @@ impl Host {
         self.prompt.approvals()
     }
 
-    /// Creates a session, and prepares the prompt broker for it if its policy needs one (in the
-    /// mount namespace of `first`, the process about to run the session's command): (name, cgroup
-    /// directory, cgroup id). The broker knows the session when this returns.
+    /// Creates a session, prepares the prompt broker for it if its policy needs one (in the
+    /// mount namespace of `first`, the process about to run the session's command), and moves
+    /// `first` into it: (name, cgroup directory, cgroup id). The broker knows the session when
+    /// this returns. A session that fails before `first` has joined leaves no record.
     pub fn create(&self, spec: SessionSpec, first: i32) -> anyhow::Result<(String, PathBuf, u64)> {
         let created = self.manager.create(spec)?;
         // Before the broker marks the namespace's mounts: this is one of them.
@@ -130,6 +131,14 @@ impl Host {
             return Err(e);
         }
         self.prompt.sessions_changed();
+        let procs = created.1.join("cgroup.procs");
+        let joined = std::fs::write(&procs, first.to_string())
+            .with_context(|| format!("moving pid {first} into {}", procs.display()));
+        if let Err(e) = joined {
+            let _ = self.manager.end(created.2, None, "its first process could not join it");
+            return Err(e);
+        }
+        self.manager.started(created.2);
         Ok(created)
     }
 

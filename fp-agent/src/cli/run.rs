@@ -206,6 +206,9 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(status))
 }
 
+/// How long `fp run` waits for the daemon to create its session.
+const CREATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Runs the command in a session the daemon hosts; the daemon ends it when its last process
 /// exits.
 fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::Result<ExitCode> {
@@ -237,7 +240,13 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
     let reporter = super::session_report::Reporter::start(&args.socket);
     let mut session = None;
     let status = run_placed(&args.command, run_as, &args.keep_fds, start_dir(args)?, |pid| {
+        // Compiling a large policy and listing the trees whose reads it withholds take a while
+        // on a slow machine: longer than other calls may, and said on the terminal.
+        client.set_timeout(Some(CREATE_TIMEOUT))?;
+        let setting_up = super::progress::Slow::start("fp: the daemon is setting the session up");
         let created = client.create(request(pid)).map_err(anyhow::Error::new)?;
+        drop(setting_up);
+        client.set_timeout(Some(crate::daemon::client::CALL_TIMEOUT))?;
         if let Some(reporter) = &reporter {
             reporter.watch(&created.id);
         }
@@ -381,9 +390,8 @@ fn run_session(
     // broker marks) and before it runs the command.
     let mut created = None;
     let status = run_placed(&args.command, run_as, &args.keep_fds, start_dir(args)?, |pid| {
-        let (_, cgroup, id) = host.create(spec, pid)?;
-        created = Some(id);
-        join_cgroup(&cgroup, pid)
+        created = Some(host.create(spec, pid)?.2);
+        Ok(())
     });
     // Pending approvals are denied before the session's processes are killed.
     host.stop_prompts();
@@ -606,12 +614,6 @@ impl UserNamespace {
 }
 
 /// Moves `pid` into the session cgroup `cgroup`.
-fn join_cgroup(cgroup: &Path, pid: i32) -> anyhow::Result<()> {
-    let procs = cgroup.join("cgroup.procs");
-    std::fs::write(&procs, pid.to_string())
-        .with_context(|| format!("moving pid {pid} into {}", procs.display()))
-}
-
 /// A new key for a new log, its public half written next to the log; an existing log needs the
 /// key that signed it.
 fn ephemeral_signer(log: &Path) -> anyhow::Result<audit::checkpoint::SignerKey> {

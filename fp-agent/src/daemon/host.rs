@@ -286,16 +286,8 @@ impl SessionHost for KernelHost {
             pid: req.pid as u32,
             command: req.command.clone(),
         };
-        let (name, cgroup, id) = self.host.create(spec, req.pid).map_err(unavailable)?;
-        // The client's child waits for this before it execs the session's command.
-        let moved = std::fs::write(cgroup.join("cgroup.procs"), req.pid.to_string());
-        if let Err(e) = moved {
-            let _ = self.host.end(id, None, "could not move the process in");
-            return Err(ApiError::new(
-                ErrorCode::Unavailable,
-                format!("moving pid {} into the session: {e}", req.pid),
-            ));
-        }
+        // Moves the client's child in, which waits for this before it execs the command.
+        let (name, _, id) = self.host.create(spec, req.pid).map_err(unavailable)?;
         let armed = Armed { creator: Some(peer.pid), ..Armed::default() };
         self.armed.lock().unwrap().insert(id, armed);
         let summary = self.manager().session(id);

@@ -122,6 +122,9 @@ pub(super) struct Live {
     pub tables_id: u64,
     pub inodes: InodeTable,
     pub settings: Settings,
+    /// The start record of a session no process has joined yet ([`Manager::started`]): one that
+    /// ends before leaves no record.
+    pub unstarted: Option<audit::SessionStart>,
 }
 
 /// How a session ended.
@@ -303,16 +306,16 @@ impl Manager {
     /// it saved.
     pub(super) fn admit(&self, live: Live) {
         let id = live.context.cgroup;
-        self.complete_links_later(id, live.tables_id, &live.inodes);
         self.contexts.write().unwrap().insert(id, live.context.clone());
         if let Some(state) = &self.state {
             saved::save(state, &live);
         }
-        self.sessions.lock().unwrap().insert(id, live);
+        let mut sessions = self.sessions.lock().unwrap();
+        // Under the lock: the listing's end must find the session.
+        self.complete_links_later(id, live.tables_id, &live.inodes);
+        sessions.insert(id, live);
     }
 
-    /// Creates a session: its cgroup, its tables in the kernel, its start record. Processes that
-    /// join the returned cgroup are confined from then on. Nothing stays behind on error.
     /// The audit log the manager's records go to (None: they go to stderr).
     pub fn audit_log(&self) -> Option<&crate::audit::AuditHandle> {
         match &self.outputs.sink {
@@ -321,6 +324,9 @@ impl Manager {
         }
     }
 
+    /// Creates a session: its cgroup, its tables in the kernel, and its start record, written
+    /// once a process joins ([`Manager::started`]). Processes that join the returned cgroup are
+    /// confined from then on. Nothing stays behind on error.
     pub fn create(&self, spec: SessionSpec) -> anyhow::Result<(String, PathBuf, u64)> {
         if let Some(log) = self.audit_log() {
             log.refuse_new_session()?;
@@ -344,7 +350,7 @@ impl Manager {
                 return Err(e);
             }
         };
-        self.record(audit::Event::SessionStart(audit::SessionStart {
+        let start = audit::SessionStart {
             session: spec.name.clone(),
             agent: context.agent.clone(),
             cgroup: cgroup.id,
@@ -358,7 +364,7 @@ impl Manager {
                 .map(|e| e.value.clone())
                 .collect(),
             command: spec.command,
-        }));
+        };
         let (path, id) = (cgroup.path.clone(), cgroup.id);
         let settings = Settings {
             mode: spec.mode,
@@ -366,8 +372,17 @@ impl Manager {
             workspace: spec.workspace,
             started_at: audit::record::format_time(time::OffsetDateTime::now_utc()),
         };
-        self.admit(Live { context, cgroup, tables_id, inodes, settings });
+        self.admit(Live { context, cgroup, tables_id, inodes, settings, unstarted: Some(start) });
         Ok((spec.name, path, id))
+    }
+
+    /// Records the start of the session of cgroup `id`, created by [`Manager::create`], as its
+    /// first process joins it.
+    pub fn started(&self, id: u64) {
+        let start = self.sessions.lock().unwrap().get_mut(&id).and_then(|l| l.unstarted.take());
+        if let Some(start) = start {
+            self.record(audit::Event::SessionStart(start));
+        }
     }
 
     /// Replaces the policy of the session of cgroup `id`: the new tables are installed under a new
@@ -421,7 +436,7 @@ impl Manager {
     }
 
     /// Ends the session of cgroup `id`: kills what still runs in it, removes its cgroup and its
-    /// kernel entries, records its losses and its end.
+    /// kernel entries, records its losses and its end (none for a session that never started).
     pub fn end(&self, id: u64, exit_code: Option<i32>, reason: &str) -> anyhow::Result<Ended> {
         let live = self
             .sessions
@@ -443,7 +458,9 @@ impl Manager {
         });
         self.contexts.write().unwrap().remove(&id);
         let dropped = counters.as_ref().map_or(0, |c| c.dropped);
-        self.record_end(dropped, &live.context.session, &live.context.agent, exit_code, reason);
+        if live.unstarted.is_none() {
+            self.record_end(dropped, &live.context.session, &live.context.agent, exit_code, reason);
+        }
         removed?;
         counters?;
         Ok(Ended { dropped })

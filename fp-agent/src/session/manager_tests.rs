@@ -233,6 +233,8 @@ fn a_session_is_installed_once_and_ended_without_leftovers() {
         assert!(maps.tables.contains(&info.tables));
         assert_eq!(info.flags, SESSION_AUDIT_ONLY | SESSION_FULL_AUDIT);
     }
+    assert!(f.records().is_empty(), "recorded once a process joins");
+    f.manager.started(id);
     match &f.records()[..] {
         [audit::Event::SessionStart(start)] => {
             assert_eq!((start.session.as_str(), start.cgroup), ("s1", id));
@@ -270,6 +272,20 @@ fn a_session_the_kernel_refuses_leaves_nothing_behind() {
     assert!(!f.parent.join("s1").exists(), "the cgroup is removed");
     assert!(f.records().is_empty());
     assert!(f.manager.sessions().is_empty());
+}
+
+/// A session ended before any process joined it (its client gave up, its first process could not
+/// be moved in) leaves no record: nothing ran in it.
+#[test]
+fn a_session_no_process_joined_leaves_no_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(dir.path(), None, Maps::default());
+    let (_, path, id) =
+        f.manager.create(spec("s1", deny(&["/srv/x"]), Mode::Enforce, false)).unwrap();
+    f.manager.end(id, None, "its first process could not join it").unwrap();
+    assert!(f.records().is_empty(), "{:?}", f.records());
+    assert!(!path.exists() && f.manager.sessions().is_empty());
+    assert!(f.maps.lock().unwrap().tables.is_empty());
 }
 
 /// The programs find sessions only below the parent cgroup they were loaded with: a parent
@@ -337,6 +353,7 @@ fn a_read_only_tree_is_listed_for_hardlinks_after_the_session_starts() {
     std::fs::create_dir(&tree).unwrap();
     let policy = writable_and(&format!("read_paths = [\"{}/**\"]\n", tree.display()));
     let (_, _, id) = f.manager.create(spec("s1", policy, Mode::Enforce, true)).unwrap();
+    f.manager.started(id);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while f.maps.lock().unwrap().written.len() < 2 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));

@@ -185,7 +185,8 @@ impl Manager {
             pids: cgroup.pids().len() as u32,
             policy_hash: s.policy_hash.clone(),
         }));
-        self.admit(Live { context, cgroup, tables_id, inodes, settings: s.settings });
+        let settings = s.settings;
+        self.admit(Live { context, cgroup, tables_id, inodes, settings, unstarted: None });
         Ok(())
     }
 
