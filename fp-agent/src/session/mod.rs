@@ -156,15 +156,6 @@ impl SessionCgroup {
         Ok(Self { path: path.to_path_buf(), id, level })
     }
 
-    /// `cgroup.procs` opened for writing: a child writes "0" to it before exec to join.
-    pub fn procs_file(&self) -> anyhow::Result<std::fs::File> {
-        let p = self.path.join("cgroup.procs");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&p)
-            .with_context(|| format!("opening {}", p.display()))
-    }
-
     /// The processes of the session: in its cgroup and in those it made below it.
     pub fn pids(&self) -> Vec<i32> {
         self.subtree()

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc};
 
 pub use decision::{Decider, Decision, Remember, Surface};
 pub use grants::{Grant, GrantsChanged, kernel_grants};
@@ -75,7 +75,6 @@ pub struct Approvals {
     timeout: Duration,
     command: Option<ApprovalCommand>,
     events: broadcast::Sender<ApprovalEvent>,
-    grant_generation: watch::Sender<u64>,
     grants_changed: Option<GrantsChanged>,
     /// Serializes `grants_changed` calls.
     publishing: Mutex<()>,
@@ -97,7 +96,6 @@ impl Approvals {
             timeout,
             command,
             events: broadcast::channel(EVENTS_CAPACITY).0,
-            grant_generation: watch::channel(0).0,
             grants_changed,
             publishing: Mutex::new(()),
             outcomes,
@@ -131,11 +129,6 @@ impl Approvals {
         self.lock().grants.iter().filter(|g| g.live(now)).cloned().collect()
     }
 
-    /// Changes whenever a grant is created or expires.
-    pub fn grant_changes(&self) -> watch::Receiver<u64> {
-        self.grant_generation.subscribe()
-    }
-
     /// Forgets what belongs to sessions that ended (`live` says which still run): their grants,
     /// and their pending approvals, denied (failed closed, "its session ended") rather than left
     /// listed until they time out.
@@ -163,9 +156,8 @@ impl Approvals {
         }
     }
 
-    /// Tells the watchers of grants.
+    /// Tells the kernel's side of grants (`grants_changed`) what they are now.
     fn grants_changed(&self) {
-        self.grant_generation.send_modify(|g| *g += 1);
         if let Some(changed) = &self.grants_changed {
             let _serial = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
             changed(&self.grants());
