@@ -1,7 +1,7 @@
 //! `cargo xtask demo`: boots the test VM and shows an agent's shell confined by `fp run --deny`,
 //! next to the same commands outside any session.
 use crate::kernels;
-use crate::setup::{self, Report};
+use crate::{setup, step::Report};
 use crate::{test_kernel, vm};
 use anyhow::{Result, bail};
 use std::process::ExitCode;

@@ -2,7 +2,7 @@
 //!
 //! Everything lands in `target/fp-vm/kernels/<name>/` and nothing touches the host root: the .deb is
 //! unpacked with `dpkg-deb -x` and `depmod -b` works on the unpacked tree.
-use crate::setup::{self, Report};
+use crate::step::{self, Report};
 use crate::{cmd, paths};
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use sha2::{Digest as _, Sha256};
@@ -131,7 +131,7 @@ pub fn ensure(pin: &'static KernelPin, report: Report) -> Result<PreparedKernel>
         return Ok(prepared);
     }
     println!("setup: preparing test kernel {} in {}", pin.name, dir.display());
-    setup::require_root("build the initramfs (it needs a /dev/console node)")?;
+    step::require_root("build the initramfs (it needs a /dev/console node)")?;
     let resolved = resolve(pin)?;
     let deb = download(&resolved)?;
     let root = dir.join("root");
@@ -232,7 +232,7 @@ fn resolve(pin: &KernelPin) -> Result<Resolved> {
         }
         if attempt == 0 {
             // The package lists may be missing or older than the pin.
-            setup::apt_get_update()?;
+            step::apt_get_update()?;
         }
     }
     bail!("neither {} nor the meta-package {} is known to apt", pin_id(pin), pin.meta)

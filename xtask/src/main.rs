@@ -5,6 +5,7 @@ mod demo;
 mod kernels;
 mod paths;
 mod setup;
+mod step;
 mod test_kernel;
 mod vm;
 
@@ -31,7 +32,7 @@ enum Task {
 
 fn main() -> ExitCode {
     let result = match Task::parse() {
-        Task::Setup => setup::run(setup::Report::Everything).map(|()| ExitCode::SUCCESS),
+        Task::Setup => setup::run(step::Report::Everything).map(|()| ExitCode::SUCCESS),
         Task::Vm(args) => vm::main(args),
         Task::TestKernel(args) => test_kernel::main(args),
         Task::Test => test_kernel::test_all(),

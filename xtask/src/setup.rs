@@ -3,7 +3,10 @@
 //! Every step checks first and prints `ok: ...` when there is nothing to do, so a second run changes
 //! nothing. The other commands call [`run`] with [`Report::ChangesOnly`] so they set up what is
 //! missing without repeating the `ok` lines.
-use crate::{cmd, kernels};
+use crate::{
+    cmd, kernels,
+    step::{Report, apt_get_update, require_root},
+};
 use anyhow::{Context as _, Result, bail};
 use std::process::Command;
 
@@ -28,22 +31,6 @@ const PACKAGES: &[&str] = &[
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Report {
-    /// Print a line for every step, `ok: ...` when it was already done.
-    Everything,
-    /// Print only the steps that change something.
-    ChangesOnly,
-}
-
-impl Report {
-    pub fn ok(self, what: &str) {
-        if self == Report::Everything {
-            println!("ok: {what}");
-        }
-    }
-}
 
 /// Every step, in order.
 pub fn run(report: Report) -> Result<()> {
@@ -83,19 +70,6 @@ fn package_installed(package: &str) -> bool {
         .args(["-W", "-f=${Status}", package])
         .output()
         .is_ok_and(|out| out.status.success() && out.stdout.ends_with(b" installed"))
-}
-
-pub fn apt_get_update() -> Result<()> {
-    println!("setup: apt-get update");
-    cmd::run(Command::new("apt-get").args(["update", "-q"]))
-}
-
-pub fn require_root(why: &str) -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("setup must run as root to {why}");
-    }
-    Ok(())
 }
 
 fn rust_nightly(report: Report) -> Result<()> {

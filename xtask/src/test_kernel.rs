@@ -4,9 +4,9 @@
 //! VM per kernel runs every test executable; cargo never runs in the guest.
 use crate::cmd::shell_quote;
 use crate::kernels::{self, KERNELS};
-use crate::setup::{self, Report};
 use crate::vm::{self, Echo, VmRun};
 use crate::{cmd, paths};
+use crate::{setup, step::Report};
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::io::BufReader;
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@
 //! (environment, cwd, command).
 use crate::cmd::shell_quote;
 use crate::kernels::{self, PreparedKernel};
-use crate::setup::{self, Report};
 use crate::{cmd, paths};
+use crate::{setup, step::Report};
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::process::CommandExt as _;

@@ -22,6 +22,7 @@ use nix::sys::fanotify::{
 use tokio::sync::mpsc;
 
 use super::approvals::{Access, Approvals, Open, OpenRequest, PromptOutcome};
+use super::command::ApprovalCommand;
 use super::mounts::Namespace;
 use super::opener::{Opening, comm, event_path, open_access};
 use super::setup::{BrokerConfig, Heartbeat, SessionLookup, Settled};
@@ -100,7 +101,7 @@ impl PromptBroker {
         )?;
         let (approvals, outcomes) = Approvals::new(
             config.approval_timeout,
-            config.approval_command.clone(),
+            config.approval_command.clone().map(ApprovalCommand::runner),
             config.grants_changed.clone(),
         );
         let shared = Arc::new(Shared {

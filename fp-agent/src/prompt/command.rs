@@ -41,8 +41,13 @@ struct ApproveOutput {
 }
 
 impl ApprovalCommand {
+    /// What the store calls with each new approval: the command, run for it.
+    pub(crate) fn runner(self) -> super::approvals::Opened {
+        Arc::new(move |approvals, approval| self.spawn(Arc::clone(approvals), approval))
+    }
+
     /// Runs the command for `approval` on its own thread and applies what it decides.
-    pub(crate) fn spawn(&self, approvals: Arc<Approvals>, approval: Approval) {
+    fn spawn(&self, approvals: Arc<Approvals>, approval: Approval) {
         let command = self.clone();
         let id = approval.id;
         let spawned = std::thread::Builder::new().name("fp-approval-cmd".into()).spawn(move || {

@@ -21,47 +21,17 @@ use fp_common::kernel::{
 };
 
 use super::{
-    Cgroup2, SessionCgroup,
+    Cgroup2, Mode, SessionCgroup,
     enforce::Enforce,
     event::SessionContext,
     reader::{self, Contexts, EventSource, Events, Observer, Outputs, Sink},
-    saved,
+    saved::{self, Settings},
 };
 use crate::{
     audit,
     kernel::{self, tables::InodeTable},
     policy::EffectivePolicy,
 };
-
-/// Whether a session's denials are enforced.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Deny what the policy denies.
-    #[default]
-    Enforce,
-    /// Decide and record everything, deny nothing.
-    Audit,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Enforce => "enforce",
-            Mode::Audit => "audit",
-        }
-    }
-}
 
 /// What a new session is.
 pub struct SessionSpec {
@@ -103,18 +73,6 @@ pub struct Summary {
     pub policy_hash: String,
 }
 
-/// What a session keeps across reloads and agent restarts besides its name and policy.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub(super) struct Settings {
-    pub mode: Mode,
-    /// The user it runs as.
-    pub uid: u32,
-    /// What `<workspace>` expands to in its policy.
-    pub workspace: Option<PathBuf>,
-    /// RFC 3339, UTC.
-    pub started_at: String,
-}
-
 /// A session the manager hosts.
 pub(super) struct Live {
     pub context: SessionContext,
@@ -125,6 +83,21 @@ pub(super) struct Live {
     /// The start record of a session no process has joined yet ([`Manager::started`]): one that
     /// ends before leaves no record.
     pub unstarted: Option<audit::SessionStart>,
+}
+
+impl Live {
+    /// What a restarted agent needs to take it over.
+    fn saved(&self) -> saved::SavedSession {
+        saved::SavedSession {
+            name: self.context.session.clone(),
+            agent: self.context.agent.clone(),
+            cgroup: self.context.cgroup,
+            path: self.cgroup.path.clone(),
+            settings: self.settings.clone(),
+            policy_hash: self.context.policy_hash.clone(),
+            policy: self.context.policy.saved(),
+        }
+    }
 }
 
 /// How a session ended.
@@ -308,7 +281,7 @@ impl Manager {
         let id = live.context.cgroup;
         self.contexts.write().unwrap().insert(id, live.context.clone());
         if let Some(state) = &self.state {
-            saved::save(state, &live);
+            saved::save(state, &live.saved());
         }
         let mut sessions = self.sessions.lock().unwrap();
         // Under the lock: the listing's end must find the session.
@@ -430,7 +403,7 @@ impl Manager {
         live.inodes = inodes;
         self.contexts.write().unwrap().insert(id, live.context.clone());
         if let Some(state) = &self.state {
-            saved::save(state, live);
+            saved::save(state, &live.saved());
         }
         Ok(old)
     }

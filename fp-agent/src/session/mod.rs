@@ -20,7 +20,7 @@ mod saved;
 mod takeover;
 
 pub use event::SessionContext;
-pub use manager::{Ended, Manager, Mode, SessionSpec, Summary};
+pub use manager::{Ended, Manager, SessionSpec, Summary};
 pub use reader::{Observer, Sink};
 
 use std::{
@@ -31,6 +31,36 @@ use std::{
 };
 
 use anyhow::{Context as _, anyhow, bail};
+
+/// Whether a session's denials are enforced.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Deny what the policy denies.
+    #[default]
+    Enforce,
+    /// Decide and record everything, deny nothing.
+    Audit,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Audit => "audit",
+        }
+    }
+}
 
 /// The cgroup v2 hierarchy: where it is mounted and which cgroup path its mount root is (not `/`
 /// inside a cgroup namespace). Works on unified (`/sys/fs/cgroup`) and hybrid

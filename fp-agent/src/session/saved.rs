@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use super::manager::{Live, Settings};
+use super::Mode;
 use crate::policy::SavedPolicy;
 
 /// A session as saved in the state directory: what a restarted agent needs to take it over.
@@ -20,18 +20,16 @@ pub(super) struct SavedSession {
     pub policy: SavedPolicy,
 }
 
-impl SavedSession {
-    fn of(live: &Live) -> Self {
-        SavedSession {
-            name: live.context.session.clone(),
-            agent: live.context.agent.clone(),
-            cgroup: live.context.cgroup,
-            path: live.cgroup.path.clone(),
-            settings: live.settings.clone(),
-            policy_hash: live.context.policy_hash.clone(),
-            policy: live.context.policy.saved(),
-        }
-    }
+/// What a session keeps across reloads and agent restarts besides its name and policy.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct Settings {
+    pub mode: Mode,
+    /// The user it runs as.
+    pub uid: u32,
+    /// What `<workspace>` expands to in its policy.
+    pub workspace: Option<PathBuf>,
+    /// RFC 3339, UTC.
+    pub started_at: String,
 }
 
 /// The agent whose sessions the state directory holds: a restarted agent takes over its pinned
@@ -44,11 +42,10 @@ pub(super) struct SavedAgent {
     pub sessions: crate::kernel::SessionCgroups,
 }
 
-/// Saves `live` in `state` for a restarted agent; a session that cannot be saved would be killed
+/// Saves `saved` in `state` for a restarted agent; a session that cannot be saved would be killed
 /// by the next agent, so a failure is only logged.
-pub(super) fn save(state: &Path, live: &Live) {
-    let saved = SavedSession::of(live);
-    if let Err(e) = write_json(&session_file(state, saved.cgroup), &saved) {
+pub(super) fn save(state: &Path, saved: &SavedSession) {
+    if let Err(e) = write_json(&session_file(state, saved.cgroup), saved) {
         tracing::error!("saving session {}: {e:#}", saved.name);
     }
 }

@@ -3,7 +3,7 @@
 //! and load (per-call figures of two VM runs hours apart differ by ±20% on unchanged code).
 use super::{guest_lines, guest_number, median, release_executable, run_in_vm, spread};
 use crate::kernels;
-use crate::setup::{self, Report};
+use crate::{setup, step::Report};
 use anyhow::{Context as _, Result, bail};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

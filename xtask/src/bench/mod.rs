@@ -4,9 +4,9 @@
 mod compare;
 
 use crate::kernels::{self, KERNELS, PreparedKernel};
-use crate::setup::{self, Report};
 use crate::test_kernel::cargo_executables;
 use crate::vm::{self, VmRun};
+use crate::{setup, step::Report};
 use anyhow::{Context as _, Result, anyhow, bail};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -22,8 +22,6 @@ pub use open::{Access, Answer, Approval, Open, OpenRequest};
 pub(crate) use outcome::serde_plain;
 pub use outcome::{ApprovalEvent, DecideError, OutcomeKind, PromptOutcome};
 
-use super::command::ApprovalCommand;
-
 pub type ApprovalId = u64;
 
 /// How many decided approvals are kept to tell late deciders who decided first.
@@ -73,7 +71,7 @@ pub struct Approvals {
     /// Wakes the reaper when a sooner deadline appears or the store closes.
     wake: Condvar,
     timeout: Duration,
-    command: Option<ApprovalCommand>,
+    opened: Option<Opened>,
     events: broadcast::Sender<ApprovalEvent>,
     grants_changed: Option<GrantsChanged>,
     /// Serializes `grants_changed` calls.
@@ -81,12 +79,16 @@ pub struct Approvals {
     outcomes: mpsc::UnboundedSender<PromptOutcome>,
 }
 
+/// Called with each new approval, on the thread that opened it: the approval command's runner
+/// (`super::command`), which decides it through the store it is given.
+pub type Opened = Arc<dyn Fn(&Arc<Approvals>, Approval) + Send + Sync>;
+
 impl Approvals {
     /// A store whose approvals time out (denied) after `timeout`; every outcome is sent to the
     /// returned receiver, which the host drains into the audit log.
     pub fn new(
         timeout: Duration,
-        command: Option<ApprovalCommand>,
+        opened: Option<Opened>,
         grants_changed: Option<GrantsChanged>,
     ) -> (Arc<Approvals>, mpsc::UnboundedReceiver<PromptOutcome>) {
         let (outcomes, receiver) = mpsc::unbounded_channel();
@@ -94,7 +96,7 @@ impl Approvals {
             state: Mutex::new(State { next_id: 1, next_grant: 1, ..State::default() }),
             wake: Condvar::new(),
             timeout,
-            command,
+            opened,
             events: broadcast::channel(EVENTS_CAPACITY).0,
             grants_changed,
             publishing: Mutex::new(()),
@@ -214,8 +216,8 @@ impl Approvals {
         drop(state);
         self.wake.notify_all();
         let _ = self.events.send(ApprovalEvent::Opened { approval: view.clone() });
-        if let Some(command) = &self.command {
-            command.spawn(Arc::clone(self), view);
+        if let Some(opened) = &self.opened {
+            opened(self, view);
         }
     }
 
