@@ -83,7 +83,8 @@ fn build_ebpf(out_dir: &Path, target_dir: &Path) -> anyhow::Result<()> {
                 // Global BPF functions: verified once per program (docs/architecture.md).
                 "-Clink-arg=--export=fp_check,fp_move_side,fp_move_below,fp_dir_resolve,fp_dir_fill,fp_created_remember",
                 // With the in-order expansion of memcpy, LLVM lowers every memset to a call of
-                // aya-ebpf's byte loop (4.5% of an uncached decision, measured when this flag was added: see `git log -S disable-expand-memcpy-in-order`).
+                // aya-ebpf's byte loop (4.5% of an uncached decision when this flag came in:
+                // `git log -S disable-expand-memcpy-in-order`).
                 "-Clink-arg=--disable-expand-memcpy-in-order",
             ]
             .join("\x1f"),
