@@ -47,5 +47,7 @@ escape_suite! {
     directory_out_of_read_only: denied("path_rename", "delete", "ro/dir") => perl!("rename($ARGV[0], $ARGV[1])", "ro/dir", "work/dir");
     secret_renamed: denied("path_rename", "delete", "work/c.secret") => "mv $B/work/c.secret $B/work/c.txt && cat $B/work/c.txt";
     private_linked_out: denied("path_link", "read", "private/p.txt") => "ln $B/private/p.txt $B/work/p && cat $B/work/p";
+    // The runtime base reads what node and the agent CLIs probe at start (issue 53's noise).
+    runtime_probes: Allowed => "for f in /proc/version /proc/sys/vm/overcommit_memory /etc/machine-id /sys/kernel/mm/transparent_hugepage/enabled; do [ ! -e $f ] || cat $f > /dev/null || exit 1; done";
     ordinary_work: Allowed => "cd $B/work && echo a > a && mv a b && mkdir d && mv d e && ln b c && cp $B/ro/rdwr r && echo x >> r";
 }

@@ -171,6 +171,12 @@ pub const RUNTIME_READ: &[&str] = &[
     "~/.config/git/**",
     "/etc/mime.types",
     "/etc/os-release",
+    // Harmless probes of runtimes (node, the agent CLIs): the host's id and kernel, how it
+    // overcommits memory, its huge pages.
+    "/etc/machine-id",
+    "/proc/version",
+    "/proc/sys/vm/overcommit_memory",
+    "/sys/kernel/mm/transparent_hugepage/enabled",
     "/proc/self/**",
     "/proc/thread-self/**",
     "/proc/cpuinfo",
