@@ -1,12 +1,13 @@
 //! `cargo xtask bench compare --before FP`: two builds of fp measured in ONE VM boot, their rounds
 //! alternating, so that the figures of a change are compared with its parent's on the same boot
 //! and load (per-call figures of two VM runs hours apart differ by ±20% on unchanged code).
+use super::table::{Unit, Workload};
 use super::{guest_lines, guest_number, median, release_executable, run_in_vm, spread};
 use crate::kernels;
 use crate::{setup, step::Report};
 use anyhow::{Context as _, Result, bail};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -28,68 +29,21 @@ pub struct CompareArgs {
 
 /// The builds, in the order every round runs them.
 const BUILDS: [&str; 2] = ["before", "after"];
-/// (workload, unit, scale from the guest's ns).
-const WORKLOADS: [(&str, &str, f64); 4] = [
-    ("open+close", "ns/op", 1.0),
-    ("tar-x", "ms", 1e-6),
-    ("churn", "ns/op", 1.0),
-    ("start", "ms", 1e-6),
+/// The workloads, in the report's row order; `start` is `fp run`'s start.
+const WORKLOADS: [Workload; 4] = [
+    Workload { name: "open+close", unit: Unit::NsPerOp, always: true },
+    Workload { name: "tar-x", unit: Unit::Ms, always: true },
+    Workload { name: "churn", unit: Unit::NsPerOp, always: true },
+    Workload { name: "start", unit: Unit::Ms, always: true },
 ];
 
-/// Runs in the guest: per round and build one `fp run` session under the kernel bench's base
-/// policy (read everywhere, write the workspace, one generated deny rule, the floors) running
-/// open+close, `tar -x` of 5,000 files and `churn`; then, the session still loaded, its
-/// programs' `bpf_stats`; then `fp run`'s start. Prints `CMP <build> <round> <workload> <ns>` and
-/// `PROG <build> <round> <program> <run_time_ns> <run_cnt>`.
-const SCRIPT: &str = r#"
-set -eu
-export W=/tmp/compare LOAD=@LOAD@ HOME=/tmp/compare/home
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-BPFTOOL="$(command -v bpftool || echo /usr/sbin/bpftool)"
-mkdir -p $W/home && echo bench > $W/file
-printf '[file_policy]\ndefault = "read"\nwrite_paths = ["<workspace>/**"]\ndeny_paths = ["**/f1.h"]\n' > $W/policy.toml
-awk -v root=$W/src 'BEGIN { for (d = 0; d < 50; d++) { dir = root "/d" d; system("mkdir -p " dir);
-  for (f = 0; f < 100; f++) { p = dir "/f" f ".c"; print "int f" f ";" > p; close(p) } } }'
-tar -cf $W/tree.tar -C $W src
-cat > $W/session.sh <<'END'
-set -eu
-$LOAD open $W/file 20000 1 | sed "s/^ns_per_op/CMP $1 $2 open+close/"
-@CMD_TIME@
-t=$(cmd_time 'tar -xf $W/tree.tar -C $W/x'); echo "CMP $1 $2 tar-x $t"
-$LOAD churn $W/y 2000 1 | sed "s/^ns_per_op/CMP $1 $2 churn/"
-touch $W/done
-read go < $W/go
-END
-echo 1 > /proc/sys/kernel/bpf_stats_enabled
-r=1
-while [ $r -le @ROUNDS@ ]; do
-  for build in before after; do
-    if [ $build = before ]; then fp=@BEFORE@; else fp=@AFTER@; fi
-    rm -rf $W/x $W/y $W/done $W/go && mkdir $W/x $W/y && mkfifo $W/go
-    $fp run --policy $W/policy.toml --workspace $W -- sh $W/session.sh $build $r &
-    session=$!
-    n=0
-    until [ -e $W/done ]; do
-      kill -0 $session || { echo "compare: fp run ($build) failed" >&2; exit 1; }
-      n=$((n + 1)); [ $n -lt 3000 ] || { echo "compare: timed out" >&2; exit 1; }
-      sleep 0.1
-    done
-    $BPFTOOL prog show --json | python3 -c '
-import json, sys
-for p in json.load(sys.stdin):
-    if p.get("name", "").startswith("fp_") and p.get("run_cnt", 0) > 0:
-        print("PROG", sys.argv[1], sys.argv[2], p["name"], p.get("run_time_ns", 0), p["run_cnt"])' $build $r
-    echo go > $W/go
-    wait $session
-    while $BPFTOOL prog show | grep -qE " name fp_"; do sleep 0.1; done
-    # fp run's start: from its exec to the command's first instruction (load, verify, attach).
-    s=$(date +%s%N); e=$($fp run --policy $W/policy.toml --workspace $W -- date +%s%N)
-    echo "CMP $build $r start $((e - s))"
-    while $BPFTOOL prog show | grep -qE " name fp_"; do sleep 0.1; done
-  done
-  r=$((r + 1))
-done
-"#;
+/// Runs in the guest (guest/compare.sh): per round and build one `fp run` session under the
+/// kernel bench's base policy (read everywhere, write the workspace, one generated deny rule, the
+/// floors) running open+close, `tar -x` of 5,000 files and `churn`; then, the session still
+/// loaded, its programs' `bpf_stats`; then `fp run`'s start. Prints
+/// `CMP <build> <round> <workload> <ns>` and
+/// `PROG <build> <round> <program> <run_time_ns> <run_cnt>`; the `@X@` are filled in by `script`.
+const SCRIPT: &str = include_str!("guest/compare.sh");
 
 pub fn main(args: CompareArgs) -> Result<ExitCode> {
     let before = std::fs::canonicalize(&args.before)
@@ -101,13 +55,7 @@ pub fn main(args: CompareArgs) -> Result<ExitCode> {
     let load = release_executable(&["-p", "fp-tests", "--bin", "fp-bench-load"], "fp-bench-load")?;
     let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
     println!("xtask: kernel {}: {} rounds of both builds, alternating", kernel.name, args.rounds);
-    let quote = |p: &std::path::Path| crate::cmd::shell_quote(&p.display().to_string());
-    let script = SCRIPT
-        .replace("@CMD_TIME@", super::CMD_TIME)
-        .replace("@LOAD@", &quote(&load))
-        .replace("@BEFORE@", &quote(&before))
-        .replace("@AFTER@", &quote(&after))
-        .replace("@ROUNDS@", &args.rounds.to_string());
+    let script = script(&load, &before, &after, args.rounds);
     let output = run_in_vm(
         &kernel,
         script,
@@ -119,6 +67,17 @@ pub fn main(args: CompareArgs) -> Result<ExitCode> {
     println!("\n== kernel {}: before = {}, after = this tree ==", kernel.name, before.display());
     print!("{}", report(&results));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The guest script, its `@X@` filled in.
+pub(super) fn script(load: &Path, before: &Path, after: &Path, rounds: u32) -> String {
+    let quote = |p: &Path| crate::cmd::shell_quote(&p.display().to_string());
+    SCRIPT
+        .replace("@CMD_TIME@\n", super::CMD_TIME)
+        .replace("@LOAD@", &quote(load))
+        .replace("@BEFORE@", &quote(before))
+        .replace("@AFTER@", &quote(after))
+        .replace("@ROUNDS@", &rounds.to_string())
 }
 
 /// What the VM printed, by (build, what) and round: workload ns, or a program's ns per call.
@@ -147,7 +106,7 @@ fn parse(output: &str) -> Result<Results> {
         }
     }
     for build in BUILDS {
-        for (workload, ..) in WORKLOADS {
+        for workload in WORKLOADS.iter().filter(|w| w.always).map(|w| w.name) {
             if !results.workloads.contains_key(&(build.to_string(), workload.to_string())) {
                 bail!("the guest printed no {workload} figure for {build} (see its output above)");
             }
@@ -167,8 +126,8 @@ fn report(results: &Results) -> String {
          [min-max]\n  {:<26} {:>18} {:>18}  after/before\n",
         "workload", "before", "after"
     );
-    for (workload, unit, scale) in WORKLOADS {
-        out += &row(&results.workloads, workload, unit, scale);
+    for Workload { name, unit, .. } in &WORKLOADS {
+        out += &row(&results.workloads, name, unit.label(), unit.scale());
     }
     out += "per-program cost inside the session, run_time_ns / run_cnt (bpf_stats):\n";
     let programs: std::collections::BTreeSet<&String> =
@@ -206,8 +165,8 @@ mod tests {
         for (round, base) in [(1, 100), (2, 200), (3, 100)] {
             for (build, factor) in [("before", 1.0), ("after", 0.9)] {
                 let v = (base as f64 * factor) as u64;
-                for (workload, ..) in WORKLOADS {
-                    output += &format!("CMP {build} {round} {workload} {v}\n");
+                for Workload { name, .. } in &WORKLOADS {
+                    output += &format!("CMP {build} {round} {name} {v}\n");
                 }
                 output += &format!("PROG {build} {round} fp_path_mknod {} 10\n", v * 10);
             }
@@ -217,6 +176,22 @@ mod tests {
         assert!(table.contains("0.900x [0.90-0.90]"), "{table}");
         assert!(table.contains("fp_path_mknod"), "{table}");
         assert!(table.contains("100.0 ns"), "{table}");
+    }
+
+    #[test]
+    fn the_table_and_the_guest_script_name_the_same_workloads_and_builds() {
+        // `CMP <build> <round> <workload> ...` (echo or sed's replacement).
+        let mut script: Vec<&str> = SCRIPT
+            .split("CMP ")
+            .skip(1)
+            .filter_map(|s| s.split_whitespace().nth(2))
+            .map(|w| w.trim_end_matches(['/', '"']))
+            .collect();
+        let mut table: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+        script.sort_unstable();
+        table.sort_unstable();
+        assert_eq!(script, table, "guest/compare.sh against WORKLOADS");
+        assert!(SCRIPT.contains(&format!("for build in {}; do", BUILDS.join(" "))));
     }
 
     #[test]

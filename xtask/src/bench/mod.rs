@@ -2,6 +2,7 @@
 //! the same workloads with no fp program loaded; `bench compare`: two builds in one VM boot. See
 //! docs/performance.md.
 mod compare;
+mod table;
 
 use crate::kernels::{self, KERNELS, PreparedKernel};
 use crate::test_kernel::cargo_executables;
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use table::{COMPARED, GOALS, PHASES, WORKLOADS, always_measured};
 
 #[derive(clap::Subcommand)]
 pub enum BenchArgs {
@@ -59,289 +61,17 @@ impl KernelBenchArgs {
     }
 }
 
-/// The phases of every round, in the order they run. `noop-cgroup` is `noop` with the hooks fp
-/// attaches per cgroup attached per cgroup too, measured in a cgroup below the one they are
-/// attached to (the kernel runs a cgroup's and its ancestors' programs alike): the floor of fp's
-/// design inside a session. `inside` runs under the base policy plus 1
-/// generated rule, `inside-N` under the base policy plus N generated rules; `outside-prompt` and
-/// `inside-prompt` outside and inside a session whose policy adds a prompt rule
-/// (`<workspace>/secrets/**`, which no workload touches) to the base policy plus 1.
-const PHASES: [&str; 10] = [
-    "baseline",
-    "noop",
-    "noop-cgroup",
-    "outside",
-    "inside",
-    "inside-1000",
-    "inside-10000",
-    "landlock",
-    "outside-prompt",
-    "inside-prompt",
-];
-/// The open workloads, where issue 14 sets most goals.
-const OPENS: &[&str] = &["open-d2", "open+close", "open-d8"];
-/// Issue 14's and 15's goals: (name, phase, compared with, at most, on these workloads).
-const GOALS: [(&str, &str, &str, f64, &[&str]); 7] = [
-    ("outside/noop", "outside", "noop", 1.01, OPENS),
-    ("inside/landlock", "inside", "landlock", 1.0, OPENS),
-    ("inside/baseline", "inside", "baseline", 1.25, OPENS),
-    ("flat inside-10000/inside", "inside-10000", "inside", 1.05, OPENS),
-    ("inside/noop", "inside", "noop", 1.10, &["tar-x", "find+cat", "build"]),
-    (
-        "outside-prompt/outside",
-        "outside-prompt",
-        "outside",
-        1.02,
-        &["open+close", "tar-x", "build"],
-    ),
-    ("inside-prompt/inside", "inside-prompt", "inside", 1.10, &["tar-x", "build"]),
-];
-/// The workloads: (name, unit, scale from the guest's ns).
-const WORKLOADS: [(&str, &str, f64); 12] = [
-    ("open-d2", "ns/op", 1.0),
-    ("open+close", "ns/op", 1.0),
-    ("open-d8", "ns/op", 1.0),
-    ("stat", "ns/op", 1.0),
-    ("churn", "ns/op", 1.0),
-    ("log-send", "ns/op", 1.0),
-    ("connect", "ns/op", 1.0),
-    ("tar-x", "ms", 1e-6),
-    ("find+cat", "ms", 1e-6),
-    ("procs", "ms", 1e-6),
-    ("git-status", "ms", 1e-6),
-    ("build", "ms", 1e-6),
-];
-/// The workloads every phase must report (`git-status` and `build` need git and cc).
-const ALWAYS_MEASURED: [&str; 7] =
-    ["open-d2", "open+close", "open-d8", "stat", "churn", "log-send", "connect"];
+/// Runs in the guest (guest/kernel.sh). Each measurement prints
+/// `BENCH <phase> <workload> <round> <ns>`, each loaded program
+/// `HOOK <phase> <name> <run_time_ns> <run_cnt> <verified_insns>` and each session start
+/// `START <round> <ns>`; the `@X@` are filled in by `script`. One VM boot, interleaved rounds:
+/// every round runs every phase once, in `PHASES` order, so drift over the run spreads over all
+/// phases alike. The phases and workloads it runs are the rows of [`table`].
+const SCRIPT: &str = include_str!("guest/kernel.sh");
 
-/// Runs in the guest. Each measurement prints `BENCH <phase> <workload> <round> <ns>`, each
-/// loaded program `HOOK <phase> <name> <run_time_ns> <run_cnt> <verified_insns>` and each
-/// session start `START <round> <ns>`; the `@X@` are filled in by
-/// `script`. One VM boot, interleaved rounds: every round runs every phase once, in `PHASES`
-/// order, so drift over the run spreads over all phases alike.
-const SCRIPT: &str = r#"
-set -eu
-export LOAD=@LOAD@ ITERATIONS=@ITERATIONS@ ROUNDS=@ROUNDS@ PHASES="@PHASES@" W=/tmp/bench
-export STATS_ITERATIONS=$((ITERATIONS / 10))
-export BPFTOOL="$(command -v bpftool || echo /usr/sbin/bpftool)"
-# Workloads never touch root's home (a safety-floor tree in sessions) or the host's shims.
-export HOME=$W/home PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-FP=@FP@
-mkdir -p $W/home $W/d/d/d/d/d
-echo bench > /tmp/f2; echo bench > $W/file; echo bench > $W/d/d/d/d/d/f8
-# The session's policy, and Landlock's ruleset of the same shape (fp-bench-load landlock): read
-# everywhere, write in the workspace ($W); plus N generated deny rules (policy-N.toml) that share
-# directories, names and suffixes with the workloads' paths, so that a decision really looks them
-# up, and match none of the files the workloads touch (every one of them decided in the kernel).
-cat > $W/rules.awk <<'END'
-{ for (i = 1; i <= $1; i++) { k = i % 6;
-    if (k == 0) r = "<workspace>/d/d/n" i "/**";
-    else if (k == 1) r = "**/f" i ".h";
-    else if (k == 2) r = "<workspace>/**/*.c" i;
-    else if (k == 3) r = "<workspace>/x/**/f" i "x*";
-    else if (k == 4) r = "<workspace>/x/src/d" (i % 50) "/g" i ".c";
-    else r = "**/d" i "x/**";
-    printf "  \"%s\",\n", r } }
-END
-# A helper outside every session, the policies name its sockets (a syslog daemon, a local
-# server): the log-send and connect workloads reach it from inside as from outside.
-$LOAD serve $W/helper > $W/serve.out &
-wait_serve=0; until grep -qs ready $W/serve.out; do
-  wait_serve=$((wait_serve + 1)); [ $wait_serve -lt 600 ] || { echo "bench: fp-bench-load serve failed" >&2; exit 1; }
-  sleep 0.1
-done
-for n in 1 1000 10000; do
-  { printf '[file_policy]\ndefault = "read"\nwrite_paths = ["<workspace>/**"]\n'
-    printf 'sockets = ["<workspace>/helper.dgram", "<workspace>/helper.stream"]\ndeny_paths = [\n'
-    echo $n | awk -f $W/rules.awk; echo ']'; } > $W/policy-$n.toml
-done
-{ cat $W/policy-1.toml; echo 'prompt_paths = ["<workspace>/secrets/**"]'; } > $W/policy-prompt.toml
-mkdir -p $W/secrets && echo key > $W/secrets/key
-
-# A source tree of 5,000 small files, as a tar and as a git repository when git is there; the
-# build compiles and links five of its files with a main.
-echo 'int main(void) { return 0; }' > $W/main.c
-awk -v root=$W/src 'BEGIN { for (d = 0; d < 50; d++) { dir = root "/d" d; system("mkdir -p " dir);
-  for (f = 0; f < 100; f++) { p = dir "/f" f ".c";
-    for (l = 0; l < 20; l++) print "int f" d "_" f "_" l "(void) { return " l "; }" > p; close(p) } } }'
-tar -cf $W/tree.tar -C $W src
-if command -v git > /dev/null; then
-  git -C $W/src init -q && git -C $W/src add -A
-  git -C $W/src -c user.name=bench -c user.email=bench@localhost commit -qm tree
-fi
-
-# has PHASE: whether the run measures PHASE (cargo xtask bench kernel --phases).
-has() { case " $PHASES " in *" $1 "*) return 0;; esac; return 1; }
-# measure.sh PHASE ROUND ITERATIONS: every workload once, if the run measures PHASE.
-cat > $W/measure.sh <<'END'
-set -eu
-case " warm-up $PHASES " in *" $1 "*) ;; *) exit 0;; esac
-out() { sed "s/^ns_per_op/BENCH $1 $2 $3/"; }
-@CMD_TIME@
-# timed PHASE ROUND WORKLOAD 'COMMAND'
-timed() { t=$(cmd_time "$4"); echo "BENCH $1 $3 $2 $t"; }
-$LOAD open /tmp/f2 $3 1 | out $1 open-d2 $2
-$LOAD open $W/file $3 1 | out $1 open+close $2
-$LOAD open $W/d/d/d/d/d/f8 $3 1 | out $1 open-d8 $2
-$LOAD stat $W/file $3 1 | out $1 stat $2
-rm -rf $W/x && mkdir $W/x
-$LOAD churn $W/x $(($3 / 10)) 1 | out $1 churn $2
-# A datagram per message to the helper (syslog through /dev/log), a connection per op.
-$LOAD send $W/helper $3 1 | out $1 log-send $2
-$LOAD connect $W/helper $(($3 / 10)) 1 | out $1 connect $2
-timed $1 $2 tar-x 'tar -xf $W/tree.tar -C $W/x'
-timed $1 $2 find+cat 'find $W/x -type f -exec cat {} + > /dev/null'
-# Many short processes: forks, execs, pipes and their signals (the boundary's global hooks).
-timed $1 $2 procs 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do echo $i | cat | wc -c > /dev/null; sh -c "kill -0 \$\$"; done'
-if command -v cc > /dev/null; then
-  mkdir $W/x/obj $W/x/tmp
-  timed $1 $2 build '(cd $W/x/obj && TMPDIR=$W/x/tmp cc -O0 -o prog $W/main.c $W/x/src/d1/f[0-4].c)'
-fi
-if [ -d $W/src/.git ]; then
-  timed $1 $2 git-status 'git -C $W/src status --porcelain > /dev/null'
-fi
-END
-# session.sh ROUND ITERATIONS [PHASE]: the inside phase, run in the session once the outer script writes
-# to the fifo (the outside phase runs first, while the session waits with fp's programs attached).
-cat > $W/session.sh <<'END'
-set -eu
-touch $W/ready
-read go < $W/go
-sh $W/measure.sh ${3:-inside} $1 $2
-if [ "$1" = stats ]; then touch $W/measured; read go < $W/go; fi
-END
-# stats.sh PHASE: each loaded fp or pass-through program's run time, count and the instructions
-# the verifier processed to load it (bpf_prog_info.verified_insns, which Debian's bpftool 7.1 does
-# not print: read with bpf(2) itself). bpf() is refused inside sessions, so this always runs
-# outside them.
-cat > $W/stats.sh <<'END'
-$BPFTOOL prog show --json | python3 -c '
-import ctypes, json, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-def bpf(cmd, attr):
-    buf = ctypes.create_string_buffer(attr, 128)
-    r = libc.syscall(321, cmd, buf, 128)  # x86_64 bpf(2)
-    if r < 0:
-        raise OSError(ctypes.get_errno(), "bpf")
-    return r
-def verified_insns(prog_id):
-    fd = bpf(13, struct.pack("III", prog_id, 0, 0))  # BPF_PROG_GET_FD_BY_ID
-    info = ctypes.create_string_buffer(512)
-    bpf(15, struct.pack("IIQ", fd, 512, ctypes.addressof(info)))  # BPF_OBJ_GET_INFO_BY_FD
-    return struct.unpack_from("I", info.raw, 216)[0]  # bpf_prog_info.verified_insns
-for p in json.load(sys.stdin):
-    if p.get("name", "").startswith(("fp_", "noop_")):
-        print("HOOK", sys.argv[1], p["name"], p.get("run_time_ns", 0), p.get("run_cnt", 0),
-              verified_insns(p["id"]))' "$1"
-END
-
-# Waits (at most 60 s) until `cond` holds.
-wait_until() {
-  n=0
-  until eval "$1"; do
-    n=$((n + 1)); [ $n -lt 600 ] || { echo "bench: timed out waiting for: $1" >&2; exit 1; }
-    sleep 0.1
-  done
-}
-# Unpinned links detach asynchronously: the next phase starts once no program is left.
-unloaded='! $BPFTOOL prog show | grep -qE " name (fp|noop)_"'
-stats() { [ "$1" != stats ] || echo "$2" > /proc/sys/kernel/bpf_stats_enabled; }
-alive() { kill -0 "$1" || { echo "bench: $2 failed" >&2; exit 1; }; }
-
-# round R ITERATIONS: every phase once. R = stats: the pass with bpf_stats on; stats.sh reads the
-# programs' counters (fp's after outside, then again after inside: the parser subtracts).
-round() {
-  sh $W/measure.sh baseline $1 $2
-
-  if has noop; then
-    $LOAD noop > $W/noop.out &
-    noop=$!
-    while ! grep -qs attached $W/noop.out; do alive $noop "fp-bench-load noop"; sleep 0.1; done
-    stats $1 1; sh $W/measure.sh noop $1 $2; stats $1 0
-    [ "$1" != stats ] || sh $W/stats.sh noop
-    kill $noop; wait $noop || true
-    wait_until "$unloaded"
-  fi
-
-  if has noop-cgroup; then
-    cg=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)/fp-bench
-    mkdir -p $cg/s
-    $LOAD noop $cg > $W/noop.out &
-    noop=$!
-    while ! grep -qs attached $W/noop.out; do alive $noop "fp-bench-load noop $cg"; sleep 0.1; done
-    stats $1 1
-    sh -c "echo \$\$ > $cg/s/cgroup.procs && exec sh $W/measure.sh noop-cgroup $1 $2"
-    stats $1 0
-    [ "$1" != stats ] || sh $W/stats.sh noop-cgroup
-    kill $noop; wait $noop || true
-    wait_until "$unloaded"
-    wait_until "rmdir $cg/s $cg 2> /dev/null"
-  fi
-
-  if has outside || has inside; then
-    rm -f $W/ready $W/go $W/measured && mkfifo $W/go
-    $FP run --policy $W/policy-1.toml --workspace $W -- sh $W/session.sh $1 $2 &
-    session=$!
-    while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
-    stats $1 1; sh $W/measure.sh outside $1 $2
-    [ "$1" != stats ] || sh $W/stats.sh outside
-    echo go > $W/go
-    if [ "$1" = stats ]; then
-      while [ ! -e $W/measured ]; do alive $session "fp run"; sleep 0.2; done
-      stats $1 0; sh $W/stats.sh outside+inside
-      echo go > $W/go
-    fi
-    wait $session
-    wait_until "$unloaded"
-  fi
-
-  # The same, with 1,000 and 10,000 generated rules (not in the bpf_stats pass).
-  if [ "$1" != stats ]; then
-    for n in 1000 10000; do
-      has inside-$n || continue
-      $FP run --policy $W/policy-$n.toml --workspace $W -- sh $W/measure.sh inside-$n $1 $2
-      wait_until "$unloaded"
-    done
-  fi
-
-  ! has landlock || $LOAD landlock $W -- sh $W/measure.sh landlock $1 $2
-
-  # fp run's start: from its exec to the command's first instruction (load, verify, attach).
-  if [ "$1" != stats ] && has inside; then
-    s=$(date +%s%N); e=$($FP run --policy $W/policy-1.toml --workspace $W -- date +%s%N)
-    echo "START $1 $((e - s))"
-    wait_until "$unloaded"
-  fi
-
-  # A session with a prompt rule lives (its broker runs): measured outside, then inside it.
-  if [ "$1" != stats ] && { has outside-prompt || has inside-prompt; }; then
-    rm -f $W/ready $W/go && mkfifo $W/go
-    $FP run --policy $W/policy-prompt.toml --workspace $W -- sh $W/session.sh $1 $2 inside-prompt &
-    session=$!
-    while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
-    sh $W/measure.sh outside-prompt $1 $2
-    echo go > $W/go
-    wait $session
-    wait_until "$unloaded"
-  fi
-}
-
-# One untimed pass first: the baseline must not pay for cold caches alone.
-sh $W/measure.sh warm-up 0 1000 > /dev/null
-r=1
-while [ $r -le $ROUNDS ]; do round $r $ITERATIONS; r=$((r + 1)); done
-round stats $STATS_ITERATIONS > $W/stats.out
-grep '^HOOK' $W/stats.out
-"#;
-
-/// The shell function both guest scripts time whole commands with (`@CMD_TIME@`).
-const CMD_TIME: &str = r#"# cmd_time 'COMMAND': the ns COMMAND took by the wall clock, or with FP_BENCH_CPU_TIME=1
-# (--instruction-clock) its processes' CPU time: an idle guest's instruction clock jumps.
-cmd_time() {
-  if [ "${FP_BENCH_CPU_TIME:-}" = 1 ]; then t=$($LOAD cpu-time sh -c "$1"); echo "${t#cpu_ns }"
-  else s=$(date +%s%N); eval "$1" >&2; e=$(date +%s%N); echo $((e - s)); fi
-}"#;
+/// The shell function both guest scripts time whole commands with (guest/cmd_time.sh): it
+/// replaces the line `@CMD_TIME@`.
+const CMD_TIME: &str = include_str!("guest/cmd_time.sh");
 
 /// What one kernel's VM printed: samples per (phase, workload) by round, and per-program stats
 /// per phase.
@@ -423,7 +153,7 @@ fn script(
 ) -> String {
     let iterations = if quick { 10_000 } else { 100_000 };
     SCRIPT
-        .replace("@CMD_TIME@", CMD_TIME)
+        .replace("@CMD_TIME@\n", CMD_TIME)
         .replace("@FP@", &crate::cmd::shell_quote(&fp.display().to_string()))
         .replace("@LOAD@", &crate::cmd::shell_quote(&load.display().to_string()))
         .replace("@ITERATIONS@", &iterations.to_string())
@@ -526,7 +256,7 @@ fn parse(output: &str, phases: &[&str]) -> Result<Results> {
     }
     // A workload that failed in a pipeline leaves a hole rather than an exit status: refuse it.
     for phase in phases {
-        for workload in ALWAYS_MEASURED {
+        for workload in always_measured() {
             if !results.samples.contains_key(&(phase.to_string(), workload.to_string())) {
                 bail!("the guest printed no {workload} figure for {phase} (see its output above)");
             }
@@ -605,24 +335,18 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
     )?;
     // The phases besides the baseline, and the columns comparing two of them.
     let measured = |p: &str| phases.contains(&p);
-    let compared: Vec<(&str, &str, &str)> = [
-        ("outside", "noop", "outside/noop"),
-        ("inside", "noop-cgroup", "inside/noop-cgroup"),
-        ("inside", "landlock", "inside/landlock"),
-    ]
-    .into_iter()
-    .chain([("inside-10000", "inside", "10000/1 rules")])
-    .filter(|(phase, to, _)| measured(phase) && measured(to))
-    .collect();
+    let compared: Vec<&table::Compared> =
+        COMPARED.iter().filter(|c| measured(c.phase) && measured(c.to)).collect();
     write!(out, "{:<11} {:>16}", "workload", "baseline")?;
     for phase in &phases[1..] {
         write!(out, "  {phase:<19}")?;
     }
-    for (.., title) in &compared {
-        write!(out, "  {title:<19}")?;
+    for c in &compared {
+        write!(out, "  {:<19}", c.title)?;
     }
     writeln!(out)?;
-    for (workload, unit, scale) in WORKLOADS {
+    for &table::Workload { name: workload, unit, .. } in &WORKLOADS {
+        let (unit, scale) = (unit.label(), unit.scale());
         let Some(base) = results.samples.get(&("baseline".to_string(), workload.to_string()))
         else {
             continue;
@@ -633,7 +357,7 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
         let pairs = phases[1..]
             .iter()
             .map(|p| (*p, "baseline"))
-            .chain(compared.iter().map(|&(phase, to, _)| (phase, to)));
+            .chain(compared.iter().map(|c| (c.phase, c.to)));
         for (phase, to) in pairs {
             match ratio(results, workload, phase, to) {
                 Some((m, lo, hi)) => write!(out, "  {:<19}", format!("{m:.3}x [{lo:.2}-{hi:.2}]"))?,
@@ -706,7 +430,7 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
             None => format!("goal {name}: not measured\n"),
         }
     };
-    for (name, phase, to, limit, workloads) in GOALS {
+    for &table::Goal { name, phase, to, limit, workloads } in &GOALS {
         if !(measured(phase) && measured(to)) {
             continue;
         }
@@ -757,7 +481,7 @@ mod tests {
                     .chain([("outside-prompt", 1.01), ("inside-prompt", 1.5)])
             {
                 let v = (base as f64 * factor) as u64;
-                for workload in ALWAYS_MEASURED {
+                for workload in always_measured() {
                     output += &format!("BENCH {phase} {workload} {round} {v}\n");
                 }
             }
@@ -782,6 +506,29 @@ mod tests {
         let verified = table.split("instructions the verifier").nth(1).unwrap();
         assert!(!verified.contains("noop_file_open"), "{table}");
         assert!(table.contains("5.50 s [5.00-6.00] over 3 rounds"), "{table}");
+    }
+
+    #[test]
+    fn the_guest_scripts_are_filled_in() {
+        use std::path::Path;
+        // An `@X@` left over (the scripts hold other `@`s: `bench@localhost`).
+        let placeholder = |script: &str| {
+            script.match_indices('@').find_map(|(i, _)| {
+                let rest = &script[i + 1..];
+                let name = &rest[..rest.find(|c: char| !c.is_ascii_uppercase() && c != '_')?];
+                (!name.is_empty() && rest[name.len()..].starts_with('@')).then(|| name.to_string())
+            })
+        };
+        let (fp, load) = (Path::new("/usr/bin/fp"), Path::new("/opt/it's here/fp-bench-load"));
+        let kernel = script(fp, load, true, 3, &["baseline", "noop"]);
+        let compare = compare::script(load, Path::new("/old/fp"), fp, 2);
+        for script in [&kernel, &compare] {
+            assert_eq!(placeholder(script), None, "{script}");
+            assert_eq!(script.matches(CMD_TIME).count(), 1, "{script}");
+            assert!(script.contains("LOAD='/opt/it'\\''s here/fp-bench-load'"), "{script}");
+        }
+        assert!(kernel.contains("ITERATIONS=10000 ROUNDS=3 PHASES=\"baseline noop\""), "{kernel}");
+        assert!(compare.contains("while [ $r -le 2 ]; do"), "{compare}");
     }
 
     #[test]
@@ -810,7 +557,7 @@ mod tests {
 
         let mut output = String::new();
         for phase in &phases {
-            for workload in ALWAYS_MEASURED {
+            for workload in always_measured() {
                 output += &format!("BENCH {phase} {workload} 1 100\n");
             }
         }
