@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::record::{Body, FileDecision, Op, Record, Verdict};
+use crate::policy;
 
 /// Which records a replay shows. Empty fields match everything.
 #[derive(Default)]
@@ -144,31 +145,20 @@ pub fn describe(record: &Record) -> String {
     format!("{} #{} {}", record.stamp.time, record.seq, what)
 }
 
-/// What a policy decides now, as the replay compares it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PolicyVerdict {
-    Allow,
-    Deny,
-    Prompt,
-}
-
-impl PolicyVerdict {
-    /// The policy outcome a recorded verdict came from.
-    pub fn of_recorded(verdict: Verdict) -> Self {
-        match verdict {
-            Verdict::Allow => PolicyVerdict::Allow,
-            Verdict::Deny => PolicyVerdict::Deny,
-            Verdict::PromptApproved | Verdict::PromptDenied | Verdict::PromptTimedOut => {
-                PolicyVerdict::Prompt
-            }
+/// The policy outcome a recorded verdict came from.
+fn policy_outcome(verdict: Verdict) -> policy::Verdict {
+    match verdict {
+        Verdict::Allow => policy::Verdict::Allow,
+        Verdict::Deny => policy::Verdict::Deny,
+        Verdict::PromptApproved | Verdict::PromptDenied | Verdict::PromptTimedOut => {
+            policy::Verdict::Prompt
         }
     }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Reevaluation {
-    pub verdict: PolicyVerdict,
+    pub verdict: policy::Verdict,
     pub rule: String,
 }
 
@@ -182,15 +172,15 @@ fn is_socket(decision: &FileDecision) -> bool {
 /// event (`kernel_interfaces`), a block device (`block_devices`, by the number its entries name
 /// now); None for every other record.
 fn floor_exception(
-    policy: &crate::policy::EffectivePolicy,
+    policy: &policy::EffectivePolicy,
     decision: &FileDecision,
 ) -> Option<Reevaluation> {
-    use crate::policy::KernelInterface;
     use fp_common::kernel::Hook;
+    use policy::KernelInterface;
     let decided = |entry: Option<String>, refusal: &str| match entry {
-        Some(rule) => Reevaluation { verdict: PolicyVerdict::Allow, rule },
+        Some(rule) => Reevaluation { verdict: policy::Verdict::Allow, rule },
         None => Reevaluation {
-            verdict: PolicyVerdict::Deny,
+            verdict: policy::Verdict::Deny,
             rule: format!("session boundary: {refusal}"),
         },
     };
@@ -203,7 +193,7 @@ fn floor_exception(
         ));
     }
     let device = decision.device.as_ref().filter(|_| decision.hook == Hook::FileOpen.name())?;
-    let entry = crate::policy::parse_device_number(device).and_then(|d| policy.device_entry(d));
+    let entry = policy::parse_device_number(device).and_then(|d| policy.device_entry(d));
     Some(decided(
         entry.map(|r| {
             format!(
@@ -227,22 +217,18 @@ pub trait Reevaluate {
 }
 
 /// Replay re-evaluates with the very decision core sessions are compiled from.
-impl Reevaluate for crate::policy::EffectivePolicy {
+impl Reevaluate for policy::EffectivePolicy {
     fn decide(&self, path: &[u8], op: Op) -> Reevaluation {
         // A recorded path that is not absolute (e.g. one the kernel could not resolve) is denied,
         // as the kernel denies it.
-        let Some(path) = crate::policy::normalize_path(path) else {
+        let Some(path) = policy::normalize_path(path) else {
             return Reevaluation {
-                verdict: PolicyVerdict::Deny,
+                verdict: policy::Verdict::Deny,
                 rule: "unresolved path".to_owned(),
             };
         };
-        let d = crate::policy::EffectivePolicy::decide(self, &path, op.into());
-        let verdict = match d.verdict {
-            crate::policy::Verdict::Allow => PolicyVerdict::Allow,
-            crate::policy::Verdict::Prompt => PolicyVerdict::Prompt,
-            crate::policy::Verdict::Deny => PolicyVerdict::Deny,
-        };
+        let d = policy::EffectivePolicy::decide(self, &path, op.into());
+        let verdict = d.verdict;
         let rule = match d.rule.and_then(|r| self.rule(r)) {
             Some(r) => format!("{} ({}, {})", r.text, r.tier, r.source),
             None => "default".to_owned(),
@@ -258,11 +244,11 @@ impl Reevaluate for crate::policy::EffectivePolicy {
             let address = String::from_utf8_lossy(decision.path.as_bytes());
             return match self.sockets().iter().find(|s| s.names(&address)) {
                 Some(s) => Reevaluation {
-                    verdict: PolicyVerdict::Allow,
+                    verdict: policy::Verdict::Allow,
                     rule: format!("{} (sockets, {})", s.text, s.source),
                 },
                 None => Reevaluation {
-                    verdict: PolicyVerdict::Deny,
+                    verdict: policy::Verdict::Deny,
                     rule: "session boundary: a socket served from outside that `sockets` does \
                            not name"
                         .to_owned(),
@@ -275,13 +261,13 @@ impl Reevaluate for crate::policy::EffectivePolicy {
         if decision.target_pid.is_some() {
             // Not the policy's to decide: every policy keeps a session inside its boundary.
             return Reevaluation {
-                verdict: PolicyVerdict::Deny,
+                verdict: policy::Verdict::Deny,
                 rule: "session boundary: the target process is outside the session".to_owned(),
             };
         }
         if let Some(interface) = &decision.interface {
             return Reevaluation {
-                verdict: PolicyVerdict::Deny,
+                verdict: policy::Verdict::Deny,
                 rule: format!("session boundary: {interface}, which no policy lifts"),
             };
         }
@@ -291,28 +277,28 @@ impl Reevaluate for crate::policy::EffectivePolicy {
         let Some(target) = &decision.target_path else {
             return Reevaluate::decide(self, decision.path.as_bytes(), decision.op);
         };
-        let normalized = |p: &super::record::RawPath| crate::policy::normalize_path(p.as_bytes());
+        let normalized = |p: &super::record::RawPath| policy::normalize_path(p.as_bytes());
         let (Some(src), Some(dst)) = (normalized(&decision.path), normalized(target)) else {
             return Reevaluation {
-                verdict: PolicyVerdict::Deny,
+                verdict: policy::Verdict::Deny,
                 rule: "unresolved path".to_owned(),
             };
         };
         let dir = decision.directory;
-        let source = crate::policy::Name { path: &src, exists: true, dir };
-        let target = crate::policy::Name {
+        let source = policy::Name { path: &src, exists: true, dir };
+        let target = policy::Name {
             path: &dst,
             exists: decision.target_exists || kind == MoveKind::Exchange,
             dir: dir && kind == MoveKind::Exchange,
         };
         let (verdict, rule) = match self.decide_move(kind, source, target) {
-            MoveVerdict::Allow => (PolicyVerdict::Allow, "refer: no access gained".to_owned()),
+            MoveVerdict::Allow => (policy::Verdict::Allow, "refer: no access gained".to_owned()),
             MoveVerdict::Denied { op, target } => (
-                PolicyVerdict::Deny,
+                policy::Verdict::Deny,
                 format!("{} denied at the {}", op.name(), if target { "target" } else { "source" }),
             ),
             MoveVerdict::Refused { op } => {
-                (PolicyVerdict::Deny, format!("refer: {} would be gained (EXDEV)", op.name()))
+                (policy::Verdict::Deny, format!("refer: {} would be gained (EXDEV)", op.name()))
             }
         };
         Reevaluation { verdict, rule }
@@ -352,14 +338,14 @@ pub fn what_if<'a>(
     for (record, decision) in decisions {
         result.evaluated += 1;
         let now = policy.decide_record(decision);
-        if now.verdict == PolicyVerdict::of_recorded(decision.decision) {
+        if now.verdict == policy_outcome(decision.decision) {
             result.unchanged += 1;
             continue;
         }
         *match now.verdict {
-            PolicyVerdict::Allow => &mut result.would_now_allow,
-            PolicyVerdict::Deny => &mut result.would_now_deny,
-            PolicyVerdict::Prompt => &mut result.would_now_prompt,
+            policy::Verdict::Allow => &mut result.would_now_allow,
+            policy::Verdict::Deny => &mut result.would_now_deny,
+            policy::Verdict::Prompt => &mut result.would_now_prompt,
         } += 1;
         if result.examples.len() < max_examples {
             result.examples.push(Difference {
@@ -476,11 +462,11 @@ mod tests {
     impl Reevaluate for TestPolicy {
         fn decide(&self, path: &[u8], op: Op) -> Reevaluation {
             let verdict = if path.starts_with(b"/secret") {
-                PolicyVerdict::Deny
+                policy::Verdict::Deny
             } else if op == Op::Delete {
-                PolicyVerdict::Prompt
+                policy::Verdict::Prompt
             } else {
-                PolicyVerdict::Allow
+                policy::Verdict::Allow
             };
             Reevaluation { verdict, rule: "test".into() }
         }
@@ -510,14 +496,14 @@ mod tests {
     }
 
     /// A default-write policy with `extra` lines in its `[file_policy]` (`<request>:3:` on).
-    fn writable_and(extra: &str) -> crate::policy::EffectivePolicy {
+    fn writable_and(extra: &str) -> policy::EffectivePolicy {
         let text = format!("[file_policy]\ndefault = \"write\"\n{extra}\n");
         let options = crate::policy::LoadOptions {
             policy_text: Some(text),
             user: Some("root".into()),
             ..Default::default()
         };
-        crate::policy::EffectivePolicy::load(&options).unwrap()
+        policy::EffectivePolicy::load(&options).unwrap()
     }
 
     /// A socket refused as served from outside is allowed under a policy whose `sockets` names
@@ -529,11 +515,14 @@ mod tests {
         let Body::Decision(d) = &mut record.body else { unreachable!() };
         d.hook = "unix_stream_connect".into();
         let named = policy("\"@helper\"").decide_record(d);
-        assert_eq!(named.verdict, PolicyVerdict::Allow, "{}", named.rule);
+        assert_eq!(named.verdict, policy::Verdict::Allow, "{}", named.rule);
         assert!(named.rule.starts_with("@helper (sockets, <request>:3:"), "{}", named.rule);
-        assert_eq!(policy("\"@other\"").decide_record(d).verdict, PolicyVerdict::Deny);
+        assert_eq!(policy("\"@other\"").decide_record(d).verdict, policy::Verdict::Deny);
         d.path = super::super::record::RawPath(b"/tmp/ssh-Ab/agent.7".to_vec());
-        assert_eq!(policy("\"/tmp/ssh-*/agent.*\"").decide_record(d).verdict, PolicyVerdict::Allow);
+        assert_eq!(
+            policy("\"/tmp/ssh-*/agent.*\"").decide_record(d).verdict,
+            policy::Verdict::Allow
+        );
     }
 
     /// A refusal of the floor is allowed under a policy that lifts it (a perf event by
@@ -548,17 +537,17 @@ mod tests {
         d.hook = "perf_event_open".into();
         d.interface = Some("perf event: kernel".into());
         let switched = policy("kernel_interfaces = [\"perf\"]").decide_record(d);
-        assert_eq!(switched.verdict, PolicyVerdict::Allow, "{}", switched.rule);
+        assert_eq!(switched.verdict, policy::Verdict::Allow, "{}", switched.rule);
         assert!(
             switched.rule.starts_with("perf (kernel_interfaces, <request>:3:"),
             "{}",
             switched.rule
         );
-        assert_eq!(policy("").decide_record(d).verdict, PolicyVerdict::Deny);
+        assert_eq!(policy("").decide_record(d).verdict, policy::Verdict::Deny);
         d.hook = "locked_down".into();
         d.interface = Some("lockdown reason 22".into());
         let kcore = policy("kernel_interfaces = [\"perf\"]").decide_record(d);
-        assert_eq!(kcore.verdict, PolicyVerdict::Deny);
+        assert_eq!(kcore.verdict, policy::Verdict::Deny);
         assert!(kcore.rule.contains("lockdown reason 22"), "{}", kcore.rule);
         let Some((node, md)) = ["/dev/loop0", "/dev/vda", "/dev/sda"].into_iter().find_map(|p| {
             std::fs::metadata(p).ok().filter(|m| m.file_type().is_block_device()).map(|m| (p, m))
@@ -569,10 +558,10 @@ mod tests {
         d.device = Some(crate::policy::device_number(crate::kernel::kernel_dev(md.rdev())));
         d.interface = Some(format!("block device {}", d.device.as_deref().unwrap_or_default()));
         let named = policy(&format!("block_devices = [\"{node}\"]")).decide_record(d);
-        assert_eq!(named.verdict, PolicyVerdict::Allow, "{}", named.rule);
+        assert_eq!(named.verdict, policy::Verdict::Allow, "{}", named.rule);
         assert_eq!(
             policy("block_devices = [\"/dev/null\"]").decide_record(d).verdict,
-            PolicyVerdict::Deny
+            policy::Verdict::Deny
         );
     }
 
