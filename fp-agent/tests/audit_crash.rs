@@ -389,3 +389,29 @@ fn record_written_returns_once_the_event_is_in_the_file() {
     }
     writer.shutdown().unwrap();
 }
+
+/// A session's end seals its records at once: a checkpoint follows its `session-end` record
+/// without waiting for `checkpoint_every`, so its log verifies without warnings as it ends.
+#[test]
+fn a_session_end_is_sealed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, key) = (dir.path().join("audit.log"), signer());
+    let (handle, writer) = start(config(&log, &key)).unwrap();
+    handle.record(session_start());
+    handle.record(decision(1));
+    let end = fp_agent::audit::SessionEnd {
+        session: "s0".into(),
+        agent: "coder".into(),
+        exit_code: Some(0),
+        reason: "command exited".into(),
+    };
+    handle.record(Event::SessionEnd(end));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !records(&log).last().is_some_and(|r| matches!(r.body, Body::Checkpoint(_))) {
+        assert!(Instant::now() < deadline, "no checkpoint after the session's end");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let report = verify_with(&log, Some(&key.verifier()), None);
+    assert_eq!(report.exit_code(), 0, "{report:#?}");
+    writer.shutdown().unwrap();
+}

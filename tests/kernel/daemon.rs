@@ -2,7 +2,7 @@
 //! by `fp run`, lists them, refuses its socket to session processes and to a second daemon, and
 //! closes a verifiable audit log on SIGTERM.
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     process::{Command, Output},
     time::Duration,
 };
@@ -398,20 +398,7 @@ fn a_full_audit_disk_freezes_sessions_with_on_full_freeze() {
     let ws = t.join("ws");
     let deny = t.file("deny.toml", &denying(&f));
     let (daemon, socket, logdir) = daemon_logging_to_a_small_tmpfs(&t, "on_full = \"freeze\"\n");
-    let (counter, stop) = (ws.join("counter"), ws.join("stop"));
-    // Each round is counted, then denied once (a record), until told to stop.
-    let script = format!(
-        "i=0; while [ ! -e {stop} ]; do i=$((i+1)); echo $i > {counter}; cat {f} 2>/dev/null; \
-         sleep 0.1; done; echo finished",
-        stop = stop.display(),
-        counter = counter.display(),
-        f = f.display()
-    );
-    let session = fp_tests::run_with_daemon(&socket, &deny, &ws, &script);
-    let rounds = || std::fs::read_to_string(&counter).unwrap_or_default().trim().parse::<u64>();
-    fp_tests::wait_until("the session's first rounds", Duration::from_secs(30), || {
-        rounds().is_ok_and(|n| n > 3)
-    });
+    let rounds = Rounds::start(&socket, &deny, &ws, &f);
     // Fill the log's filesystem to the last byte.
     let filler = logdir.join("filler");
     {
@@ -421,31 +408,228 @@ fn a_full_audit_disk_freezes_sessions_with_on_full_freeze() {
     }
     // Frozen: the count stops (give the writer its retry and the freeze a moment).
     std::thread::sleep(Duration::from_secs(3));
-    let frozen_at = rounds().unwrap();
+    let frozen_at = rounds.count();
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(rounds().unwrap(), frozen_at, "the session went on while the log was full");
+    assert_eq!(rounds.count(), frozen_at, "the session went on while the log was full");
     let status = fp_tests::fp().args(["status", "--socket"]).arg(&socket).output().unwrap();
     let shown = stdout(&status);
     assert!(shown.contains("NO SPACE") && shown.contains("sessions frozen"), "{shown}");
     // Space again: thawed, it goes on and ends when told.
     std::fs::remove_file(&filler).unwrap();
-    fp_tests::wait_until("the thaw", Duration::from_secs(20), || {
-        rounds().is_ok_and(|n| n > frozen_at)
-    });
-    std::fs::write(&stop, "").unwrap();
-    let out = session.wait_with_output().unwrap();
-    assert!(out.status.success() && stdout(&out).contains("finished"), "{}", stderr(&out));
-    let total = rounds().unwrap();
+    fp_tests::wait_until("the thaw", Duration::from_secs(20), || rounds.count() > frozen_at);
+    let total = rounds.finish();
     fp_tests::stop_daemon(daemon);
     fp_tests::assert_log_verifies(&t);
     let log = std::fs::read_to_string(logdir.join("audit.log")).unwrap();
-    let denials = log
-        .lines()
-        .filter(|l| l.contains("\"kind\":\"decision\"") && l.contains(&*f.to_string_lossy()))
-        .count() as u64;
-    assert_eq!(denials, total, "a round of the session has no record");
+    assert_eq!(denials_of(&log, &f), total, "a round of the session has no record");
     let frozen = log.find("\"state\":\"frozen\"").expect("no freeze record");
     let thawed = log.find("\"state\":\"thawed\"").expect("no thaw record");
     assert!(frozen < thawed, "the thaw is recorded before the freeze");
     let _ = Command::new("umount").arg(&logdir).status();
+}
+
+/// The log's filesystem remounted read-only under the writer (by the kernel's emergency remount,
+/// SysRq `u`, which forces it: a plain `mount -o remount,ro` is refused while the log is open for
+/// writing): new sessions are refused with the cause, `fp status` says it, the running session
+/// stays enforced, and once the filesystem is writable again every one of its denials is in the
+/// log, which verifies. Only filesystems on block devices are remounted: the VM has none but this
+/// one.
+#[test]
+fn a_log_remounted_read_only_refuses_new_sessions_and_keeps_every_record() {
+    let _g = exclusive();
+    let t = TempTree::new("auditro");
+    let f = t.file("ws/secret", "data\n");
+    let ws = t.join("ws");
+    let deny = t.file("deny.toml", &denying(&f));
+    let (logdir, image) = (t.join("log"), t.join("log.img"));
+    std::fs::create_dir_all(&logdir).unwrap();
+    let run = |program: &str, args: &[&str]| {
+        let done = Command::new(program).args(args).status().unwrap();
+        assert!(done.success(), "{program} {args:?}");
+    };
+    let (logdir_text, image_text) = (logdir.to_str().unwrap(), image.to_str().unwrap());
+    fp_tests::load_module("ext4");
+    run("truncate", &["-s", "32M", image_text]);
+    run("mkfs.ext4", &["-q", "-F", image_text]);
+    run("mount", &["-o", "loop", image_text, logdir_text]);
+    let config = fp_tests::daemon_config(&t, "");
+    let socket = t.join("fp.sock");
+    let mut daemon = start_daemon(&config);
+    wait_for_socket(&socket, &mut daemon);
+    let rounds = Rounds::start(&socket, &deny, &ws, &f);
+    std::fs::write("/proc/sysrq-trigger", "u").unwrap();
+    let status = || {
+        let out = fp_tests::fp().args(["status", "--socket"]).arg(&socket).output().unwrap();
+        stdout(&out)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut shown = status();
+    while !shown.contains("READ-ONLY FILESYSTEM") {
+        assert!(std::time::Instant::now() < deadline, "fp status never said it:\n{shown}");
+        std::thread::sleep(Duration::from_millis(200));
+        shown = status();
+    }
+    let refused = fp_tests::run_with_daemon(&socket, &deny, &ws, "echo ran").wait_with_output();
+    let refused = refused.unwrap();
+    assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("read-only"), "{}", stderr(&refused));
+    assert!(!stdout(&refused).contains("ran"));
+    // The running session goes on, enforced, meanwhile.
+    let before = rounds.count();
+    fp_tests::wait_until("more rounds", Duration::from_secs(20), || rounds.count() > before + 3);
+    run("mount", &["-o", "remount,rw", logdir_text]);
+    fp_tests::wait_until("the log writable again", Duration::from_secs(20), || {
+        status().contains("audit.log: ok")
+    });
+    let total = rounds.finish();
+    fp_tests::stop_daemon(daemon);
+    fp_tests::assert_log_verifies(&t);
+    let log = std::fs::read_to_string(logdir.join("audit.log")).unwrap();
+    assert_eq!(denials_of(&log, &f), total, "a round of the session has no record");
+    let _ = Command::new("umount").arg(&logdir).status();
+}
+
+/// A session of the daemon at `socket` (policy `deny`, workspace `ws`) that counts its rounds
+/// in `ws/counter`, reading the denied `secret` once in each (a denial, a record), until
+/// `ws/stop` exists.
+struct Rounds {
+    counter: PathBuf,
+    stop: PathBuf,
+    session: std::process::Child,
+}
+
+impl Rounds {
+    /// Starts it and waits for its first rounds.
+    fn start(socket: &Path, deny: &Path, ws: &Path, secret: &Path) -> Rounds {
+        let (counter, stop) = (ws.join("counter"), ws.join("stop"));
+        let script = format!(
+            "i=0; while [ ! -e {stop} ]; do i=$((i+1)); echo $i > {counter}; \
+             cat {secret} 2>/dev/null && echo LEAKED; sleep 0.1; done; echo finished",
+            stop = stop.display(),
+            counter = counter.display(),
+            secret = secret.display()
+        );
+        let session = fp_tests::run_with_daemon(socket, deny, ws, &script);
+        let rounds = Rounds { counter, stop, session };
+        fp_tests::wait_until("the session's first rounds", Duration::from_secs(30), || {
+            rounds.count() > 3
+        });
+        rounds
+    }
+
+    /// The rounds so far.
+    fn count(&self) -> u64 {
+        rounds_in(&self.counter)
+    }
+
+    /// Stops the session: it must end well, the secret never read. The rounds it ran.
+    fn finish(self) -> u64 {
+        std::fs::write(&self.stop, "").unwrap();
+        let out = self.session.wait_with_output().unwrap();
+        assert!(out.status.success() && stdout(&out).contains("finished"), "{}", stderr(&out));
+        assert!(!stdout(&out).contains("LEAKED"), "{}", stdout(&out));
+        rounds_in(&self.counter)
+    }
+}
+
+/// The count in `counter`, which its session rewrites each round: read again until whole.
+fn rounds_in(counter: &Path) -> u64 {
+    for _ in 0..100 {
+        if let Ok(n) = std::fs::read_to_string(counter).unwrap_or_default().trim().parse() {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    0
+}
+
+/// The decisions on `secret` in the log text `log`.
+fn denials_of(log: &str, secret: &Path) -> u64 {
+    let secret = secret.to_string_lossy();
+    log.lines().filter(|l| l.contains("\"kind\":\"decision\"") && l.contains(&*secret)).count()
+        as u64
+}
+
+/// The README's quick start, command by command in its order, as a new user runs it on a fresh
+/// host: each must exit 0. The VM's `/etc` and `/var` are the host's, read-only, so `/etc/fp` and
+/// `/var/log/fp` are a scratch directory's (in the commands and in the installed config); `~/src/app`
+/// is the user's project, made first; the build steps ran before the VM booted, and systemd's two
+/// steps (there is no systemd in the VM) run the unit's ExecStartPre and ExecStart by hand.
+#[test]
+fn the_readme_quick_start_works_in_order() {
+    let _g = exclusive();
+    let t = TempTree::new("readme");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let block = readme
+        .split("## Quick start on a host with BPF LSM")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("README.md has a quick start block");
+    let (etc, log, app) = (t.join("etc/fp"), t.join("var/log/fp"), t.join("src/app"));
+    std::fs::create_dir_all(&app).unwrap();
+    let scratch = |text: &str| {
+        text.replace("/etc/fp", &etc.display().to_string())
+            .replace("/var/log/fp", &log.display().to_string())
+            .replace("~/src/app", &app.display().to_string())
+    };
+    // `fp` on the PATH is the binary under test.
+    let bin = t.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(fp_tests::fp_bin(), bin.join("fp")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let unit = std::fs::read_to_string(root.join("packaging/fp.service")).unwrap();
+    let mut daemon = None;
+    for line in block.lines() {
+        let command = line.split(" #").next().unwrap().trim().replace("sudo ", "");
+        if command.is_empty() || command.starts_with("cargo ") {
+            continue; // the build: done before the VM booted
+        }
+        if command.contains("/etc/systemd/system") {
+            assert!(
+                unit.contains("ExecStart=/usr/local/bin/fp daemon --config /etc/fp/config.toml\n")
+            );
+            continue;
+        }
+        if command.contains("systemctl") {
+            let check = Command::new("fp")
+                .env("PATH", &path)
+                .args(["daemon", "--check", "--config"])
+                .arg(etc.join("config.toml"))
+                .output()
+                .unwrap();
+            assert!(check.status.success(), "ExecStartPre: {}", stderr(&check));
+            let mut started = start_daemon(&etc.join("config.toml"));
+            wait_for_socket(Path::new("/run/fp/fp.sock"), &mut started);
+            daemon = Some(started);
+            continue;
+        }
+        let mut run = Command::new("sh");
+        run.current_dir(&root).env("PATH", &path).args(["-c", &scratch(&command)]);
+        let out = if command.ends_with("-- bash") {
+            // The user's confined shell: the project is writable, root's home is not readable.
+            run.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+            run.stderr(std::process::Stdio::piped());
+            let mut child = run.spawn().unwrap();
+            let script = format!("echo edited > {}/f && ls /root; exit 0\n", app.display());
+            std::io::Write::write_all(&mut child.stdin.take().unwrap(), script.as_bytes()).unwrap();
+            child.wait_with_output().unwrap()
+        } else {
+            run.output().unwrap()
+        };
+        assert!(out.status.success(), "`{command}`: {}{}", stdout(&out), stderr(&out));
+        if command.starts_with("install -D") {
+            // The operator's config, with the scratch directory's paths.
+            let config = etc.join("config.toml");
+            std::fs::write(&config, scratch(&std::fs::read_to_string(&config).unwrap())).unwrap();
+        }
+        if command.ends_with("-- bash") {
+            assert_eq!(std::fs::read_to_string(app.join("f")).unwrap(), "edited\n");
+            assert!(stderr(&out).contains("fp: denied file_open /root by ls"), "{}", stderr(&out));
+        }
+    }
+    let daemon = daemon.expect("the quick start starts the daemon");
+    fp_tests::stop_daemon(daemon);
+    let _ = std::fs::remove_dir_all(t.join("var"));
 }

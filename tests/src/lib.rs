@@ -35,6 +35,29 @@ pub fn fp_bin() -> String {
     std::env::var("FP_BIN").expect("FP_BIN names the fp binary under test")
 }
 
+/// Cargo's target directory (test executables live in <target>/<profile>/deps), which holds the
+/// test kernels' packages (`fp-vm/kernels/<version>/root`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_owned()
+}
+
+/// Loads kernel module `name` (and what it needs) from the running test kernel's package: the
+/// VM's initramfs loads only what mounting the host root needs.
+pub fn load_module(name: &str) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let kernels = target_dir().join("fp-vm/kernels");
+    let root = std::fs::read_dir(&kernels)
+        .unwrap()
+        .map(|k| k.unwrap().path().join("root"))
+        .find(|root| root.join("lib/modules").join(release.trim()).is_dir())
+        .unwrap_or_else(|| {
+            panic!("no package of kernel {} in {}", release.trim(), kernels.display())
+        });
+    let loaded = Command::new("modprobe").arg("-d").arg(&root).arg(name).output().unwrap();
+    assert!(loaded.status.success(), "modprobe {name}: {}", stderr(&loaded));
+}
+
 /// The `fp` binary under test.
 pub fn fp() -> Command {
     Command::new(fp_bin())
@@ -247,9 +270,7 @@ impl Batch {
         for t in techniques {
             tree.file(&format!("secret/{}", t.name), &format!("secret {}\n", t.name));
         }
-        // Test executables live in <target>/<profile>/deps.
-        let exe = std::env::current_exe().unwrap();
-        let target = exe.ancestors().nth(3).unwrap().to_owned();
+        let target = target_dir();
         let shell = |script: &str| {
             let st = Command::new("sh")
                 .args(["-e", "-c", script])

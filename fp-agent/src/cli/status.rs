@@ -78,6 +78,9 @@ fn audit_line(audit: &crate::daemon::api::AuditStatus) -> String {
         }
         "ok" => "ok".to_owned(),
         "no-space" => "NO SPACE: records queued in memory, new sessions refused".to_owned(),
+        "read-only" => {
+            "READ-ONLY FILESYSTEM: records queued in memory, new sessions refused".to_owned()
+        }
         other => format!("{}: the writer stopped, new sessions refused", other.to_uppercase()),
     };
     let state = match (audit.health.as_str(), audit.on_full) {

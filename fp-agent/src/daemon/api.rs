@@ -290,8 +290,8 @@ pub struct HostStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditStatus {
     pub log: std::path::PathBuf,
-    /// `ok`, `no-space` (new sessions refused, records queued in memory) or `failed` (the
-    /// writer stopped on an error; new sessions refused).
+    /// `ok`, `no-space` or `read-only` (new sessions refused, records queued in memory) or
+    /// `failed` (the writer stopped on an error; new sessions refused).
     pub health: String,
     /// Bytes free for the log on its filesystem (None: could not be read).
     pub free_bytes: Option<u64>,

@@ -36,7 +36,7 @@ impl Manager {
         }
         let (state, reason) = match health {
             Health::Ok => ("thawed", "the audit log can be written again".to_owned()),
-            _ => ("frozen", format!("the audit log cannot be written ({})", cause(health))),
+            _ => ("frozen", format!("the audit log cannot be written ({})", health.cause())),
         };
         tracing::warn!("sessions {state}: {}: {reason}", changed.join(", "));
         changed.sort();
@@ -45,15 +45,6 @@ impl Manager {
             state: state.into(),
             reason,
         }));
-    }
-}
-
-/// Why the log cannot be written, as the freeze record says it.
-fn cause(health: Health) -> &'static str {
-    match health {
-        Health::Ok => "it can",
-        Health::NoSpace => "no space is left on its filesystem",
-        Health::Failed => "its writer stopped on an error",
     }
 }
 

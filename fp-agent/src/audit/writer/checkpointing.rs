@@ -10,7 +10,8 @@ impl LogWriter {
     pub fn checkpoint_due(&self) -> bool {
         self.since_checkpoint >= self.config.checkpoint_every_records
             || (self.since_checkpoint > 0
-                && self.last_checkpoint.elapsed() >= self.config.checkpoint_every)
+                && (self.session_ended
+                    || self.last_checkpoint.elapsed() >= self.config.checkpoint_every))
     }
 
     /// Appends a signed checkpoint over everything so far, makes it durable, then publishes it
@@ -23,6 +24,7 @@ impl LogWriter {
         self.append_body(&body);
         self.flush(true)?;
         self.since_checkpoint = 0;
+        self.session_ended = false;
         self.last_checkpoint = Instant::now();
         match &self.config.checkpoint_sink {
             None => Ok(()),
@@ -30,6 +32,7 @@ impl LogWriter {
                 checkpoint::write_atomic(path, note.as_bytes(), 0o644).map_err(|e| {
                     match e.downcast_ref::<std::io::Error>() {
                         Some(io) if io.raw_os_error() == Some(libc::ENOSPC) => WriteError::NoSpace,
+                        Some(io) if io.raw_os_error() == Some(libc::EROFS) => WriteError::ReadOnly,
                         _ => WriteError::Fatal(e.context("writing the checkpoint sink")),
                     }
                 })

@@ -40,6 +40,8 @@ use super::record::{Body, DaemonRestart, Event, LogOpen, Loss, write_sealed};
 pub enum WriteError {
     /// The filesystem is full (ENOSPC/EDQUOT); staged records are kept and retried.
     NoSpace,
+    /// The filesystem is read-only (EROFS: remounted so); retried as [`WriteError::NoSpace`].
+    ReadOnly,
     /// Anything else, fsync errors above all: the log can no longer be trusted to be durable.
     Fatal(anyhow::Error),
 }
@@ -48,6 +50,7 @@ impl std::fmt::Display for WriteError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             WriteError::NoSpace => f.write_str("no space left for the audit log"),
+            WriteError::ReadOnly => f.write_str("the audit log's filesystem is read-only"),
             WriteError::Fatal(e) => write!(f, "audit log write failed: {e:#}"),
         }
     }
@@ -58,6 +61,7 @@ impl std::error::Error for WriteError {}
 fn io_error(e: std::io::Error, what: &str) -> WriteError {
     match e.raw_os_error() {
         Some(libc::ENOSPC | libc::EDQUOT) => WriteError::NoSpace,
+        Some(libc::EROFS) => WriteError::ReadOnly,
         _ => WriteError::Fatal(anyhow::Error::new(e).context(what.to_owned())),
     }
 }
@@ -102,6 +106,12 @@ pub struct LogWriter {
     last_sync: Instant,
     since_checkpoint: u64,
     last_checkpoint: Instant,
+    /// A partial write could not be cut off (the filesystem went read-only under it): the next
+    /// flush cuts the file back to `file_len` before it writes.
+    torn: bool,
+    /// A session ended since the last checkpoint: its records are sealed at once, so that its
+    /// log verifies without warnings as soon as it ends.
+    session_ended: bool,
 }
 
 impl LogWriter {
@@ -167,6 +177,8 @@ impl LogWriter {
             unsynced: false,
             last_sync: now,
             since_checkpoint: 0,
+            session_ended: false,
+            torn: false,
             last_checkpoint: now,
         };
         if fresh_file {
@@ -223,8 +235,10 @@ impl LogWriter {
 
     /// Stages one producer event.
     pub fn append(&mut self, event: Event) {
-        if let Event::Decision(decision) = &event {
-            self.pending_deny |= decision.decision.is_deny_or_prompt();
+        match &event {
+            Event::Decision(decision) => self.pending_deny |= decision.decision.is_deny_or_prompt(),
+            Event::SessionEnd(_) => self.session_ended = true,
+            _ => {}
         }
         self.append_body(&Body::from(event));
     }
@@ -241,10 +255,15 @@ impl LogWriter {
     /// Writes everything staged in one write(2); fdatasyncs when `sync` is set, when a deny or
     /// prompt decision was staged with `sync_on_deny`, or when `sync_interval` has passed.
     pub fn flush(&mut self, sync: bool) -> Result<(), WriteError> {
+        if self.torn {
+            self.file.set_len(self.file_len).map_err(|e| io_error(e, "cutting a partial write"))?;
+            self.torn = false;
+        }
         if !self.pending.is_empty() {
             if let Err(e) = self.file.write_all(&self.pending) {
-                // Undo a partial write so the file still ends with a whole record.
-                let _ = self.file.set_len(self.file_len);
+                // Undo a partial write so the file still ends with a whole record (appends go
+                // to its end): now, or before the next write.
+                self.torn = self.file.set_len(self.file_len).is_err();
                 return Err(io_error(e, "writing the audit log"));
             }
             self.file_len += self.pending.len() as u64;

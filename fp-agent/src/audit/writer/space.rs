@@ -90,13 +90,19 @@ pub struct Space {
     pub free: u64,
     /// The filesystem's size in bytes.
     pub total: u64,
+    /// It is mounted read-only now (`ST_RDONLY`).
+    pub read_only: bool,
 }
 
 /// The free space on the filesystem of `dir` (None: unreadable).
 pub fn space(dir: &Path) -> Option<Space> {
     let stat = nix::sys::statvfs::statvfs(dir).ok()?;
     let unit = stat.fragment_size() as u64;
-    Some(Space { free: stat.blocks_available() as u64 * unit, total: stat.blocks() as u64 * unit })
+    Some(Space {
+        free: stat.blocks_available() as u64 * unit,
+        total: stat.blocks() as u64 * unit,
+        read_only: stat.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY),
+    })
 }
 
 /// Watches the free space against the threshold, at most every [`CHECK_EVERY`]: says when it
@@ -107,6 +113,10 @@ pub struct SpaceWatch {
     /// The threshold in bytes at the last look.
     bytes: u64,
     low: bool,
+    /// The filesystem was read-only at the last look. A write through a file opened before a
+    /// filesystem went read-only may still succeed, into the page cache only (ext4 after a
+    /// forced remount; its fsync then succeeds too): the writer must not count on an error.
+    read_only: bool,
 }
 
 /// What changed at a check.
@@ -120,7 +130,7 @@ pub enum Crossing {
 
 impl SpaceWatch {
     pub fn new(threshold: SpaceLeft) -> Self {
-        SpaceWatch { threshold, checked: None, bytes: 0, low: false }
+        SpaceWatch { threshold, checked: None, bytes: 0, low: false, read_only: false }
     }
 
     /// The threshold in bytes at the last look (0 before it), and whether the free space was
@@ -138,9 +148,15 @@ impl SpaceWatch {
         self.observe(space(dir)?)
     }
 
+    /// Whether the filesystem was read-only at the last look.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
     fn observe(&mut self, space: Space) -> Option<Crossing> {
         let threshold = self.threshold.bytes(space.total);
         self.bytes = threshold;
+        self.read_only = space.read_only;
         let low = space.free < threshold;
         if low == self.low {
             return None;
@@ -175,7 +191,7 @@ mod tests {
     #[test]
     fn a_watch_says_each_crossing_once() {
         let mut w = SpaceWatch::new(SpaceLeft::Percent(10));
-        let at = |free| Space { free, total: 1000 };
+        let at = |free| Space { free, total: 1000, read_only: false };
         assert_eq!(w.observe(at(500)), None);
         assert_eq!(w.observe(at(50)), Some(Crossing::Under { free: 50, threshold: 100 }));
         assert_eq!(w.observe(at(40)), None);

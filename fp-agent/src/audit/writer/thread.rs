@@ -25,6 +25,9 @@ pub enum Health {
     NoSpace = 1,
     /// The writer stopped on an error (e.g. fsync): the log is no longer durable.
     Failed = 2,
+    /// The log's filesystem is read-only (remounted so): as [`Health::NoSpace`], records resume
+    /// once it is writable again.
+    ReadOnly = 3,
 }
 
 impl Health {
@@ -34,6 +37,17 @@ impl Health {
             Health::Ok => "ok",
             Health::NoSpace => "no-space",
             Health::Failed => "failed",
+            Health::ReadOnly => "read-only",
+        }
+    }
+
+    /// Why the log cannot be written, as messages and records say it.
+    pub fn cause(self) -> &'static str {
+        match self {
+            Health::Ok => "it can be written",
+            Health::NoSpace => "no space is left on its filesystem",
+            Health::Failed => "its writer stopped on an error (see the agent's log)",
+            Health::ReadOnly => "its filesystem is read-only",
         }
     }
 }
@@ -121,6 +135,7 @@ impl AuditHandle {
         match self.shared.health.load(Ordering::SeqCst) {
             0 => Health::Ok,
             1 => Health::NoSpace,
+            3 => Health::ReadOnly,
             _ => Health::Failed,
         }
     }
@@ -166,8 +181,6 @@ impl AuditHandle {
         let free = self.free_bytes();
         let low;
         let cause = match self.health() {
-            Health::NoSpace => "no space is left on its filesystem",
-            Health::Failed => "its writer stopped on an error (see the agent's log)",
             Health::Ok => match free {
                 Some(free) if free < SESSION_MIN_FREE => {
                     low = format!("{free} bytes are left on its filesystem");
@@ -175,6 +188,7 @@ impl AuditHandle {
                 }
                 _ => return Ok(()),
             },
+            unwritable => unwritable.cause(),
         };
         anyhow::bail!(
             "the audit log {} cannot be written ({cause}): fp starts no new session until it can; \
@@ -268,10 +282,10 @@ fn warn_of_space(log: &std::path::Path, crossing: &super::space::Crossing) {
     }
 }
 
-/// The writer loop: batch, write, group-commit, checkpoint, rotate; back off on ENOSPC.
+/// The writer loop: batch, write, group-commit, checkpoint, rotate; back off on ENOSPC or EROFS.
 fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Result<()> {
     let poll = log.config.sync_interval.min(Duration::from_millis(100));
-    let mut no_space_since: Option<Instant> = None;
+    let mut blocked_since: Option<Instant> = None;
     let mut watch = super::space::SpaceWatch::new(log.config.space_left);
     // Events taken from the channel: once flushed, what `record_written` waits for.
     let mut received = 0u64;
@@ -282,7 +296,7 @@ fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Res
         let (threshold, low) = watch.state();
         shared.space_left.store(threshold, Ordering::Relaxed);
         shared.low_space.store(low, Ordering::Relaxed);
-        let wait = if no_space_since.is_some() { log.config.enospc_retry.min(poll) } else { poll };
+        let wait = if blocked_since.is_some() { log.config.enospc_retry.min(poll) } else { poll };
         let mut disconnected = false;
         match rx.recv_timeout(wait) {
             Ok(event) => {
@@ -299,7 +313,7 @@ fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Res
             received += 1;
             stage(&mut log, event, shared);
         }
-        if let Some(since) = no_space_since
+        if let Some(since) = blocked_since
             && since.elapsed() < log.config.enospc_retry
             && !stopping
         {
@@ -310,6 +324,9 @@ fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Res
             log.append_body(&Body::Loss(Loss { count: dropped, at: CHANNEL_LOSS.into() }));
         }
         let result = (|| {
+            if watch.read_only() {
+                return Err(WriteError::ReadOnly);
+            }
             log.flush(false)?;
             if log.rotation_due() {
                 log.rotate()?;
@@ -322,25 +339,32 @@ fn run(mut log: LogWriter, rx: &Receiver<Event>, shared: &Shared) -> anyhow::Res
             Ok(()) => {
                 *shared.written.lock().unwrap() = received;
                 shared.written_changed.notify_all();
-                if no_space_since.take().is_some() {
-                    tracing::warn!("audit log has space again; resuming");
+                if blocked_since.take().is_some() {
+                    tracing::warn!("audit log can be written again; resuming");
                     shared.set_health(Health::Ok);
                 }
             }
-            Err(WriteError::NoSpace) => {
-                if no_space_since.is_none() {
+            Err(e @ (WriteError::NoSpace | WriteError::ReadOnly)) => {
+                let health = match e {
+                    WriteError::NoSpace => Health::NoSpace,
+                    _ => Health::ReadOnly,
+                };
+                if blocked_since.is_none() || shared.health.load(Ordering::SeqCst) != health as u8 {
                     tracing::error!(
-                        "audit log {}: no space left; new sessions refused",
-                        log.config.path.display()
+                        "audit log {}: {}; new sessions refused, records held until it can be \
+                         written",
+                        log.config.path.display(),
+                        health.cause()
                     );
-                    shared.set_health(Health::NoSpace);
+                    shared.set_health(health);
                 }
-                no_space_since = Some(Instant::now());
+                blocked_since = Some(Instant::now());
                 log.note_unwritten(shared.dropped.load(Ordering::SeqCst));
                 if stopping {
                     bail!(
-                        "shutting down with {} bytes of records unwritten: disk full",
-                        log.pending_bytes()
+                        "shutting down with {} bytes of records unwritten: {}",
+                        log.pending_bytes(),
+                        health.cause()
                     );
                 }
                 continue;
