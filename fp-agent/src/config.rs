@@ -311,7 +311,8 @@ mod tests {
         assert_eq!(Config { file: None, ..config }, Config::default());
         assert_eq!(Config::default().socket, Path::new("/run/fp/fp.sock"));
         assert_eq!(Config::default().lock_path(), Path::new("/run/fp/fp.sock.lock"));
-        let hybrid = Cgroup2 { mount: "/sys/fs/cgroup/unified".into(), root: "/".into() };
+        let hybrid =
+            Cgroup2 { mount: "/sys/fs/cgroup/unified".into(), root: "/".into(), nsdelegate: false };
         let parent = Config::default().sessions_parent(&hybrid);
         assert_eq!(parent, Path::new("/sys/fs/cgroup/unified/fp"));
     }
@@ -342,7 +343,8 @@ mod tests {
                 assert_eq!(value.trim().parse::<u64>().unwrap(), mib << 20, "{line}");
             }
         }
-        let hierarchy = Cgroup2 { mount: "/sys/fs/cgroup".into(), root: "/".into() };
+        let hierarchy =
+            Cgroup2 { mount: "/sys/fs/cgroup".into(), root: "/".into(), nsdelegate: false };
         // Each key left unset: what its comment says that means, and whether the code agrees.
         let claims: [(&str, &str, bool); 5] = [
             ("socket_group", "Unset: root only.", defaults.socket_group.is_none()),

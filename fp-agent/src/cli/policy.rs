@@ -341,16 +341,21 @@ fn explain(
     paths: &[PathBuf],
 ) -> Result<(), Failure> {
     let policy = load(policy_file, session, Some(session.workspace()?))?;
+    let cgroup2 = crate::session::Cgroup2::find().ok();
     for path in paths {
         let normalized = normalized(path)?;
         let decision = policy.decide(&normalized, op);
         let shown = String::from_utf8_lossy(&normalized).into_owned();
         let floor = policy.open_floor(path, op);
         let pending = links_pending(&policy, path, op, decision.verdict);
+        let own_cgroups = own_cgroups(cgroup2.as_ref(), &normalized, op, decision.verdict);
         if json {
             let mut answer = explain_json(&policy, &shown, op, &decision);
             if let Some(links) = pending {
                 answer["refused_while_listing_hardlinks"] = json!({"links": links});
+            }
+            if let Some(nsdelegate) = own_cgroups {
+                answer["own_cgroups_exception"] = json!({"nsdelegate": nsdelegate});
             }
             match &floor {
                 Some(OpenFloor::Refused { what }) => {
@@ -393,6 +398,18 @@ fn explain(
                 crate::policy::KernelDisposition::Defer => "defer",
             }
         );
+        if let Some(nsdelegate) = own_cgroups {
+            let here = if nsdelegate {
+                "it is here"
+            } else {
+                "it is not here: the exception does not apply"
+            };
+            println!(
+                "  but a session's own cgroups, below its cgroup (which it sees at the cgroup \
+                 mount), are written, made and removed where cgroup2 is mounted nsdelegate \
+                 ({here}; docs/threat-model.md, Sub-cgroups)"
+            );
+        }
         if let Some(links) = pending {
             println!(
                 "  but refused in a session's first seconds: it has {links} links, and writes to \
@@ -402,6 +419,42 @@ fn explain(
         }
     }
     Ok(())
+}
+
+/// Whether `cgroup2` (this host's) is mounted `nsdelegate`, when `path` (normalized) is a file
+/// on it the policy forbids `op` on: a session's own cgroups are the exception (fp-ebpf's
+/// `cgroups`).
+fn own_cgroups(
+    cgroup2: Option<&crate::session::Cgroup2>,
+    path: &[u8],
+    op: Op,
+    verdict: Verdict,
+) -> Option<bool> {
+    let cgroup2 = cgroup2.filter(|_| op != Op::Read && verdict == Verdict::Deny)?;
+    let below = Path::new(std::ffi::OsStr::from_bytes(path)).starts_with(&cgroup2.mount);
+    below.then_some(cgroup2.nsdelegate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_cgroupfs_writes_name_the_own_cgroups_exception() {
+        let cgroup2 = crate::session::Cgroup2 {
+            mount: "/sys/fs/cgroup".into(),
+            root: "/".into(),
+            nsdelegate: true,
+        };
+        let at =
+            |path: &str, op, verdict| own_cgroups(Some(&cgroup2), path.as_bytes(), op, verdict);
+        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Write, Verdict::Deny), Some(true));
+        assert_eq!(at("/sys/fs/cgroup/sub", Op::Delete, Verdict::Deny), Some(true));
+        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Read, Verdict::Deny), None);
+        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Write, Verdict::Allow), None);
+        assert_eq!(at("/sys/fs/cgroupfoo", Op::Write, Verdict::Deny), None);
+        assert_eq!(own_cgroups(None, b"/sys/fs/cgroup/x", Op::Write, Verdict::Deny), None);
+    }
 }
 
 /// The links of the file at `path` when the kernel refuses the write `explain` allows while a

@@ -160,7 +160,8 @@ struct Fixture {
 }
 
 fn fixture(root: &Path, state: Option<PathBuf>, maps: Maps) -> Fixture {
-    let hierarchy = Cgroup2 { mount: root.to_path_buf(), root: PathBuf::from("/") };
+    let hierarchy =
+        Cgroup2 { mount: root.to_path_buf(), root: PathBuf::from("/"), nsdelegate: false };
     let parent = root.join("fp");
     std::fs::create_dir_all(&parent).unwrap();
     let (maps, queue) = (Arc::new(Mutex::new(maps)), Arc::new(Mutex::new(VecDeque::new())));

@@ -69,6 +69,9 @@ impl Mode {
 pub struct Cgroup2 {
     pub mount: PathBuf,
     pub root: PathBuf,
+    /// Mounted `nsdelegate`: the kernel keeps the moves of a cgroup namespace's processes inside
+    /// it, and a session may then manage cgroups of its own (docs/threat-model.md, Sub-cgroups).
+    pub nsdelegate: bool,
 }
 
 impl Cgroup2 {
@@ -88,9 +91,11 @@ impl Cgroup2 {
                 return None;
             }
             let fields: Vec<&str> = left.split(' ').collect();
+            let superoptions = right.split(' ').nth(2).unwrap_or_default();
             Some(Self {
                 root: unescape(fields.get(3)?).into(),
                 mount: unescape(fields.get(4)?).into(),
+                nsdelegate: superoptions.split(',').any(|o| o == "nsdelegate"),
             })
         })
     }
@@ -287,10 +292,13 @@ mod tests {
                       31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw\n";
         let c = Cgroup2::from_mountinfo(hybrid).unwrap();
         assert_eq!(c.mount, Path::new("/sys/fs/cgroup/unified"));
+        assert!(!c.nsdelegate);
         assert_eq!(c.level_of(Path::new("/sys/fs/cgroup/unified/fp/s1")).unwrap(), 2);
 
-        let namespaced = "31 30 0:27 /user.slice/x /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        let namespaced =
+            "31 30 0:27 /user.slice/x /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
         let c = Cgroup2::from_mountinfo(namespaced).unwrap();
+        assert!(c.nsdelegate);
         assert_eq!(c.level_of(Path::new("/sys/fs/cgroup/fp")).unwrap(), 3);
         assert!(c.level_of(Path::new("/elsewhere")).is_err());
         assert!(Cgroup2::from_mountinfo("1 0 0:1 / / rw - ext4 /dev/vda rw\n").is_none());
