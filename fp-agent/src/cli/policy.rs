@@ -435,28 +435,6 @@ fn own_cgroups(
     below.then_some(cgroup2.nsdelegate)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn refused_cgroupfs_writes_name_the_own_cgroups_exception() {
-        let cgroup2 = crate::session::Cgroup2 {
-            mount: "/sys/fs/cgroup".into(),
-            root: "/".into(),
-            nsdelegate: true,
-        };
-        let at =
-            |path: &str, op, verdict| own_cgroups(Some(&cgroup2), path.as_bytes(), op, verdict);
-        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Write, Verdict::Deny), Some(true));
-        assert_eq!(at("/sys/fs/cgroup/sub", Op::Delete, Verdict::Deny), Some(true));
-        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Read, Verdict::Deny), None);
-        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Write, Verdict::Allow), None);
-        assert_eq!(at("/sys/fs/cgroupfoo", Op::Write, Verdict::Deny), None);
-        assert_eq!(own_cgroups(None, b"/sys/fs/cgroup/x", Op::Write, Verdict::Deny), None);
-    }
-}
-
 /// The links of the file at `path` when the kernel refuses the write `explain` allows while a
 /// session's read-only trees are listed for hardlinks (crate::kernel::tables): a file other
 /// than a directory with more than one link, under a policy with such trees.
@@ -702,4 +680,26 @@ fn compile(policy_file: &Path, session: &Session, json: bool) -> Result<(), Fail
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_cgroupfs_writes_name_the_own_cgroups_exception() {
+        let cgroup2 = crate::session::Cgroup2 {
+            mount: "/sys/fs/cgroup".into(),
+            root: "/".into(),
+            nsdelegate: true,
+        };
+        let at =
+            |path: &str, op, verdict| own_cgroups(Some(&cgroup2), path.as_bytes(), op, verdict);
+        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Write, Verdict::Deny), Some(true));
+        assert_eq!(at("/sys/fs/cgroup/sub", Op::Delete, Verdict::Deny), Some(true));
+        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Read, Verdict::Deny), None);
+        assert_eq!(at("/sys/fs/cgroup/sub/memory.max", Op::Write, Verdict::Allow), None);
+        assert_eq!(at("/sys/fs/cgroupfoo", Op::Write, Verdict::Deny), None);
+        assert_eq!(own_cgroups(None, b"/sys/fs/cgroup/x", Op::Write, Verdict::Deny), None);
+    }
 }
