@@ -219,3 +219,31 @@ fn explain_names_the_wait_of_files_with_several_links() {
     assert_eq!(lines[0]["refused_while_listing_hardlinks"]["links"], 2, "{out}");
     assert!(lines[1].get("refused_while_listing_hardlinks").is_none(), "{out}");
 }
+
+/// The globs users write for a CLI's atomic config writes and per-user temp files (`dir/name.*`,
+/// `dir/*.lock`, `dir/prefix*`) are decided in the kernel: check does not warn, explain says
+/// `exact`, and a `*` never reaches below the directory (issue 53 item 1).
+#[test]
+fn dotfile_globs_are_decided_in_the_kernel() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.toml");
+    std::fs::write(
+        &policy,
+        "[file_policy]\ndefault = \"deny\"\nwrite_paths = [\"/h/.claude.json.*\", \"/h/*.lock\", \"/tmp/claude-*\"]\n",
+    )
+    .unwrap();
+    let p = policy.display().to_string();
+    let (code, out, err) = fp(&["policy", "check", "--workspace", "/tmp/ws", &p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("not fully decided"), "{out}");
+    let paths = ["/h/.claude.json.tmp.1", "/h/x.lock", "/tmp/claude-0", "/h/d/.claude.json.1"];
+    let args = ["policy", "explain", "--policy", &p, "--workspace", "/tmp/ws", "--op", "write"];
+    let (code, out, err) = fp(&[&args[..], &["--json"], &paths[..]].concat());
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let verdicts: Vec<String> =
+        lines.iter().map(|l| format!("{} {}", l["verdict"], l["kernel"])).collect();
+    let allow = r#""allow" "exact""#;
+    assert_eq!(verdicts, [allow, allow, allow, r#""deny" "exact""#], "{out}");
+}

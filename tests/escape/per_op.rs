@@ -1,9 +1,9 @@
 //! Escape suite, per-op (schema v2) policies: every route by which an operation that combines
 //! accesses (an open for reading and writing, a rename, an exchange, a link) could give content an
 //! access its policy withholds (docs/threat-model.md "Moves and combined opens"). The workspace
-//! is readable, writable and deletable, except `*.secret` files and `private/` (not readable),
-//! `frozen/` (not writable) and `keep/` (not deletable). Positive controls: ordinary renames,
-//! saves, builds and git in the same session.
+//! is readable, writable and deletable, except `*.secret` files, `draft-*` and `*.draft` right in
+//! it and `private/` (not readable), `frozen/` (not writable) and `keep/` (not deletable).
+//! Positive controls: ordinary renames, saves, builds and git in the same session.
 use fp_tests::{Expect::Allowed, Suite, denied, escape_suite, exchange, perl};
 
 const POLICY: &str = r#"
@@ -13,7 +13,7 @@ write = "deny"
 delete = "deny"
 [file_policy.read]
 silent = ["<workspace>/**", "$TARGET/**"]
-deny = ["<workspace>/**/*.secret", "<workspace>/private/**"]
+deny = ["<workspace>/**/*.secret", "<workspace>/private/**", "<workspace>/draft-*", "<workspace>/*.draft"]
 [file_policy.write]
 silent = ["<workspace>/**"]
 deny = ["<workspace>/frozen/**"]
@@ -35,6 +35,8 @@ echo "TOPSECRET s" > $B/private/sub/s.txt; echo "TOPSECRET r" > $B/private/r.txt
 echo frozen > $B/frozen/f.txt; echo frozen > $B/frozen/sub/g.txt; echo frozen > $B/frozen/sed.txt
 echo frozen > $B/frozen/u.txt
 echo keep > $B/keep/k.txt
+echo "TOPSECRET d" > $B/draft-1; echo "TOPSECRET n" > $B/notes.draft
+echo d > $B/work/draft-1; echo n > $B/work/notes.draft
 echo other > $B/work/other.txt; echo swap > $B/work/x.txt; echo one > $B/work/s1.secret
 "#,
     deny: &[],
@@ -82,6 +84,10 @@ escape_suite! {
     dir_out_of_private: denied("path_rename|file_open", "read", "private/sub") => "mv $B/private/sub $B/work/sub && cat $B/work/sub/s.txt";
     private_tree_renamed: denied("path_rename", "read", "private") => perl!("rename($ARGV[0], $ARGV[1])", "private", "public");
     dir_out_of_frozen: denied("path_rename", "write", "frozen/sub") => perl!("rename($ARGV[0], $ARGV[1])", "frozen/sub", "work/fsub");
+    // `dir/prefix*` and `dir/*suffix` name the directory's own entries, decided in the kernel.
+    name_prefix_in_directory: denied("file_open", "read", "draft-1") => "cat $B/draft-1";
+    name_suffix_in_directory: denied("file_open", "read", "notes.draft") => "cat $B/notes.draft";
+    glob_star_stays_in_its_directory: Allowed => "cat $B/work/draft-1 $B/work/notes.draft";
     // Positive controls: ordinary work in the workspace.
     plain_rename: Allowed => "cd $B/work && echo a > a.txt && mv a.txt b.txt && cat b.txt";
     create_and_reopen: Allowed => "cd $B/work && (exec 3<>n1.txt) && echo a > n2.txt && cat n1.txt n2.txt && touch n2.txt && chmod 600 n2.txt";

@@ -238,7 +238,6 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
     if failed { Err(Failure::Reported) } else { Ok(()) }
 }
 
-/// Whether the kernel tables defer every match of this rule (its shape is not table-decidable).
 /// The ids of the rules the kernel tables defer to userspace somewhere.
 fn deferred_rules(policy: &EffectivePolicy) -> std::collections::BTreeSet<u32> {
     let defer = TableVerdict::Defer as u8;

@@ -62,7 +62,8 @@ struct Compiler {
     direct: BTreeMap<Vec<u8>, [OpEntry; 3]>,
     /// Slots by (kind, name), each with its scope directory (for deferring an overflow).
     names: BTreeMap<(NameKind, Vec<u8>), Vec<ScopedSlot>>,
-    scope_ids: BTreeMap<Vec<u8>, u16>,
+    /// Scope ids by (the scope's key, whether it holds the directory's own entries only).
+    scope_ids: BTreeMap<(Vec<u8>, bool), u16>,
     anchors: BTreeMap<Anchor, [OpEntry; 3]>,
 }
 
@@ -82,14 +83,14 @@ impl Compiler {
                 let scan_hardlinks = rule.layer == super::Layer::Policy;
                 self.anchor(rule, Anchor { path: dir, subtree: true, scan_hardlinks });
             }
-            Shape::Name { scope, kind, name, exact } => {
+            Shape::Name { scope, kind, name, exact, children_only } => {
                 let mut scope_key = scope.clone();
                 scope_key.push(b'/');
                 if scope_key.len() > MAX_PREFIX {
                     self.defer(rule, &scope);
                     return Ok(());
                 }
-                let scope_id = self.scope_id(&scope, scope_key)?;
+                let scope_id = self.scope_id(&scope, scope_key, children_only)?;
                 for (ops, verdict, rank) in op_groups(rule, exact) {
                     let slot = NameSlot { rank, rule_id: rule.id, scope_id, ops, verdict };
                     self.names.entry((kind, name.clone())).or_default().push((slot, scope.clone()));
@@ -157,11 +158,17 @@ impl Compiler {
         }
     }
 
-    fn scope_id(&mut self, scope: &[u8], key: Vec<u8>) -> Result<u16, PolicyError> {
-        if scope.is_empty() {
+    fn scope_id(
+        &mut self,
+        scope: &[u8],
+        key: Vec<u8>,
+        children_only: bool,
+    ) -> Result<u16, PolicyError> {
+        if scope.is_empty() && !children_only {
             return Ok(ROOT_SCOPE);
         }
         let next = self.scope_ids.len() + 1;
+        let key = (key, children_only);
         if let Some(id) = self.scope_ids.get(&key) {
             return Ok(*id);
         }
@@ -208,14 +215,14 @@ impl Compiler {
             names.insert(key, value);
         }
         let mut scopes = vec![empty_scope(); self.scope_ids.len() + 1];
-        for (key, id) in &self.scope_ids {
+        for ((key, children_only), id) in &self.scope_ids {
             // Keys longer than MAX_PREFIX never get a scope id (they defer).
-            scopes[*id as usize] = ScopeValue::new(key).unwrap_or_else(empty_scope);
+            scopes[*id as usize] = ScopeValue::new(key, *children_only).unwrap_or_else(empty_scope);
         }
         // Every scope has an LPM entry (its covering entries' values, so no verdict changes):
         // then the longest match of a directory names the deepest scope above it too, which is
         // what lets the kernel compare two directories by that entry alone.
-        for key in self.scope_ids.keys() {
+        for (key, _) in self.scope_ids.keys() {
             self.direct.entry(key.clone()).or_default();
         }
         let prefixes = self.fold();
@@ -288,7 +295,13 @@ fn op_groups(rule: &Rule, exact: bool) -> Vec<(u8, u8, u32)> {
 }
 
 fn empty_scope() -> ScopeValue {
-    ScopeValue { len: 0, _pad: [0; 6], path: [0; MAX_PREFIX], mask: [0; MAX_PREFIX] }
+    ScopeValue {
+        len: 0,
+        children_only: 0,
+        _pad: [0; 5],
+        path: [0; MAX_PREFIX],
+        mask: [0; MAX_PREFIX],
+    }
 }
 
 impl RuleTables for KernelTables {

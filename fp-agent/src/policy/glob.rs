@@ -190,9 +190,10 @@ pub enum Shape {
     Exact(Vec<u8>),
     /// Every path strictly below this directory.
     Subtree(Vec<u8>),
-    /// A component named `name` (of `kind`) at or below `scope`. Not `exact`: every match has
-    /// such a component, but not every path with one matches (the kernel defers on it).
-    Name { scope: Vec<u8>, kind: NameKind, name: Vec<u8>, exact: bool },
+    /// A component named `name` (of `kind`) at or below `scope` (right in it if
+    /// `children_only`). Not `exact`: every match has such a component, but not every path with
+    /// one matches (the kernel defers on it).
+    Name { scope: Vec<u8>, kind: NameKind, name: Vec<u8>, exact: bool, children_only: bool },
     /// The kernel cannot match it: everything below this directory defers to userspace.
     Defer(Vec<u8>),
 }
@@ -210,16 +211,21 @@ pub fn shape(glob: &str) -> Shape {
         }
     }
     let rest = &comps[i..];
-    let name = |kind, name: &Vec<u8>, exact: bool| {
+    let named = |kind, name: &Vec<u8>, exact: bool, children_only: bool| {
         if name.len() > MAX_NAME {
             Shape::Defer(dir.clone())
         } else {
-            Shape::Name { scope: dir.clone(), kind, name: name.clone(), exact }
+            Shape::Name { scope: dir.clone(), kind, name: name.clone(), exact, children_only }
         }
     };
+    let name = |kind, name: &Vec<u8>, exact: bool| named(kind, name, exact, false);
     match rest {
         [] => Shape::Exact(if dir.is_empty() { b"/".to_vec() } else { dir }),
         [Component::Any] => Shape::Subtree(dir),
+        // `dir/*suffix`, `dir/prefix*`: the final component right in the literal directory (a
+        // `*` never crosses a `/`).
+        [Component::Suffix(s)] if glob.starts_with('/') => named(NameKind::Suffix, s, true, true),
+        [Component::Prefix(p)] if glob.starts_with('/') => named(NameKind::Prefix, p, true, true),
         [Component::Any, Component::Literal(n)] => name(NameKind::Basename, n, true),
         [Component::Any, Component::Literal(n), Component::Any] => name(NameKind::Dirname, n, true),
         [Component::Any, Component::Suffix(s)] => name(NameKind::Suffix, s, true),

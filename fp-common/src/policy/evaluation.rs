@@ -536,8 +536,8 @@ fn component_end<P: PathBytes + ?Sized>(path: &P, start: usize) -> Option<usize>
     None
 }
 
-/// Whether `path` starts with the scope and the component at `start` lies at or below it; None
-/// if the scope is missing or malformed.
+/// Whether `path` starts with the scope and the component at `start` lies at or below it (right
+/// at it, for a scope of the directory's own entries); None if the scope is missing or malformed.
 fn in_scope<T: RuleTables>(
     tables: &T,
     scope_id: u16,
@@ -552,7 +552,7 @@ fn in_scope<T: RuleTables>(
     if len > MAX_PREFIX {
         return None;
     }
-    if start < len {
+    if start < len || (scope.children_only != 0 && start != len) {
         return Some(false);
     }
     // A fixed trip count, no early exit and no branch: the BPF verifier then walks it once with

@@ -117,20 +117,25 @@ pub struct ScopeKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScopeValue {
     pub len: u16,
-    pub _pad: [u8; 6],
+    /// Nonzero: only the directory's own entries are in the scope, not what lies deeper (the
+    /// rule `dir/prefix*`, whose `*` does not cross a `/`).
+    pub children_only: u8,
+    pub _pad: [u8; 5],
     pub path: [u8; MAX_PREFIX],
     pub mask: [u8; MAX_PREFIX],
 }
 
 impl ScopeValue {
-    /// The scope `path` (at most [`MAX_PREFIX`] bytes, ending in `/`).
-    pub fn new(path: &[u8]) -> Option<Self> {
+    /// The scope `path` (at most [`MAX_PREFIX`] bytes, ending in `/`), of the directory's own
+    /// entries only if `children_only`.
+    pub fn new(path: &[u8], children_only: bool) -> Option<Self> {
         if path.len() > MAX_PREFIX {
             return None;
         }
         let mut scope = ScopeValue {
             len: path.len() as u16,
-            _pad: [0; 6],
+            children_only: children_only as u8,
+            _pad: [0; 5],
             path: [0; MAX_PREFIX],
             mask: [0; MAX_PREFIX],
         };
