@@ -3,6 +3,7 @@
 //! processes of their own session, and start no process in another cgroup
 //! (docs/threat-model.md, "The session boundary"). Outsiders may still act on the session: the
 //! rule is "current inside and target outside".
+use aya_ebpf::{macros::map, maps::HashMap};
 use fp_common::{
     kernel::{Hook, Op, Reason, SESSION_AUDIT_ONLY},
     policy::{NO_RULE, TableVerdict},
@@ -14,11 +15,14 @@ use crate::{
     kernel::{
         EACCES, OFF_CSS_SET_DFL_CGRP, OFF_TASK_STRUCT_CGROUPS, OFF_TASK_STRUCT_TGID, off, read,
     },
-    maps::PROTECTED,
     protect::refuse_without_path,
     report::{Report, Target, report_process},
     session::{Session, unreadable},
 };
+
+/// fp's own processes (the daemon, `fp run`), by tgid: sessions may not signal or trace them.
+#[map]
+pub(crate) static PROTECTED: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
 
 /// The process `task` belongs to, and whether its cgroup lies in the session's subtree.
 #[inline(always)]

@@ -28,6 +28,7 @@
 //! Grants, pending prompts and the broker are applied after the cache, as after a walk.
 use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_jiffies64},
+    macros::map,
     maps::Array,
 };
 use fp_common::policy::{Op as PolicyOp, TableVerdict};
@@ -35,9 +36,19 @@ use fp_common::policy::{Op as PolicyOp, TableVerdict};
 use crate::{
     decide::{by_identity, outcome_of},
     kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, global, load, off, read_sequence},
-    maps::{OWNERS, SCRATCH, Scratch, VERDICTS},
+    maps::{SCRATCH, Scratch},
     walk::{LOCAL_KNOWN, NO_MOUNT},
 };
+
+/// The verdict cache (crate::cache): one entry per dentry address slot, the slot's latest fill
+/// (a fill is plain stores: no allocation, lock or eviction list, as an LRU hash's update takes).
+#[map]
+pub(crate) static VERDICTS: Array<Cached> = Array::with_max_entries(1 << OWNER_BITS, 0);
+
+/// Which entry of both caches is live for each dentry address slot (crate::cache::Owner): the
+/// verdict cache's and the directory cache's owner of a slot side by side.
+#[map]
+pub(crate) static OWNERS: Array<[Owner; 2]> = Array::with_max_entries(1 << OWNER_BITS, 0);
 
 /// How long an entry may be used: far below the time 2^31 renames or mounts take. In jiffies,
 /// which the verifier inlines as one load (`bpf_ktime_get_boot_ns` is a helper call, and every
@@ -84,7 +95,7 @@ pub(crate) struct Owner {
 }
 
 /// The slot of `dentry` (a plain number): its index in [`OWNERS`], in [`VERDICTS`] and in
-/// [`crate::maps::DIR_VERDICTS`].
+/// [`crate::dirs::DIR_VERDICTS`].
 #[inline(always)]
 pub(crate) fn slot(dentry: u64) -> u32 {
     // Dentries are slab objects of 192 bytes: the low bits say little.

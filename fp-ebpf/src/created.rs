@@ -13,7 +13,11 @@
 //! `path_mknod` decision saw none: a negative dentry has no identity). Anything else, a thread
 //! that changed CPUs, another creation on this CPU, an `O_TMPFILE` (which sets `FMODE_CREATED`
 //! without `path_mknod`), is a miss and takes the usual decision.
-use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_jiffies64};
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_jiffies64},
+    macros::map,
+    maps::PerCpuArray,
+};
 use fp_common::{
     kernel::SessionInfo,
     policy::{InodeKey, may_have_inode},
@@ -22,8 +26,13 @@ use fp_common::{
 use crate::{
     cache::{self, Fill, mix, number},
     kernel::{OFF_DENTRY_D_INODE, file_path, load, loaded_identity, off, path_parts},
-    maps::{CREATED, INODES, SCRATCH},
+    maps::SCRATCH,
+    tables::INODES,
 };
+
+/// The creation slot (crate::created), per CPU.
+#[map]
+pub(crate) static CREATED: PerCpuArray<Created> = PerCpuArray::with_max_entries(1, 0);
 
 /// Far above the time from `path_mknod` to `file_open` in one open (a miss only costs a decision):
 /// 25 ms at HZ=1000, 100 ms at 250 (jiffies, as the verdict cache's entries).

@@ -29,7 +29,11 @@
 //! it, so a name moved meanwhile takes the walk. Not used
 //! for a name that is a mount root or whose directory is one (procfs names the task's own
 //! directory after the task there), nor by renames and links.
-use aya_ebpf::helpers::generated::{bpf_loop, bpf_probe_read_kernel, bpf_probe_read_kernel_str};
+use aya_ebpf::{
+    helpers::generated::{bpf_loop, bpf_probe_read_kernel, bpf_probe_read_kernel_str},
+    macros::map,
+    maps::{Array, LruHashMap},
+};
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
@@ -40,16 +44,25 @@ use fp_common::{
 };
 
 use crate::{
-    cache::{Cache, Cached, Stamp, copied, mix, number, slot, unrenamed},
+    cache::{Cache, Cached, OWNER_BITS, Stamp, copied, mix, number, slot, unrenamed},
     decide::{by_identity, start_walk},
     kernel::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
         OFF_VFSMOUNT_MNT_ROOT, load, loaded_identity, off,
     },
-    maps::{DIR_VERDICTS, DIRS, INODES, INTERIOR, SCRATCH, Scratch},
-    tables::{LPM_FOUND, LPM_UNKNOWN, ScratchPath, header, prefix_key},
+    maps::{SCRATCH, Scratch},
+    tables::{INODES, INTERIOR, LPM_FOUND, LPM_UNKNOWN, ScratchPath, header, prefix_key},
     walk::{LOCAL_KNOWN, NO_MOUNT, RESOLVED},
 };
+
+/// The directory cache (crate::dirs), by directory dentry address.
+#[map]
+pub(crate) static DIRS: LruHashMap<u64, DirCached> = LruHashMap::with_max_entries(8192, 0);
+
+/// The directory cache's verdicts for names no name entry can match (crate::dirs), by the
+/// directory's slot (as [`VERDICTS`]), each under its directory entry's stamp.
+#[map]
+pub(crate) static DIR_VERDICTS: Array<Cached> = Array::with_max_entries(1 << OWNER_BITS, 0);
 
 /// One directory's share of its names' decisions; plain integers, as every map value.
 #[repr(C)]

@@ -14,10 +14,10 @@ use fp_common::{
 use crate::{
     decide::{Outcome, begin, check, outcome_of, set_file, settle},
     kernel::{EACCES, EXDEV, dentry_kind},
-    maps::{INTERIOR, SCRATCH, Scratch},
+    maps::{SCRATCH, Scratch},
     report::{MoveEvent, Report, report},
     session::{Session, unreadable},
-    tables::{ScratchPath, evaluate, prefix_key},
+    tables::{INTERIOR, ScratchPath, evaluate, prefix_key},
     walk::RESOLVED,
 };
 

@@ -1,18 +1,38 @@
 //! The prompt broker's side in the kernel: its heartbeat, files pending its answer, and the
 //! grants it remembered.
-use aya_ebpf::helpers::bpf_ktime_get_boot_ns;
+use aya_ebpf::{
+    helpers::bpf_ktime_get_boot_ns,
+    macros::map,
+    maps::{Array, HashMap, LpmTrie},
+};
 use fp_common::{
     kernel::{BROKER_HEARTBEAT_TIMEOUT_NS, GrantValue, Hook, Op, Reason},
-    policy::InodeKey,
+    policy::{InodeKey, PrefixKeyData},
 };
 
 use crate::{
     kernel::{EACCES, OFF_FILE_F_INODE, inode_identity, off, read},
-    maps::{BROKER, COUNTERS, GRANTS, PENDING, Scratch},
+    maps::Scratch,
     protect::refuse_without_path,
-    session::{Session, count},
+    session::{COUNTERS, Session, count},
     tables::{ScratchPath, prefix_key},
 };
+
+/// The prompt broker's last heartbeat, CLOCK_BOOTTIME ns (0: no broker).
+#[map]
+pub(crate) static BROKER: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Files a session opened with a prompt or defer verdict, by (session cgroup id, inode), until
+/// the broker has answered: reads, writes and mmaps of them are denied meanwhile, so a broker
+/// that dies mid-prompt (fanotify then lets the open through) gives no data away.
+#[map]
+pub(crate) static PENDING: HashMap<InodeKey, u64> = HashMap::with_max_entries(4096, 0);
+
+/// Remembered prompt grants, by session cgroup id and `GrantScope::key` pattern: a prompt
+/// verdict of an open or exec that a live grant covers is allowed here (`after_grant`), without a
+/// pending entry. Grants whose pattern is longer than a key stay with the broker.
+#[map]
+pub(crate) static GRANTS: LpmTrie<PrefixKeyData, GrantValue> = LpmTrie::with_max_entries(4096, 1); // BPF_F_NO_PREALLOC
 
 /// The session's grant covering the path `check` resolved, if any (the longest: a shorter one
 /// it shadows is left to the broker).

@@ -4,7 +4,8 @@ use aya_ebpf::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_uid_gid,
         generated::bpf_probe_read_kernel,
     },
-    maps::ring_buf::RingBufEntry,
+    macros::map,
+    maps::{RingBuf, ring_buf::RingBufEntry},
 };
 use core::ffi::c_void;
 use fp_common::kernel::{
@@ -13,10 +14,13 @@ use fp_common::kernel::{
 
 use crate::{
     decide::Outcome,
-    maps::{EVENTS, SCRATCH},
+    maps::SCRATCH,
     session::{Session, count},
     walk::{NO_MOUNT, RESOLVED},
 };
+
+#[map]
+pub(crate) static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
 
 /// What the event of a rename or link carries besides the one of a file.
 #[derive(Clone, Copy)]

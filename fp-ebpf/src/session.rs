@@ -1,12 +1,22 @@
 //! The session of the current task, its counters, and failing closed for sessions.
-use aya_ebpf::helpers::bpf_get_current_ancestor_cgroup_id;
+use aya_ebpf::{helpers::bpf_get_current_ancestor_cgroup_id, macros::map, maps::HashMap};
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
-use fp_common::kernel::{SESSION_AUDIT_ONLY, SessionCounters, SessionInfo};
+use fp_common::kernel::{CgroupSession, SESSION_AUDIT_ONLY, SessionCounters, SessionInfo};
 
-use crate::{
-    kernel::{EACCES, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, global, off},
-    maps::{CGROUP_SESSION, COUNTERS, SESSIONS},
-};
+use crate::kernel::{EACCES, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, global, off};
+
+#[map]
+pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
+
+/// The session each session cgroup's attachment of the `#[lsm_cgroup]` programs serves, in the
+/// cgroup's own storage. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
+#[expect(deprecated, reason = "the storage lsm_cgroup programs can read on Linux 6.1")]
+#[map]
+pub(crate) static CGROUP_SESSION: aya_ebpf::maps::CgroupStorage<CgroupSession> =
+    aya_ebpf::maps::CgroupStorage::new();
+
+#[map]
+pub(crate) static COUNTERS: HashMap<u64, SessionCounters> = HashMap::with_max_entries(1024, 0);
 
 /// The session of the current task: its cgroup id (the ancestor at the session level) and its
 /// settings, copied (userspace replaces the value on reload).

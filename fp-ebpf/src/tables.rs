@@ -2,18 +2,43 @@
 //! and the evaluation of the resolved path against them.
 use aya_ebpf::{
     helpers::generated::{bpf_loop, bpf_probe_read_kernel},
-    maps::lpm_trie::Key,
+    macros::map,
+    maps::{HashMap, LpmTrie, lpm_trie::Key},
 };
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
     policy::{
-        Lookup, MAX_NAME, MAX_PREFIX, MAX_STEPS, NameKind, NameValue, OpEntry, PathBytes,
-        PrefixKeyData, PrefixValue, RuleTables, ScopeKey, ScopeValue, TableHeader, Unreadable,
+        InodeKey, InodeValue, Lookup, MAX_NAME, MAX_PREFIX, MAX_STEPS, NameKey, NameKind,
+        NameValue, OpEntry, PathBytes, PrefixKeyData, PrefixValue, RuleTables, ScopeKey,
+        ScopeValue, TableHeader, Unreadable,
     },
 };
 
-use crate::maps::{HEADERS, NAMES, PREFIXES, SCOPES, SCRATCH, Scratch};
+use crate::maps::{SCRATCH, Scratch};
+
+/// The compiled tables (fp_common::policy), keyed by tables id: two sets per session while a
+/// reload swaps them.
+#[map]
+pub(crate) static HEADERS: HashMap<u64, TableHeader> = HashMap::with_max_entries(2048, 0);
+
+#[map]
+pub(crate) static PREFIXES: LpmTrie<PrefixKeyData, PrefixValue> =
+    LpmTrie::with_max_entries(65536, 1); // BPF_F_NO_PREALLOC
+
+#[map]
+pub(crate) static NAMES: HashMap<NameKey, NameValue> = HashMap::with_max_entries(16384, 0);
+
+#[map]
+pub(crate) static SCOPES: HashMap<ScopeKey, ScopeValue> = HashMap::with_max_entries(4096, 0);
+
+#[map]
+pub(crate) static INODES: HashMap<InodeKey, InodeValue> = HashMap::with_max_entries(65536, 0);
+
+/// Directories with a rule anchored at or below them, as exact `dir\0` keys by tables id: a
+/// directory moved from or to one is refused (fp_common::refer).
+#[map]
+pub(crate) static INTERIOR: LpmTrie<PrefixKeyData, u8> = LpmTrie::with_max_entries(65536, 1); // BPF_F_NO_PREALLOC
 
 /// The resolved path in the scratch buffer, `path[pos..end]`, read with masked indexes.
 pub(crate) struct ScratchPath {

@@ -16,7 +16,8 @@ use crate::{
         OFF_QSTR_LEN, OFF_QSTR_NAME, OFF_SUPER_BLOCK_S_DEV, OFF_SUPER_BLOCK_S_MAGIC,
         OFF_VFSMOUNT_MNT_ROOT, PROC_SUPER_MAGIC, off, read,
     },
-    maps::{INODES, SCRATCH},
+    maps::SCRATCH,
+    tables::INODES,
 };
 
 /// State of the dentry/mount walk. It lives in the per-CPU scratch map value, not on the stack:
