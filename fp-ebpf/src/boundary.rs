@@ -11,10 +11,10 @@ use fp_common::{
 
 use crate::{
     cgroups::cgroup_in_session,
-    decide::Outcome,
     kernel::{
         EACCES, OFF_CSS_SET_DFL_CGRP, OFF_TASK_STRUCT_CGROUPS, OFF_TASK_STRUCT_TGID, off, read,
     },
+    outcome::Outcome,
     protect::refuse_without_path,
     report::{Report, Target, report_process},
     session::{Session, unreadable},

@@ -24,9 +24,9 @@ use fp_common::{
 };
 
 use crate::{
-    cache::{self, Fill, mix, number},
+    cache::{self, Fill, number},
     kernel::{OFF_DENTRY_D_INODE, file_path, load, loaded_identity, off, path_parts},
-    maps::SCRATCH,
+    state::{SCRATCH, entry::mix},
     tables::INODES,
 };
 

@@ -7,51 +7,24 @@ use fp_common::{
         GrantValue, Hook, MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT,
         SESSION_LINKS_PENDING, SessionInfo, after_grant,
     },
-    policy::{NO_RULE, Op as PolicyOp, OpEntry, TableVerdict},
+    policy::{NO_RULE, Op as PolicyOp, TableVerdict},
 };
 
 use crate::{
     cache::{self, Fill},
     created, dirs,
-    kernel::{
-        EACCES, OFF_MOUNT_MNT, OFF_PATH_MNT, file_path, load, off, path_parts, several_links,
-    },
-    maps::{SCRATCH, Scratch},
+    kernel::{EACCES, OFF_PATH_MNT, file_path, load, off, path_parts, several_links},
+    outcome::{Outcome, by_identity},
     prompt::{broker_alive, grant, mark_pending},
     report::{Report, report},
     session::{Session, count, unreadable},
+    state::{
+        SCRATCH, Scratch, outcome_of,
+        walk::{NO_MOUNT, RESOLVED, Walk, start_walk},
+    },
     tables::evaluate,
-    walk::{LOCAL_PENDING, NO_MOUNT, RESOLVED, WALKING, Walk, walk_step},
+    walk::walk_step,
 };
-
-/// The outcome of one decision, for the event.
-#[derive(Clone, Copy)]
-pub(crate) struct Outcome {
-    pub(crate) verdict: TableVerdict,
-    pub(crate) reason: Reason,
-    pub(crate) rule_id: u32,
-}
-
-impl Outcome {
-    pub(crate) const UNRESOLVED: Outcome =
-        Outcome { verdict: TableVerdict::Deny, reason: Reason::Unresolved, rule_id: NO_RULE };
-    pub(crate) const REFER: Outcome =
-        Outcome { verdict: TableVerdict::Deny, reason: Reason::Refer, rule_id: NO_RULE };
-    pub(crate) const ALLOWED: Outcome =
-        Outcome { verdict: TableVerdict::Allow, reason: Reason::Default, rule_id: NO_RULE };
-    pub(crate) const RELOADED: Outcome =
-        Outcome { verdict: TableVerdict::Deny, reason: Reason::Reloaded, rule_id: NO_RULE };
-    pub(crate) const LINKS_PENDING: Outcome =
-        Outcome { verdict: TableVerdict::Deny, reason: Reason::LinksPending, rule_id: NO_RULE };
-
-    /// A write's outcome while the session's hardlinks are being recorded, for a file with
-    /// several links: refused if the tables allow it (one of its other names may lie in a tree
-    /// the policy keeps read-only).
-    #[inline(always)]
-    fn links_pending(self) -> Outcome {
-        if self.verdict == TableVerdict::Allow { Outcome::LINKS_PENDING } else { self }
-    }
-}
 
 /// Resolves the file [`set_file`] left in the walk (`vfsmount`, `dentry`; `file` is its proof)
 /// to its path from the root of the mount tree (not the task's root: chroot does not change it),
@@ -165,56 +138,6 @@ pub(crate) unsafe fn set_file(
         (*w).dentry = dentry;
     }
     FileSet(())
-}
-
-/// The walk's state before its first step (also what [`dirs::fp_dir_resolve`] starts from).
-#[inline(always)]
-pub(crate) unsafe fn start_walk(w: *mut Walk) {
-    // SAFETY: the caller's scratch value. Field by field, as in `fp_check`.
-    unsafe {
-        let vfsmount = core::ptr::read_volatile(&(*w).vfsmount);
-        (*w).mount = vfsmount.wrapping_sub(off(&OFF_MOUNT_MNT) as u64); // unused for NO_MOUNT
-        (*w).depth = 0;
-        (*w).pos = PATH_MAX as u64;
-        (*w).end = PATH_MAX as u64;
-        (*w).ino = 0;
-        (*w).dev = 0;
-        (*w).hit = [OpEntry::default(); 3];
-        (*w).below = [OpEntry::default(); 3];
-        (*w).state = WALKING;
-        (*w).inode = 0;
-        (*w).per_task = 0;
-        (*w).local = [OpEntry::default(); 3];
-        (*w).local_state = LOCAL_PENDING;
-        (*w).up = [OpEntry::default(); 3];
-        (*w).local_up = [OpEntry::default(); 3];
-        (*w).dir = 0;
-        (*w).dir_mount = 0;
-        (*w).dir_inode = 0;
-    }
-}
-
-/// The outcome of an inode hook ([`NO_MOUNT`]) for one op, from the best inode-table hit of the
-/// file's filesystem: the rule's verdict, or allowed without one.
-#[inline(always)]
-pub(crate) fn by_identity(hit: &OpEntry) -> Outcome {
-    match hit.rank {
-        0 => Outcome { verdict: TableVerdict::Allow, reason: Reason::Default, rule_id: NO_RULE },
-        _ => Outcome {
-            verdict: TableVerdict::from_u8(hit.verdict),
-            reason: Reason::InodeRule,
-            rule_id: hit.rule_id,
-        },
-    }
-}
-
-/// The outcome of `op` that [`check`] left in the scratch value, read back as the verifier
-/// sees map memory: unknown values, so the paths that computed them merge (the stack would keep
-/// each combination of constants apart and verify everything after it once per combination).
-#[inline(always)]
-pub(crate) fn outcome_of(s: *const Scratch, op: PolicyOp) -> Outcome {
-    // SAFETY: this CPU's scratch value, written by `check` with valid values.
-    unsafe { core::ptr::read_volatile(op.at(&(*s).outcomes)) }
 }
 
 /// Starts a decision: bumps this CPU's scratch generation (see [`Scratch`]).

@@ -38,21 +38,25 @@ use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
     policy::{
-        DirContext, InodeKey, MAX_COMPONENT, MAX_NAME, MAX_PREFIX, Op as PolicyOp, OpEntry,
-        PrefixValue, TableHeader, TableVerdict, Unmatched, may_have_inode, unmatched_step,
+        InodeKey, MAX_COMPONENT, MAX_NAME, MAX_PREFIX, Op as PolicyOp, OpEntry, TableHeader,
+        TableVerdict, Unmatched, may_have_inode, unmatched_step,
     },
 };
 
 use crate::{
-    cache::{Cache, Cached, OWNER_BITS, Stamp, copied, mix, number, slot, unrenamed},
-    decide::{by_identity, start_walk},
+    cache::{copied, number, unrenamed},
     kernel::{
         OFF_DENTRY_D_INODE, OFF_DENTRY_D_NAME, OFF_DENTRY_D_PARENT, OFF_QSTR_LEN, OFF_QSTR_NAME,
         OFF_VFSMOUNT_MNT_ROOT, load, loaded_identity, off,
     },
-    maps::{SCRATCH, Scratch},
+    outcome::by_identity,
+    state::{
+        SCRATCH, Scratch,
+        dir::DirCached,
+        entry::{Cache, Cached, OWNER_BITS, Stamp, slot},
+        walk::{LOCAL_KNOWN, NO_MOUNT, RESOLVED, start_walk},
+    },
     tables::{INODES, INTERIOR, LPM_FOUND, LPM_UNKNOWN, ScratchPath, header, prefix_key},
-    walk::{LOCAL_KNOWN, NO_MOUNT, RESOLVED},
 };
 
 /// The directory cache (crate::dirs), by directory dentry address.
@@ -63,59 +67,6 @@ pub(crate) static DIRS: LruHashMap<u64, DirCached> = LruHashMap::with_max_entrie
 /// directory's slot (as [`VERDICTS`]), each under its directory entry's stamp.
 #[map]
 pub(crate) static DIR_VERDICTS: Array<Cached> = Array::with_max_entries(1 << OWNER_BITS, 0);
-
-/// One directory's share of its names' decisions; plain integers, as every map value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct DirCached {
-    check: u64,
-    stamp: Stamp,
-    local_state: u64,
-    /// The longest LPM match of every name in the directory (`crate::tables::LPM_NONE`, or
-    /// `LPM_FOUND` and `lpm`), or [`LPM_UNKNOWN`] when a key lies at or below the directory.
-    pub(crate) lpm_state: u64,
-    /// The walk's `up` and `local_up` for a name in the directory.
-    up: [OpEntry; 3],
-    local_up: [OpEntry; 3],
-    pub(crate) context: DirContext,
-    pub(crate) lpm: PrefixValue,
-    /// The directory's path, `context.cursor - 1` bytes.
-    path: [u8; MAX_PREFIX],
-}
-
-const WORDS: usize = core::mem::size_of::<DirCached>() / 8;
-
-impl DirCached {
-    /// A hash of every word after `check`.
-    #[inline(always)]
-    fn check_word(&self) -> u64 {
-        let words = self as *const DirCached as *const u64;
-        (1..WORDS).fold(0x243f_6a88_85a3_08d3u64, |h, i| {
-            // SAFETY: i < WORDS words of the value.
-            mix(h, unsafe { core::ptr::read_volatile(words.add(i)) })
-        })
-    }
-}
-
-/// What a decision in a directory reads of its name for [`fp_dir_resolve`] (which, a global
-/// function, gets plain numbers only): read by the program with plain loads from the hook's typed
-/// pointers ([`load`]), after the sequences the decision runs under.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct Name {
-    pub(crate) seqs: u64,
-    parent: u64,
-    /// The parent's inode, which the directory's entry must still name.
-    parent_inode: u64,
-    /// The name's own inode (0: a name not created yet).
-    pub(crate) inode: u64,
-    /// The identity events report: the name's inode's, or its directory's for a name not created
-    /// yet (the walk's first positive dentry).
-    ino: u64,
-    dev: u64,
-    len: u64,
-    name: u64,
-}
 
 /// Reads the name (`vfsmount`, `dentry`: BTF-typed, see [`load`]) of a decision that runs under
 /// `seqs` into `s` for [`fp_dir_resolve`]; false if it cannot be resolved from its directory: a
@@ -331,8 +282,15 @@ pub extern "C" fn fp_dir_fill(generation: u64, seqs: u64) -> i32 {
         {
             return 0;
         }
-        let Some(stamp) = Stamp::new(s, Cache::Dirs, tables, vfsmount, dir, (*w).dir_inode, seqs)
-        else {
+        let Some(stamp) = Stamp::new(
+            &raw mut (*s).fills,
+            Cache::Dirs,
+            tables,
+            vfsmount,
+            dir,
+            (*w).dir_inode,
+            seqs,
+        ) else {
             return 0;
         };
         (*e).stamp = stamp;

@@ -12,28 +12,14 @@ use fp_common::{
 };
 
 use crate::{
-    decide::{Outcome, begin, check, outcome_of, set_file, settle},
+    decide::{begin, check, set_file, settle},
     kernel::{EACCES, EXDEV, dentry_kind},
-    maps::{SCRATCH, Scratch},
+    outcome::Outcome,
     report::{MoveEvent, Report, report},
     session::{Session, unreadable},
+    state::{SCRATCH, Scratch, outcome_of, walk::RESOLVED},
     tables::{INTERIOR, ScratchPath, evaluate, prefix_key},
-    walk::RESOLVED,
 };
-
-/// Both names of a move (index 0 the source, 1 the target), filled in by [`decide_move`] and
-/// read by [`fp_move_side`]. Plain integers only (see [`Walk`]).
-#[repr(C)]
-pub(crate) struct MoveNames {
-    tables: u64,
-    /// A directory moves: both names need the context below them.
-    dirs: u64,
-    exists: [u64; 2],
-    dir: [u64; 2],
-    /// The source's identity, for the event (the walk's is the target's by then).
-    ino: u64,
-    dev: u64,
-}
 
 /// What follows the walk of one name of a move (`side` 0 the source, 1 the target), whose
 /// outcomes [`check`] left in the scratch value: into `s.sides[side]` and

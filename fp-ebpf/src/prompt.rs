@@ -12,9 +12,9 @@ use fp_common::{
 
 use crate::{
     kernel::{EACCES, OFF_FILE_F_INODE, inode_identity, off, read},
-    maps::Scratch,
     protect::refuse_without_path,
     session::{COUNTERS, Session, count},
+    state::Scratch,
     tables::{ScratchPath, prefix_key},
 };
 

@@ -6,12 +6,14 @@ use fp_common::{
 };
 
 use crate::{
-    decide::Outcome,
     kernel::EACCES,
-    maps::SCRATCH,
+    outcome::Outcome,
     report::{Report, report},
     session::Session,
-    walk::{NO_MOUNT, UNRESOLVED},
+    state::{
+        SCRATCH,
+        walk::{NO_MOUNT, UNRESOLVED},
+    },
 };
 
 /// Reports and refuses an operation decided without resolving a path (the event names the file

@@ -13,10 +13,12 @@ use fp_common::kernel::{
 };
 
 use crate::{
-    decide::Outcome,
-    maps::SCRATCH,
+    outcome::Outcome,
     session::{Session, count},
-    walk::{NO_MOUNT, RESOLVED},
+    state::{
+        SCRATCH,
+        walk::{NO_MOUNT, RESOLVED},
+    },
 };
 
 #[map]

@@ -15,7 +15,7 @@ use fp_common::{
     },
 };
 
-use crate::maps::{SCRATCH, Scratch};
+use crate::state::{SCRATCH, Scratch};
 
 /// The compiled tables (fp_common::policy), keyed by tables id: two sets per session while a
 /// reload swaps them.

@@ -15,13 +15,13 @@ use fp_common::{
 
 use crate::{
     cgroups::cgroup_in_session,
-    decide::Outcome,
     kernel::{
         EACCES, OFF_PATH_DENTRY, OFF_PID_NUMBERS, OFF_SOCK_CGROUP_DATA_CGROUP,
         OFF_SOCK_SK_CGRP_DATA, OFF_SOCK_SK_PEER_PID, OFF_UNIX_ADDRESS_LEN, OFF_UNIX_ADDRESS_NAME,
         OFF_UNIX_SOCK_ADDR, OFF_UNIX_SOCK_PATH, OFF_UNIX_SOCK_PEER, OFF_UPID_NR, dentry_identity,
         off, read,
     },
+    outcome::Outcome,
     report::{Report, Socket, Target, report_socket},
     session::{Session, unreadable},
 };

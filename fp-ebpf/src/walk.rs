@@ -5,7 +5,7 @@ use aya_ebpf::helpers::{bpf_get_current_pid_tgid, generated::bpf_probe_read_kern
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
-    policy::{InodeKey, Op as PolicyOp, OpEntry, may_have_inode},
+    policy::{InodeKey, Op as PolicyOp, may_have_inode},
 };
 
 use crate::{
@@ -16,70 +16,12 @@ use crate::{
         OFF_QSTR_LEN, OFF_QSTR_NAME, OFF_SUPER_BLOCK_S_DEV, OFF_SUPER_BLOCK_S_MAGIC,
         OFF_VFSMOUNT_MNT_ROOT, PROC_SUPER_MAGIC, off, read,
     },
-    maps::SCRATCH,
+    state::{
+        SCRATCH,
+        walk::{LOCAL_KNOWN, LOCAL_NONE, LOCAL_PENDING, NO_MOUNT, RESOLVED, UNRESOLVED, Walk},
+    },
     tables::INODES,
 };
-
-/// State of the dentry/mount walk. It lives in the per-CPU scratch map value, not on the stack:
-/// the verifier tracks stack values precisely, so loop-carried state there never converges when
-/// newer kernels (6.7+) re-verify bpf_loop callbacks. Plain integers only: LLVM may spill the
-/// undefined payload of an enum, which the verifier rejects as an uninitialised read.
-#[repr(C)]
-pub(crate) struct Walk {
-    pub(crate) tables: u64,
-    /// The devices of the tables' inode-table entries (`SessionInfo::inode_devices`): the walk
-    /// looks up `INODES` only for dentries on one of them.
-    pub(crate) inode_devices: u64,
-    pub(crate) vfsmount: u64,
-    pub(crate) mount: u64,
-    pub(crate) dentry: u64,
-    /// Dentries visited; 0 while at the file itself.
-    pub(crate) depth: u64,
-    /// Start of the path in `Scratch::path`.
-    pub(crate) pos: u64,
-    /// End of the path: PATH_MAX, or PATH_MAX + 1 while a directory's trailing '/' is appended
-    /// for its context (fp_common::policy::Evaluation::start).
-    pub(crate) end: u64,
-    /// Identity of the file itself (the first positive dentry; 0 until then).
-    pub(crate) ino: u64,
-    pub(crate) dev: u64,
-    /// The best inode-table hit per op on the way, for the file itself (rank 0: none).
-    pub(crate) hit: [OpEntry; 3],
-    /// The same for what lies below the file as a directory (its own subtree entries count).
-    pub(crate) below: [OpEntry; 3],
-    pub(crate) state: u64,
-    /// The file's own inode (0: a negative dentry), for the verdict cache.
-    pub(crate) inode: u64,
-    /// Nonzero when the path depends on the task (see [`crate::cache`]).
-    pub(crate) per_task: u64,
-    /// The inode-table hits of the file's own filesystem alone, which are what an inode hook
-    /// ([`NO_MOUNT`]) decides by: `hit` as it stood at the file's mount root, if that root is its
-    /// filesystem's root ([`LOCAL_KNOWN`]).
-    pub(crate) local: [OpEntry; 3],
-    pub(crate) local_state: u64,
-    /// The hits of the dentries above the file (`hit` without the file's own entries), and the
-    /// same as they stood with `local`: what its siblings share ([`crate::dirs`]).
-    pub(crate) up: [OpEntry; 3],
-    pub(crate) local_up: [OpEntry; 3],
-    /// The file's directory, the mount it was reached in and its inode, when the walk went from
-    /// the file to its parent within one mount, the file and the directory being no mount's
-    /// root (0: the walk was of no use to [`crate::dirs`]).
-    pub(crate) dir: u64,
-    pub(crate) dir_mount: u64,
-    pub(crate) dir_inode: u64,
-    /// Nonzero: the file was resolved from its directory's entry (crate::dirs), not walked.
-    pub(crate) in_dir: u64,
-}
-
-pub(crate) const WALKING: u64 = 0;
-pub(crate) const RESOLVED: u64 = 1;
-pub(crate) const UNRESOLVED: u64 = 2;
-
-/// [`Walk::local_state`]: not at the first mount root yet; `local` holds the inode hook's hits;
-/// the first mount root was not its filesystem's root (a bind mount of a directory).
-pub(crate) const LOCAL_PENDING: u64 = 0;
-pub(crate) const LOCAL_KNOWN: u64 = 1;
-pub(crate) const LOCAL_NONE: u64 = 2;
 
 /// One step of the walk towards the root of the mount tree: either cross from a mount's root to
 /// its mountpoint, or check the current dentry's inode and prepend its name. bpf_loop callback:
@@ -282,7 +224,3 @@ fn is_current_tgid(path: &[u8; 2 * PATH_MAX], at: usize, len: usize) -> bool {
     }
     tgid == 0
 }
-
-/// `vfsmount` of hooks that get a dentry but no mount (inode_setattr, xattrs): their walk stops at
-/// the root of the file's filesystem and only inode identity decides (docs/hooks.md).
-pub(crate) const NO_MOUNT: u64 = 0;

@@ -1,19 +1,28 @@
-//! The per-CPU scratch value of the decisions. Every map lives beside the module that owns it
-//! (userspace finds each by name: fp_common::kernel::maps).
+//! The decisions' state, the floor of fp-ebpf: the per-CPU scratch value and the state of each
+//! concept it holds (the walk's, the caches' entries, a move's names). Its types are here, below
+//! the logic of each concept, because every decision passes the one scratch value through them
+//! all: the walk, the tables, the caches and decide import this, never the other way. Every map
+//! lives beside the module that owns it (userspace finds each by name: fp_common::kernel::maps).
 use aya_ebpf::{
     macros::map,
     maps::{PerCpuArray, lpm_trie::Key},
 };
 use fp_common::{
     kernel::PATH_MAX,
-    policy::{Evaluation, NameKey, PrefixKeyData, PrefixValue, TableHeader},
+    policy::{Evaluation, NameKey, Op as PolicyOp, PrefixKeyData, PrefixValue, TableHeader},
     refer::MoveSide,
 };
 
-use crate::{
-    cache::Cached,
-    decide::Outcome,
-    dirs::{DirCached, Name},
+use crate::outcome::Outcome;
+
+pub(crate) mod dir;
+pub(crate) mod entry;
+pub(crate) mod moves;
+pub(crate) mod walk;
+
+use self::{
+    dir::{DirCached, Name},
+    entry::Cached,
     moves::MoveNames,
     walk::Walk,
 };
@@ -35,14 +44,14 @@ pub(crate) struct Scratch {
     /// A move's source path (`other[..other_len]`) while its target is walked.
     pub(crate) other: [u8; PATH_MAX],
     pub(crate) other_len: u64,
-    /// What [`check`] decided per op.
+    /// What [`crate::decide::check`] decided per op.
     pub(crate) outcomes: [Outcome; 3],
     /// The names of a move (crate::moves).
     pub(crate) mv: MoveNames,
     /// A move's source and target as the REFER rule reads them, and their outcomes per op.
     pub(crate) sides: [MoveSide; 2],
     pub(crate) side_outcomes: [[Outcome; 3]; 2],
-    /// [`below`]'s answer: a rule is anchored at or below the directory.
+    /// `crate::moves::below`'s answer: a rule is anchored at or below the directory.
     pub(crate) anchored: u64,
     pub(crate) prefix_key: Key<PrefixKeyData>,
     /// What the last evaluation's LPM lookup found (crate::tables::LPM_UNKNOWN and the like),
@@ -71,3 +80,12 @@ pub(crate) struct Scratch {
 
 #[map]
 pub(crate) static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// The outcome of `op` that [`crate::decide::check`] left in the scratch value, read back as the verifier
+/// sees map memory: unknown values, so the paths that computed them merge (the stack would keep
+/// each combination of constants apart and verify everything after it once per combination).
+#[inline(always)]
+pub(crate) fn outcome_of(s: *const Scratch, op: PolicyOp) -> Outcome {
+    // SAFETY: this CPU's scratch value, written by `check` with valid values.
+    unsafe { core::ptr::read_volatile(op.at(&(*s).outcomes)) }
+}
