@@ -38,7 +38,7 @@ use crate::{
 /// A call of [`fp_check`], which the verifier checks once per program as a global function
 /// (whatever the callers' states), rather than once per state reaching each call site.
 ///
-/// `named`: [`dirs::read_name`] read the name for the directory cache ([`crate::dirs`]), whose
+/// `named`: [`dirs::name::read_name`] read the name for the directory cache ([`crate::dirs`]), whose
 /// directory entry may then stand for the walk (not for renames and links, whose walks serve
 /// more than the decision).
 #[inline(always)]
@@ -239,7 +239,7 @@ pub(crate) fn decide(
     let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
     // SAFETY: this CPU's scratch value.
     let file = unsafe { set_file(&raw mut (*s).walk, &session.info, vfsmount, dentry) };
-    let named = seqs.is_some_and(|seqs| dirs::read_name(s, vfsmount, dentry, seqs));
+    let named = seqs.is_some_and(|seqs| dirs::name::read_name(s, vfsmount, dentry, seqs));
     if named && unmatched_in_dir(session, s, generation, (hook, op, and_write)) {
         return 0;
     }
@@ -306,7 +306,7 @@ pub(crate) fn decide(
 }
 
 /// Whether the directory cache's verdict for unmatched names ([`crate::dirs`]) allows the
-/// decision `generation` on the name [`dirs::read_name`] read (in the file the walk is set to):
+/// decision `generation` on the name [`dirs::name::read_name`] read (in the file the walk is set to):
 /// what it allows then goes where the decision's allows would (the creation slot for a name being
 /// created, the verdict cache for a file), and nothing is reported, as for any cached allow.
 #[inline(always)]
@@ -316,12 +316,12 @@ fn unmatched_in_dir(
     generation: u64,
     (hook, op, and_write): (Hook, Op, bool),
 ) -> bool {
-    let (allowed, local) = dirs::unmatched();
+    let (allowed, local) = dirs::unmatched::unmatched();
     if !answered(session, op, and_write, allowed) || interference(session, s, generation).is_some()
     {
         return false;
     }
-    // SAFETY: this CPU's scratch value, as `dirs::read_name` left it.
+    // SAFETY: this CPU's scratch value, as `dirs::name::read_name` left it.
     let (seqs, inode) = unsafe {
         (
             core::ptr::read_volatile(&raw const (*s).name.seqs),

@@ -57,7 +57,7 @@ pub(crate) struct Owner {
 }
 
 /// The slot of `dentry` (a plain number): its index in [`OWNERS`], in [`crate::cache::VERDICTS`] and in
-/// [`crate::dirs::DIR_VERDICTS`].
+/// [`crate::dirs::unmatched::DIR_VERDICTS`].
 #[inline(always)]
 pub(crate) fn slot(dentry: u64) -> u32 {
     // Dentries are slab objects of 192 bytes: the low bits say little.
