@@ -13,7 +13,6 @@ pub mod host;
 pub mod input;
 pub mod kernel;
 pub mod mount_ns;
-pub mod op;
 pub mod owner;
 pub mod policy;
 pub mod prompt;

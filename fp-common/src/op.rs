@@ -2,8 +2,8 @@
 //! `access.h`: what a rule decides ([`Op`], also `fp_common::policy::Op`), what a hook reports
 //! ([`KernelOp`], also `fp_common::kernel::Op`) and what moves content ([`MoveKind`], also
 //! `fp_common::refer::MoveKind`), with their encodings, their names and the conversions between
-//! them. fp-agent's own op shapes (the audit record's, the prompt's, the CLI's) convert to these
-//! in one file too (`fp_agent::op`).
+//! them. fp-agent's own op shapes (the audit record's, the prompt's, the CLI's) are defined with
+//! their conversion to these, each beside its type.
 //!
 //! The names are contracts: policy files (`[file_policy.read]`), audit records (`"op": "read"`)
 //! and the CLI (`--op read`) use them.

@@ -5,6 +5,7 @@
 //! [`AuditHandle::record`], which never blocks; one writer thread owns the file.
 pub mod chain;
 pub mod checkpoint;
+pub mod op;
 pub mod record;
 pub mod replay;
 pub mod schema;
@@ -13,9 +14,10 @@ pub mod tail;
 pub mod verify;
 pub mod writer;
 
+pub use op::Op;
 pub use record::{
-    Body, Event, FileDecision, Loss, Op, OrphanCleanup, OrphanOutcome, PolicyReload, RawPath,
-    Record, SessionAdopt, SessionEnd, SessionFreeze, SessionStart, Verdict,
+    Body, Event, FileDecision, Loss, OrphanCleanup, OrphanOutcome, PolicyReload, RawPath, Record,
+    SessionAdopt, SessionEnd, SessionFreeze, SessionStart, Verdict,
 };
 pub use writer::{
     AuditHandle, AuditWriter, CheckpointSink, Health, HealthObserver, LogWriter, OnFull, SpaceLeft,

@@ -6,26 +6,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::op::Op;
+
 /// The record format version written in every record's `v`.
 pub const FORMAT_VERSION: u32 = 1;
-
-/// A file operation as an audit record reports it; its names and conversions are in
-/// [`crate::op`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Op {
-    #[default]
-    Read,
-    Write,
-    Create,
-    Delete,
-    Rename,
-    /// renameat2(RENAME_EXCHANGE): both names stay and swap their content.
-    Exchange,
-    Link,
-    Exec,
-    Setattr,
-}
 
 /// The outcome recorded for one file operation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

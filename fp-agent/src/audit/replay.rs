@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::record::{Body, FileDecision, Op, Record, Verdict};
+use super::op::Op;
+use super::record::{Body, FileDecision, Record, Verdict};
 use crate::policy;
 
 /// Which records a replay shows. Empty fields match everything.
@@ -555,7 +556,7 @@ mod tests {
             return; // No block device on this machine to name.
         };
         d.hook = "file_open".into();
-        d.device = Some(crate::policy::device_number(crate::kernel::kernel_dev(md.rdev())));
+        d.device = Some(crate::policy::device_number(crate::policy::kernel_dev(md.rdev())));
         d.interface = Some(format!("block device {}", d.device.as_deref().unwrap_or_default()));
         let named = policy(&format!("block_devices = [\"{node}\"]")).decide_record(d);
         assert_eq!(named.verdict, policy::Verdict::Allow, "{}", named.rule);

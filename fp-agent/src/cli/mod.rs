@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod approvals;
 mod audit;
 mod daemon;
+mod explain_op;
 mod kernel;
 mod policy;
 mod progress;

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use fp_common::refer::{MoveKind, MoveVerdict};
 
+use super::explain_op::ExplainOp;
 use crate::exit;
-use crate::op::ExplainOp;
 use crate::policy::{
     Decision, EffectivePolicy, LoadOptions, Name, Op, OpenFloor, PolicyError, TableVerdict,
     Verdict, normalize_path,
@@ -598,7 +598,7 @@ fn explain_connect(
                 let shown = String::from_utf8_lossy(&normalized(address)?).into_owned();
                 let file = std::fs::metadata(address).ok().filter(|m| m.file_type().is_socket());
                 let entry = file.as_ref().and_then(|md| {
-                    policy.socket_entry(md.ino(), crate::kernel::kernel_dev(md.dev()))
+                    policy.socket_entry(md.ino(), crate::policy::kernel_dev(md.dev()))
                 });
                 let note = file.is_none().then_some("no socket is bound there now");
                 (shown, entry, note)

@@ -26,10 +26,9 @@ use fp_common::{
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
 use super::{
-    SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, btf, kernel_dev, load, open,
-    tables,
+    SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, btf, load, open, tables,
 };
-use crate::policy::{Device, KernelTables, Peer};
+use crate::policy::{Device, KernelTables, Peer, kernel_dev};
 
 /// The per-cgroup hooks whose programs only refuse reads, writes and maps of a file whose open a
 /// prompt holds (fp-ebpf's `check_pending`): a session whose tables have no prompt or defer

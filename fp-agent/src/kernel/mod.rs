@@ -522,12 +522,6 @@ pub fn lockdown_reason(what: u64) -> Option<String> {
     Some(name.strip_prefix("LOCKDOWN_").unwrap_or(&name).to_lowercase().replace('_', "-"))
 }
 
-/// The kernel's `s_dev` encoding (`major << 20 | minor`) of a userspace `st_dev`.
-pub fn kernel_dev(st_dev: u64) -> u32 {
-    let (major, minor) = (libc::major(st_dev), libc::minor(st_dev));
-    (major << 20) | minor
-}
-
 #[cfg(test)]
 mod tests {
     use fp_common::kernel::maps;
@@ -652,12 +646,6 @@ mod tests {
         ]);
         named.sort_unstable();
         assert_eq!(found, named, "the #[lsm] programs of fp-ebpf/src/hooks against fp_common");
-    }
-
-    #[test]
-    fn kernel_dev_matches_the_kernel_encoding() {
-        assert_eq!(kernel_dev(libc::makedev(8, 1)), (8 << 20) | 1);
-        assert_eq!(kernel_dev(libc::makedev(259, 70000)), (259 << 20) | 70000);
     }
 
     /// aya 0.14's `remove` of a missing key fails as the delete syscall with ENOENT.

@@ -84,7 +84,7 @@ impl InodeTable {
             let path = Path::new(std::ffi::OsStr::from_bytes(path));
             // Follows symlinks: a rule on a symlinked directory protects what it points to.
             let Ok(md) = std::fs::metadata(path) else { continue };
-            let dev = super::kernel_dev(md.dev());
+            let dev = crate::policy::kernel_dev(md.dev());
             if !anchor.subtree {
                 table.offer(dev, md.ino(), |v| &mut v.this, entries);
                 continue;
@@ -171,7 +171,12 @@ impl InodeTable {
                 if md.is_dir() {
                     pending.push(entry.path());
                 } else if md.nlink() > 1 {
-                    self.offer(super::kernel_dev(md.dev()), md.ino(), |v| &mut v.this, entries);
+                    self.offer(
+                        crate::policy::kernel_dev(md.dev()),
+                        md.ino(),
+                        |v| &mut v.this,
+                        entries,
+                    );
                 }
             }
         }
@@ -251,7 +256,7 @@ mod tests {
         let table = InodeTable::resolve(policy.tables());
         let id = |p: &Path| {
             let md = std::fs::metadata(p).unwrap();
-            (super::super::kernel_dev(md.dev()), md.ino())
+            (crate::policy::kernel_dev(md.dev()), md.ino())
         };
         let dir_entry = table.entries[&id(&secret)];
         assert_ne!(dir_entry.this[0].rank, 0, "the directory itself");
@@ -286,7 +291,7 @@ mod tests {
         let policy = EffectivePolicy::load(&options).unwrap();
         let id = |p: &str| {
             let md = std::fs::metadata(dir.path().join(p)).unwrap();
-            (super::super::kernel_dev(md.dev()), md.ino())
+            (crate::policy::kernel_dev(md.dev()), md.ino())
         };
         let table = InodeTable::resolve(policy.tables());
         assert_eq!(table.deferred.len(), 1, "{:?}", table.deferred);

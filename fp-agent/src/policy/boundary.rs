@@ -49,6 +49,11 @@ pub fn device_number(rdev: u32) -> String {
     format!("{}:{}", rdev >> 20, rdev & 0xfffff)
 }
 
+/// The kernel's `s_dev` encoding (`major << 20 | minor`) of a userspace `st_dev`.
+pub fn kernel_dev(st_dev: u64) -> u32 {
+    fp_common::floor::mkdev(libc::major(st_dev), libc::minor(st_dev))
+}
+
 /// `major:minor` in the kernel's encoding ([`device_number`]'s inverse).
 pub fn parse_device_number(text: &str) -> Option<u32> {
     let (major, minor) = text.split_once(':')?;
@@ -101,7 +106,7 @@ pub fn resolve_devices(rules: &[DeviceRule]) -> Vec<Device> {
     for rule in rules {
         for path in glob::matching_paths(&rule.pattern, &mut budget) {
             let Ok(md) = std::fs::metadata(&path) else { continue };
-            let rdev = crate::kernel::kernel_dev(md.rdev());
+            let rdev = kernel_dev(md.rdev());
             if md.file_type().is_block_device() && !devices.iter().any(|d| d.rdev == rdev) {
                 devices.push(Device { path, rdev });
             }
@@ -132,7 +137,7 @@ pub fn open_floor<'a>(devices: &'a [DeviceRule], path: &Path, op: Op) -> Option<
         return None;
     }
     let md = std::fs::metadata(path).ok()?;
-    let rdev = crate::kernel::kernel_dev(md.rdev());
+    let rdev = kernel_dev(md.rdev());
     if md.file_type().is_block_device() {
         let device = device_number(rdev);
         return match naming(devices, rdev) {
@@ -281,7 +286,7 @@ mod tests {
         let d = dir.display();
         let r = devices(&[loop0, &format!("{d}/disk"), "/dev/null"]).unwrap();
         let found = resolve_devices(&r);
-        let rdev = crate::kernel::kernel_dev(std::fs::metadata(loop0).unwrap().rdev());
+        let rdev = kernel_dev(std::fs::metadata(loop0).unwrap().rdev());
         assert_eq!(found, [Device { path: PathBuf::from(loop0), rdev }]);
         assert_eq!(r[1].devices()[0].rdev, rdev);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -319,6 +324,12 @@ mod tests {
         assert_eq!(refused("/dev/null", Op::Write), None);
         assert_eq!(refused("/proc/sys/kernel/core_pattern", Op::Delete), None);
         assert_eq!(refused("/nonexistent", Op::Write), None);
+    }
+
+    #[test]
+    fn kernel_dev_matches_the_kernel_encoding() {
+        assert_eq!(kernel_dev(libc::makedev(8, 1)), (8 << 20) | 1);
+        assert_eq!(kernel_dev(libc::makedev(259, 70000)), (259 << 20) | 70000);
     }
 
     #[test]

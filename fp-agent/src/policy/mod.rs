@@ -27,7 +27,7 @@ mod sockets;
 use std::path::{Path, PathBuf};
 
 pub use boundary::{
-    Device, DeviceRule, InterfaceRule, KernelInterface, OpenFloor, device_number,
+    Device, DeviceRule, InterfaceRule, KernelInterface, OpenFloor, device_number, kernel_dev,
     parse_device_number,
 };
 pub use compile::{Anchor, KernelTables};

@@ -109,7 +109,7 @@ pub fn resolve(rules: &[SocketRule]) -> Vec<Peer> {
         for path in glob::matching_paths(&rule.pattern, &mut budget) {
             let Ok(md) = std::fs::metadata(&path) else { continue };
             if md.file_type().is_socket() {
-                let dev = crate::kernel::kernel_dev(md.dev());
+                let dev = super::kernel_dev(md.dev());
                 peers.push(Peer::File { path, ino: md.ino(), dev });
             }
         }
@@ -171,7 +171,7 @@ mod tests {
         let file = Peer::File {
             path: sock.clone(),
             ino: md.ino(),
-            dev: crate::kernel::kernel_dev(md.dev()),
+            dev: crate::policy::kernel_dev(md.dev()),
         };
         assert_eq!(peers[0], file);
         assert!(matches!(&peers[1], Peer::File { ino, .. } if *ino == md.ino()));

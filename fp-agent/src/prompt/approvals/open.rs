@@ -2,12 +2,14 @@
 //! it is shown, and the answer to a held open.
 use std::time::Duration;
 
+use fp_common::policy::Op;
 use serde::{Deserialize, Serialize};
+
+use crate::audit;
 
 use super::{ApprovalId, OutcomeKind, PromptOutcome};
 
 /// How the opener opens the file (from its open flags; an unknown mode counts as read-write).
-/// The policy ops that decide it, and its name, are in [`crate::op`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
@@ -15,6 +17,43 @@ pub enum Access {
     Write,
     ReadWrite,
     Exec,
+}
+
+/// The audit op of a prompt's outcome: an open for reading and writing is recorded as a write.
+impl From<Access> for audit::Op {
+    fn from(access: Access) -> audit::Op {
+        match access {
+            Access::Read => audit::Op::Read,
+            Access::Write | Access::ReadWrite => audit::Op::Write,
+            Access::Exec => audit::Op::Exec,
+        }
+    }
+}
+
+impl Access {
+    /// The policy ops that decide this access; exec decides as read, as the kernel does.
+    pub fn policy_ops(self) -> &'static [Op] {
+        match self {
+            Access::Read | Access::Exec => &[Op::Read],
+            Access::Write => &[Op::Write],
+            Access::ReadWrite => &[Op::Read, Op::Write],
+        }
+    }
+
+    /// [`Op::bit`] mask of [`Self::policy_ops`].
+    pub fn op_bits(self) -> u8 {
+        self.policy_ops().iter().fold(0, |bits, op| bits | op.bit())
+    }
+
+    /// The access in a sentence (`fp: approved read and write /path ...`).
+    pub fn verb(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::ReadWrite => "read and write",
+            Access::Exec => "execute",
+        }
+    }
 }
 
 /// Who opens what, and the rule that prompts: what approvals and outcomes describe.
@@ -73,6 +112,19 @@ impl OpenRequest {
             opens: 1,
             grant: None,
             reason: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_access_is_recorded_as_an_op_its_policy_ops_decide() {
+        for access in [Access::Read, Access::Write, Access::ReadWrite, Access::Exec] {
+            let recorded = Op::from(audit::Op::from(access));
+            assert!(access.policy_ops().contains(&recorded), "{access:?}");
         }
     }
 }
