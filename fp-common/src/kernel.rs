@@ -524,6 +524,19 @@ impl GrantScope {
     }
 }
 
+/// Key of the `PENDING` map: a file a session opened with a prompt or defer verdict, until the
+/// broker answers (the layout of [`crate::policy::InodeKey`], by the session's cgroup id).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PendingKey {
+    /// The session's cgroup id.
+    pub session: u64,
+    pub ino: u64,
+    /// The kernel's `s_dev` encoding.
+    pub dev: u32,
+    pub _pad: u32,
+}
+
 /// Value of the `GRANTS` LPM trie, keyed by [`GrantScope::key`]; written by userspace only.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -723,6 +736,7 @@ mod pod {
     unsafe impl aya::Pod for super::SessionCounters {}
     unsafe impl aya::Pod for super::DecisionEvent {}
     unsafe impl aya::Pod for super::GrantValue {}
+    unsafe impl aya::Pod for super::PendingKey {}
     unsafe impl aya::Pod for super::UnixPeerKey {}
     unsafe impl aya::Pod for super::BlockDeviceKey {}
 }
@@ -775,7 +789,7 @@ mod tests {
         lookup.push(0);
         let (bits, key) = grant;
         let bytes = (bits / 8 - 8) as usize;
-        key.session_id == session
+        key.id == session
             && lookup.len().min(crate::policy::MAX_PREFIX) >= bytes
             && key.path[..bytes] == lookup[..bytes]
     }

@@ -146,7 +146,7 @@ pub(crate) fn claim(info: &SessionInfo, file: u64) -> u64 {
         return 0;
     }
     let (ino, dev) = loaded_identity(typed_inode);
-    let key = InodeKey { session_id: tables, ino, dev, _pad: 0 };
+    let key = InodeKey { tables_id: tables, ino, dev, _pad: 0 };
     // SAFETY: a lookup; only its presence matters.
     if dev == 0
         || (may_have_inode(info.inode_devices, dev) && unsafe { INODES.get(&key) }.is_some())

@@ -6,8 +6,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie},
 };
 use fp_common::{
-    kernel::{BROKER_HEARTBEAT_TIMEOUT_NS, GrantValue, Hook, Op, Reason},
-    policy::{InodeKey, PrefixKeyData},
+    kernel::{BROKER_HEARTBEAT_TIMEOUT_NS, GrantValue, Hook, Op, PendingKey, Reason},
+    policy::PrefixKeyData,
 };
 
 use crate::{
@@ -26,7 +26,7 @@ pub(crate) static BROKER: Array<u64> = Array::with_max_entries(1, 0);
 /// the broker has answered: reads, writes and mmaps of them are denied meanwhile, so a broker
 /// that dies mid-prompt (fanotify then lets the open through) gives no data away.
 #[map]
-pub(crate) static PENDING: HashMap<InodeKey, u64> = HashMap::with_max_entries(4096, 0);
+pub(crate) static PENDING: HashMap<PendingKey, u64> = HashMap::with_max_entries(4096, 0);
 
 /// Remembered prompt grants, by session cgroup id and `GrantScope::key` pattern: a prompt
 /// verdict of an open or exec that a live grant covers is allowed here (`after_grant`), without a
@@ -55,7 +55,7 @@ pub(crate) fn broker_alive() -> bool {
 pub(crate) fn mark_pending(session: u64, s: *const Scratch) -> bool {
     // SAFETY: this CPU's scratch value, filled by `check`.
     let (ino, dev) = unsafe { ((*s).walk.ino, (*s).walk.dev) };
-    let key = InodeKey { session_id: session, ino, dev: dev as u32, _pad: 0 };
+    let key = PendingKey { session, ino, dev: dev as u32, _pad: 0 };
     // Counted before the entry exists: `check_pending` skips the lookup only while it is 0.
     count(session, |c| unsafe { &raw mut (*c).held });
     ino != 0 && PENDING.insert(&key, &1, 0).is_ok()
@@ -75,7 +75,7 @@ pub(crate) fn check_pending(session: &Session, hook: Hook, file: u64) -> i32 {
     let Ok((ino, dev)) = read::<u64>(file, off(&OFF_FILE_F_INODE)).and_then(inode_identity) else {
         return -EACCES;
     };
-    let key = InodeKey { session_id: session.id, ino, dev, _pad: 0 };
+    let key = PendingKey { session: session.id, ino, dev, _pad: 0 };
     // SAFETY: only tested for presence.
     if unsafe { PENDING.get(&key) }.is_none() {
         return 0;

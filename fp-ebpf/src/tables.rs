@@ -106,7 +106,7 @@ pub(crate) fn prefix_key<'a>(
     unsafe {
         let key = &mut (*s).prefix_key;
         key.prefix_len = ((8 + bytes) * 8) as u32;
-        key.data.session_id = id;
+        key.data.id = id;
         let src = path.buf.add(path.start) as *const c_void;
         let dst = key.data.path.as_mut_ptr() as *mut c_void;
         if bpf_probe_read_kernel(dst, MAX_PREFIX as u32, src) != 0 {
@@ -206,7 +206,7 @@ impl RuleTables for MapTables {
     ) -> Lookup<'_, NameValue> {
         // SAFETY: this CPU's scratch value.
         let key = unsafe { &mut (*self.s).name_key };
-        key.session_id = self.id;
+        key.tables_id = self.id;
         key.kind = kind as u8;
         key.len = len as u8;
         key._pad = [0; 6];
@@ -241,7 +241,7 @@ impl RuleTables for MapTables {
 
     #[inline(always)]
     fn scope(&self, scope_id: u16) -> Option<&ScopeValue> {
-        let key = ScopeKey { session_id: self.id, scope_id, _pad: [0; 6] };
+        let key = ScopeKey { tables_id: self.id, scope_id, _pad: [0; 6] };
         // SAFETY: a read of the map value.
         unsafe { SCOPES.get(&key) }
     }

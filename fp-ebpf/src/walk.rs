@@ -49,7 +49,7 @@ fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
     if !may_have_inode(w.inode_devices, dev) {
         return;
     }
-    let key = InodeKey { session_id: w.tables, ino, dev, _pad: 0 };
+    let key = InodeKey { tables_id: w.tables, ino, dev, _pad: 0 };
     // SAFETY: a read of the map value.
     let Some(value) = (unsafe { INODES.get(&key) }) else {
         return;

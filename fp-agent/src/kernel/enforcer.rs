@@ -15,8 +15,8 @@ use aya::{
 };
 use fp_common::{
     kernel::{
-        BlockDeviceKey, CgroupSession, GrantValue, Hook, SessionCounters, SessionInfo, UnixPeerKey,
-        maps,
+        BlockDeviceKey, CgroupSession, GrantValue, Hook, PendingKey, SessionCounters, SessionInfo,
+        UnixPeerKey, maps,
     },
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
@@ -312,7 +312,7 @@ impl Enforcer {
                     let trie: LpmTrie<_, PrefixKeyData, GrantValue> = LpmTrie::try_from(map)?;
                     trie.keys().filter(Result::is_ok).count() as u64
                 }
-                _ => count::<InodeKey, u64>(map)?,
+                _ => count::<PendingKey, u64>(map)?,
             };
             usage.push(MapUsage { name, used, capacity });
         }
@@ -359,13 +359,13 @@ impl Enforcer {
         let mut names: HashMap<_, NameKey, NameValue> =
             HashMap::try_from(self.map_mut(maps::NAMES)?)?;
         for (key, value) in tables.names() {
-            names.insert(NameKey { session_id: id, ..*key }, value, 0)?;
+            names.insert(NameKey { tables_id: id, ..*key }, value, 0)?;
         }
         let mut scopes: HashMap<_, ScopeKey, ScopeValue> =
             HashMap::try_from(self.map_mut(maps::SCOPES)?)?;
         for (scope_id, value) in tables.scopes().iter().enumerate().skip(1) {
             scopes.insert(
-                ScopeKey { session_id: id, scope_id: scope_id as u16, _pad: [0; 6] },
+                ScopeKey { tables_id: id, scope_id: scope_id as u16, _pad: [0; 6] },
                 value,
                 0,
             )?;
@@ -406,13 +406,13 @@ impl Enforcer {
         let mut names: HashMap<_, NameKey, NameValue> =
             HashMap::try_from(self.map_mut(maps::NAMES)?)?;
         for (key, _) in tables.names() {
-            gone(names.remove(&NameKey { session_id: id, ..*key }))?;
+            gone(names.remove(&NameKey { tables_id: id, ..*key }))?;
         }
         let mut scopes: HashMap<_, ScopeKey, ScopeValue> =
             HashMap::try_from(self.map_mut(maps::SCOPES)?)?;
         for scope_id in 1..tables.scopes().len() {
             gone(scopes.remove(&ScopeKey {
-                session_id: id,
+                tables_id: id,
                 scope_id: scope_id as u16,
                 _pad: [0; 6],
             }))?;
@@ -621,24 +621,20 @@ impl Enforcer {
         }
         let removed =
             sweep::<u64, TableHeader>(self.map_mut(maps::HEADERS)?, |id| !tables.contains(id))?;
-        sweep_trie::<PrefixValue>(self.map_mut(maps::PREFIXES)?, |k| {
-            !tables.contains(&k.session_id)
-        })?;
-        sweep_trie::<u8>(self.map_mut(maps::INTERIOR)?, |k| !tables.contains(&k.session_id))?;
-        sweep_trie::<GrantValue>(self.map_mut(maps::GRANTS)?, |k| {
-            !cgroups.contains(&k.session_id)
-        })?;
+        sweep_trie::<PrefixValue>(self.map_mut(maps::PREFIXES)?, |k| !tables.contains(&k.id))?;
+        sweep_trie::<u8>(self.map_mut(maps::INTERIOR)?, |k| !tables.contains(&k.id))?;
+        sweep_trie::<GrantValue>(self.map_mut(maps::GRANTS)?, |k| !cgroups.contains(&k.id))?;
         sweep::<NameKey, NameValue>(self.map_mut(maps::NAMES)?, |k| {
-            !tables.contains(&k.session_id)
+            !tables.contains(&k.tables_id)
         })?;
         sweep::<ScopeKey, ScopeValue>(self.map_mut(maps::SCOPES)?, |k| {
-            !tables.contains(&k.session_id)
+            !tables.contains(&k.tables_id)
         })?;
         sweep::<InodeKey, InodeValue>(self.map_mut(maps::INODES)?, |k| {
-            !tables.contains(&k.session_id)
+            !tables.contains(&k.tables_id)
         })?;
         sweep::<u64, SessionCounters>(self.map_mut(maps::COUNTERS)?, |c| !cgroups.contains(c))?;
-        sweep::<InodeKey, u64>(self.map_mut(maps::PENDING)?, |k| !cgroups.contains(&k.session_id))?;
+        sweep::<PendingKey, u64>(self.map_mut(maps::PENDING)?, |k| !cgroups.contains(&k.session))?;
         self.forget_owners(cgroups)?;
         self.forget_session_entries(cgroups)?;
         for dir in pinned_files(&self.pin_dir.join(SESSION_LINKS), "")? {
@@ -652,9 +648,9 @@ impl Enforcer {
 
     /// Opens the broker never answered (it died) that no agent has recorded yet: each is
     /// returned once, and its reads stay refused until a broker answers a new open of the file.
-    pub fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>> {
-        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut(maps::PENDING)?)?;
-        let fresh: Vec<InodeKey> =
+    pub fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<PendingKey>> {
+        let mut map: HashMap<_, PendingKey, u64> = HashMap::try_from(self.map_mut(maps::PENDING)?)?;
+        let fresh: Vec<PendingKey> =
             map.iter().filter_map(Result::ok).filter(|(_, v)| *v == 1).map(|(k, _)| k).collect();
         for key in &fresh {
             // Present means pending to the programs, whatever the value: 2 marks it recorded.
@@ -688,8 +684,8 @@ impl Enforcer {
     /// The broker answered the open of (`st_dev`, `st_ino`) by the session of cgroup `cgroup`:
     /// its reads are no longer refused as pending.
     pub fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
-        let mut map: HashMap<_, InodeKey, u64> = HashMap::try_from(self.map_mut(maps::PENDING)?)?;
-        let key = InodeKey { session_id: cgroup, ino: st_ino, dev: kernel_dev(st_dev), _pad: 0 };
+        let mut map: HashMap<_, PendingKey, u64> = HashMap::try_from(self.map_mut(maps::PENDING)?)?;
+        let key = PendingKey { session: cgroup, ino: st_ino, dev: kernel_dev(st_dev), _pad: 0 };
         Ok(gone(map.remove(&key))?)
     }
 

@@ -194,7 +194,7 @@ impl InodeTable {
     pub fn keyed(&self, id: u64) -> impl Iterator<Item = (InodeKey, &InodeValue)> {
         self.entries
             .iter()
-            .map(move |(&(dev, ino), v)| (InodeKey { session_id: id, ino, dev, _pad: 0 }, v))
+            .map(move |(&(dev, ino), v)| (InodeKey { tables_id: id, ino, dev, _pad: 0 }, v))
     }
 }
 

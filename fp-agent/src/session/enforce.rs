@@ -4,8 +4,8 @@
 use std::{collections::HashSet, path::Path};
 
 use fp_common::{
-    kernel::{GrantValue, SessionCounters, SessionInfo},
-    policy::{InodeKey, PrefixKeyData},
+    kernel::{GrantValue, PendingKey, SessionCounters, SessionInfo},
+    policy::PrefixKeyData,
 };
 
 use anyhow::anyhow;
@@ -49,7 +49,7 @@ pub(super) trait Enforce: Send {
     fn sessions(&mut self) -> anyhow::Result<Vec<(u64, SessionInfo)>>;
     fn counters(&mut self, cgroup: u64) -> anyhow::Result<SessionCounters>;
     fn sweep(&mut self, tables: &HashSet<u64>, cgroups: &HashSet<u64>) -> anyhow::Result<usize>;
-    fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>>;
+    fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<PendingKey>>;
     fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()>;
     fn set_grants(&mut self, grants: &[(u32, PrefixKeyData, GrantValue)]) -> anyhow::Result<()>;
     fn usage(&mut self) -> anyhow::Result<Vec<MapUsage>>;
@@ -104,7 +104,7 @@ impl Enforce for kernel::Enforcer {
     fn sweep(&mut self, tables: &HashSet<u64>, cgroups: &HashSet<u64>) -> anyhow::Result<usize> {
         kernel::Enforcer::sweep(self, tables, cgroups)
     }
-    fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>> {
+    fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<PendingKey>> {
         kernel::Enforcer::unrecorded_pending(self)
     }
     fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {

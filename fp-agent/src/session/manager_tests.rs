@@ -9,10 +9,10 @@ use std::{
 
 use fp_common::{
     kernel::{
-        DecisionEvent, EVENT_DENIED, GrantValue, Hook, Op, Reason, SESSION_AUDIT_ONLY,
+        DecisionEvent, EVENT_DENIED, GrantValue, Hook, Op, PendingKey, Reason, SESSION_AUDIT_ONLY,
         SESSION_FULL_AUDIT, SESSION_LINKS_PENDING, SESSION_PERF, SessionCounters, SessionInfo,
     },
-    policy::{InodeKey, NO_RULE, PrefixKeyData, TableVerdict},
+    policy::{NO_RULE, PrefixKeyData, TableVerdict},
 };
 
 use super::{
@@ -46,7 +46,7 @@ struct Maps {
     block_devices: HashMap<u64, Vec<Device>>,
     counters: HashMap<u64, SessionCounters>,
     settled: Vec<(u64, u64, u64)>,
-    pending: Vec<InodeKey>,
+    pending: Vec<PendingKey>,
     swept: Option<(HashSet<u64>, HashSet<u64>)>,
     fail_set_session: bool,
 }
@@ -115,7 +115,7 @@ impl Enforce for FakeKernel {
         self.0.lock().unwrap().swept = Some((tables.clone(), cgroups.clone()));
         Ok(0)
     }
-    fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<InodeKey>> {
+    fn unrecorded_pending(&mut self) -> anyhow::Result<Vec<PendingKey>> {
         Ok(std::mem::take(&mut self.0.lock().unwrap().pending))
     }
     fn settle(&mut self, cgroup: u64, st_dev: u64, st_ino: u64) -> anyhow::Result<()> {
@@ -489,7 +489,7 @@ fn a_restarted_agent_takes_over_saved_sessions_and_kills_the_rest() {
 
     // The agent died: its programs still confine s1 and a session no agent saved.
     let unsaved = SessionInfo { tables: 99, ..SessionInfo::default() };
-    let pending = InodeKey { session_id: id, ino: 5, dev: 8, _pad: 0 };
+    let pending = PendingKey { session: id, ino: 5, dev: 8, _pad: 0 };
     let maps = Maps {
         attached: HashSet::from([id, 4242]),
         sessions: HashMap::from([(id, info), (4242, unsaved)]),

@@ -220,7 +220,7 @@ impl Manager {
         let pending = self.with_enforcer(|e| e.unrecorded_pending())?;
         let contexts = self.contexts.read().unwrap();
         for key in pending {
-            let Some(ctx) = contexts.get(&key.session_id) else { continue };
+            let Some(ctx) = contexts.get(&key.session) else { continue };
             self.record(audit::Event::Decision(audit::FileDecision {
                 session: ctx.session.clone(),
                 agent: ctx.agent.clone(),

@@ -26,7 +26,8 @@ impl NameKind {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct NameKey {
-    pub session_id: u64,
+    /// The tables the entry belongs to (`SessionInfo::tables`).
+    pub tables_id: u64,
     pub kind: u8,
     pub len: u8,
     pub _pad: [u8; 6],
@@ -35,12 +36,12 @@ pub struct NameKey {
 
 impl NameKey {
     /// The key for `name`, or None if it is longer than [`MAX_NAME`].
-    pub fn new(session_id: u64, kind: NameKind, name: &[u8]) -> Option<Self> {
+    pub fn new(tables_id: u64, kind: NameKind, name: &[u8]) -> Option<Self> {
         if name.len() > MAX_NAME {
             return None;
         }
         let mut key = NameKey {
-            session_id,
+            tables_id,
             kind: kind as u8,
             len: name.len() as u8,
             _pad: [0; 6],

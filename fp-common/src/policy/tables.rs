@@ -63,23 +63,25 @@ pub const HEADER_BASENAMES: u8 = 1;
 /// The session has directory-component entries.
 pub const HEADER_DIRNAMES: u8 = 2;
 
-/// LPM trie key data: session id then path bytes. The key's prefix length counts the session id's
-/// 64 bits plus 8 bits per path byte. Entries are `P/` (everything under P) or `P\0` (P exactly).
+/// LPM trie key data: an id then path bytes. The key's prefix length counts the id's 64 bits plus
+/// 8 bits per path byte. Entries are `P/` (everything under P) or `P\0` (P exactly).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PrefixKeyData {
-    pub session_id: u64,
+    /// Whose entry it is: the tables id in `PREFIXES` and `INTERIOR`, the session's cgroup id in
+    /// `GRANTS` (a grant outlives a reload's new tables).
+    pub id: u64,
     pub path: [u8; MAX_PREFIX],
 }
 
 impl PrefixKeyData {
-    /// The key for `path` (an entry's bytes, or the bytes looked up) in `session_id`, with its LPM
+    /// The key for `path` (an entry's bytes, or the bytes looked up) under `id`, with its LPM
     /// prefix length in bits; None if `path` is longer than [`MAX_PREFIX`].
-    pub fn new(session_id: u64, path: &[u8]) -> Option<(u32, Self)> {
+    pub fn new(id: u64, path: &[u8]) -> Option<(u32, Self)> {
         if path.len() > MAX_PREFIX {
             return None;
         }
-        let mut key = PrefixKeyData { session_id, path: [0; MAX_PREFIX] };
+        let mut key = PrefixKeyData { id, path: [0; MAX_PREFIX] };
         for i in 0..MAX_PREFIX {
             match (key.path.get_mut(i), path.get(i)) {
                 (Some(dst), Some(src)) => *dst = *src,
@@ -106,7 +108,7 @@ pub struct PrefixValue {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ScopeKey {
-    pub session_id: u64,
+    pub tables_id: u64,
     pub scope_id: u16,
     pub _pad: [u8; 6],
 }
@@ -153,7 +155,7 @@ impl ScopeValue {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct InodeKey {
-    pub session_id: u64,
+    pub tables_id: u64,
     pub ino: u64,
     pub dev: u32,
     pub _pad: u32,

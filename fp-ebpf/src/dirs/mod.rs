@@ -141,7 +141,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
     let devices = unsafe { core::ptr::read_volatile(&raw const (*s).walk.inode_devices) };
     let mut own = [OpEntry::default(); 3];
     if inode != 0 && may_have_inode(devices, dev as u32) {
-        let key = InodeKey { session_id: tables, ino, dev: dev as u32, _pad: 0 };
+        let key = InodeKey { tables_id: tables, ino, dev: dev as u32, _pad: 0 };
         // SAFETY: a read of the map value.
         if let Some(value) = unsafe { INODES.get(&key) } {
             own = value.this;

@@ -127,7 +127,7 @@ fn unmatched_ops(s: *mut Scratch) -> Option<(u64, u64)> {
         (field(&raw const (*n).inode), field(&raw const (*n).ino), field(&raw const (*n).dev))
     };
     if inode != 0 && may_have_inode(devices, dev as u32) {
-        let key = InodeKey { session_id: tables, ino, dev: dev as u32, _pad: 0 };
+        let key = InodeKey { tables_id: tables, ino, dev: dev as u32, _pad: 0 };
         // SAFETY: a lookup; only its presence matters.
         if unsafe { INODES.get(&key) }.is_some() {
             return None; // the name's own rule may decide
