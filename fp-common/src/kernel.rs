@@ -209,7 +209,7 @@ pub mod maps {
 }
 
 /// What an operation does to the file it touches, as hooks report it.
-pub use crate::op::KernelOp as Op;
+pub use crate::op::KernelOp;
 
 /// `DecisionEvent::flags`: the hook had no mount (inode hooks get only a dentry), so `path` is
 /// relative to the root of the file's filesystem, not to the system root.
@@ -449,7 +449,7 @@ pub struct DecisionEvent {
     pub hook: u8,
     /// A [`Reason`] byte.
     pub reason: u8,
-    /// An [`Op`] byte.
+    /// A [`KernelOp`] byte.
     pub op: u8,
     /// `EVENT_*` flags.
     pub flags: u8,
@@ -762,13 +762,13 @@ mod tests {
             assert_eq!(Hook::from_u8(*h as u8), Some(*h));
         }
         assert_eq!(Hook::from_u8(0), None);
-        assert_eq!(Op::from_u8(Op::Exec as u8), Some(Op::Exec));
-        assert_eq!(Op::from_u8(4), None);
-        for op in [Op::Read, Op::Write, Op::Delete] {
+        assert_eq!(KernelOp::from_u8(KernelOp::Exec as u8), Some(KernelOp::Exec));
+        assert_eq!(KernelOp::from_u8(4), None);
+        for op in [KernelOp::Read, KernelOp::Write, KernelOp::Delete] {
             assert_eq!(op.policy_op() as u8, op as u8, "{op:?} shares the policy's encoding");
-            assert_eq!(Op::of_policy(op.policy_op()), op);
+            assert_eq!(KernelOp::of_policy(op.policy_op()), op);
         }
-        assert_eq!(Op::Exec.policy_op(), crate::policy::Op::Read);
+        assert_eq!(KernelOp::Exec.policy_op(), crate::policy::Op::Read);
         let unlink: &[&[u8]] = &[b"dir", b"dentry"];
         assert_eq!(Hook::PathUnlink.program(unlink), "fp_path_unlink");
         let setattr_6_1: &[&[u8]] = &[b"dentry", b"attr"];

@@ -1,6 +1,6 @@
 //! The ops of the decision core in one place, as Landlock keeps its access rights in one
 //! `access.h`: what a rule decides ([`Op`], also `fp_common::policy::Op`), what a hook reports
-//! ([`KernelOp`], also `fp_common::kernel::Op`) and what moves content ([`MoveKind`], also
+//! ([`KernelOp`], also `fp_common::kernel::KernelOp`) and what moves content ([`MoveKind`], also
 //! `fp_common::refer::MoveKind`), with their encodings, their names and the conversions between
 //! them. fp-agent's own op shapes (the audit record's, the prompt's, the CLI's) are defined with
 //! their conversion to these, each beside its type.

@@ -5,7 +5,7 @@
 //! rule is "current inside and target outside".
 use aya_ebpf::{macros::map, maps::HashMap};
 use fp_common::{
-    kernel::{Hook, Op, Reason, SESSION_AUDIT_ONLY},
+    kernel::{Hook, KernelOp, Reason, SESSION_AUDIT_ONLY},
     policy::{NO_RULE, TableVerdict},
 };
 
@@ -50,7 +50,7 @@ pub(crate) fn refuse_outsider(session: &Session, hook: Hook, task: u64) -> i32 {
     };
     let outcome = Outcome { verdict: TableVerdict::Deny, reason, rule_id: NO_RULE };
     let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
-    report_process(session, &outcome, &Report::new(hook, Op::Write, enforced), &target);
+    report_process(session, &outcome, &Report::new(hook, KernelOp::Write, enforced), &target);
     if enforced { -EACCES } else { 0 }
 }
 
@@ -66,5 +66,5 @@ pub(crate) fn refuse_clone_into_cgroup(session: &Session, clone_flags: u64) -> i
     if clone_flags & CLONE_INTO_CGROUP == 0 {
         return 0;
     }
-    refuse_without_path(session, Hook::TaskAlloc, Op::Write, Reason::Boundary, (0, 0))
+    refuse_without_path(session, Hook::TaskAlloc, KernelOp::Write, Reason::Boundary, (0, 0))
 }

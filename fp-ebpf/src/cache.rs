@@ -27,7 +27,7 @@
 //! `open` followed by `fchown`, `fchmod` and `utimensat` walks once.
 //! Grants, pending prompts and the broker are applied after the cache, as after a walk.
 use aya_ebpf::{macros::map, maps::Array};
-use fp_common::policy::{Op as PolicyOp, TableVerdict};
+use fp_common::policy::{Op, TableVerdict};
 
 use crate::{
     kernel::{MOUNT_SEQ, OFF_DENTRY_D_INODE, RENAME_SEQ, global, load, off, read_sequence},
@@ -155,7 +155,7 @@ pub(crate) fn cacheable(s: *const Scratch, (allowed, local): (u64, u64)) -> Opti
     (inode != 0 && (allowed | local) != 0).then_some(Fill { inode, allowed, local })
 }
 
-/// The ops ([`PolicyOp::bit`]s) the decision in `s` allows, and those it allows the inode hooks
+/// The ops ([`Op::bit`]s) the decision in `s` allows, and those it allows the inode hooks
 /// (see the module's notes); none for a path that depends on the task.
 #[inline(always)]
 pub(crate) fn allowed_ops(s: *const Scratch) -> (u64, u64) {
@@ -167,7 +167,7 @@ pub(crate) fn allowed_ops(s: *const Scratch) -> (u64, u64) {
         )
     };
     let (mut allowed, mut local) = (0u64, 0u64);
-    for op in PolicyOp::ALL {
+    for op in Op::ALL {
         if outcome_of(s, op).verdict == TableVerdict::Allow {
             allowed |= op.bit() as u64;
         }

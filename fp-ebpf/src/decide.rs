@@ -4,10 +4,10 @@ use aya_ebpf::helpers::{bpf_ktime_get_boot_ns, generated::bpf_loop};
 use core::ffi::c_void;
 use fp_common::{
     kernel::{
-        GrantValue, Hook, MAX_WALK, Op, PATH_MAX, Reason, SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT,
-        SESSION_LINKS_PENDING, SessionInfo, after_grant,
+        GrantValue, Hook, KernelOp, MAX_WALK, PATH_MAX, Reason, SESSION_AUDIT_ONLY,
+        SESSION_FULL_AUDIT, SESSION_LINKS_PENDING, SessionInfo, after_grant,
     },
-    policy::{NO_RULE, Op as PolicyOp, TableVerdict},
+    policy::{NO_RULE, Op, TableVerdict},
 };
 
 use crate::{
@@ -93,14 +93,14 @@ pub extern "C" fn fp_check() -> i32 {
         }
         let hit = &raw const (*s).walk.hit;
         if vfsmount == NO_MOUNT {
-            for op in PolicyOp::ALL {
+            for op in Op::ALL {
                 *op.of_mut(&mut *out) = by_identity(&op.of(&*hit));
             }
             return 0;
         }
         evaluate(s, tables, &*hit, in_dir);
         let eval = &(*s).eval;
-        for op in PolicyOp::ALL {
+        for op in Op::ALL {
             let (decision, hit) = (eval.decision(op), op.of(&*hit));
             let reason = if hit.rank != 0 && op.of(&eval.best) == hit {
                 Reason::InodeRule
@@ -182,7 +182,7 @@ fn interference(session: &Session, s: *mut Scratch, generation: u64) -> Option<O
 
 /// An op's outcome after a remembered grant of the session (opens and execs only).
 #[inline(always)]
-fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: PolicyOp, now: u64) -> Outcome {
+fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: Op, now: u64) -> Outcome {
     let verdict = after_grant(outcome.verdict, grant, op, now);
     if verdict == outcome.verdict {
         return outcome;
@@ -190,15 +190,14 @@ fn granted(outcome: Outcome, grant: Option<&GrantValue>, op: PolicyOp, now: u64)
     Outcome { verdict, reason: Reason::Granted, rule_id: outcome.rule_id }
 }
 
-/// Whether ops a cache allows (`allowed`, [`PolicyOp::bit`]s) answer a decision of `op` (and a
+/// Whether ops a cache allows (`allowed`, [`Op::bit`]s) answer a decision of `op` (and a
 /// write, if `and_write`) without the walk: not in a full-audit session, which reports allows too,
 /// with their path, nor while the session's hardlinks are being recorded (a cached write to a file
 /// with several links would bypass their check; the complete tables come with a new tables id,
 /// which no entry cached meanwhile matches).
 #[inline(always)]
-pub(crate) fn answered(session: &Session, op: Op, and_write: bool, allowed: u64) -> bool {
-    let needs =
-        op.policy_op().bit() as u64 | if and_write { PolicyOp::Write.bit() as u64 } else { 0 };
+pub(crate) fn answered(session: &Session, op: KernelOp, and_write: bool, allowed: u64) -> bool {
+    let needs = op.policy_op().bit() as u64 | if and_write { Op::Write.bit() as u64 } else { 0 };
     session.info.flags & (SESSION_FULL_AUDIT | SESSION_LINKS_PENDING) == 0
         && allowed & needs == needs
 }
@@ -212,7 +211,7 @@ pub(crate) fn answered(session: &Session, op: Op, and_write: bool, allowed: u64)
 pub(crate) fn decide(
     session: &Session,
     hook: Hook,
-    op: Op,
+    op: KernelOp,
     and_write: bool,
     vfsmount: u64,
     dentry: u64,
@@ -220,7 +219,7 @@ pub(crate) fn decide(
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES; // fail closed: no scratch space means no check
     };
-    let (first, second) = (op.policy_op(), PolicyOp::Write);
+    let (first, second) = (op.policy_op(), Op::Write);
     // A name being created is a negative dentry, which the cache never keeps: no lookup (its slot
     // would be a page touched for nothing).
     let creates = matches!(hook, Hook::PathMknod | Hook::PathMkdir | Hook::PathSymlink);
@@ -247,7 +246,7 @@ pub(crate) fn decide(
     let mut outcome = outcome_of(s, first);
     let mut other = outcome_of(s, second);
     if session.info.flags & SESSION_LINKS_PENDING != 0 && several_links(dentry) {
-        if first == PolicyOp::Write {
+        if first == Op::Write {
             outcome = outcome.links_pending();
         }
         if and_write {
@@ -271,7 +270,7 @@ pub(crate) fn decide(
     }
     let mut reported = op;
     if and_write && other.verdict.strictness() > outcome.verdict.strictness() {
-        (outcome, reported) = (other, Op::Write);
+        (outcome, reported) = (other, KernelOp::Write);
     }
     let interfered = interference(session, s, generation);
     // What an intact decision leaves for later ones: the sequences its walk ran under.
@@ -298,7 +297,8 @@ pub(crate) fn decide(
     }
     let refused = outcome.verdict != TableVerdict::Allow;
     let enforced = refused && session.info.flags & SESSION_AUDIT_ONLY == 0;
-    let full_audit = session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(reported, Op::Read);
+    let full_audit =
+        session.info.flags & SESSION_FULL_AUDIT != 0 && !matches!(reported, KernelOp::Read);
     if refused || full_audit {
         report(session, &outcome, &Report::new(hook, reported, enforced));
     }
@@ -314,7 +314,7 @@ fn unmatched_in_dir(
     session: &Session,
     s: *mut Scratch,
     generation: u64,
-    (hook, op, and_write): (Hook, Op, bool),
+    (hook, op, and_write): (Hook, KernelOp, bool),
 ) -> bool {
     let (allowed, local) = dirs::unmatched::unmatched();
     if !answered(session, op, and_write, allowed) || interference(session, s, generation).is_some()
@@ -344,7 +344,7 @@ fn unmatched_in_dir(
 /// `decide` for the inode hooks, which get a dentry but no mount: a write decided by identity.
 #[inline(always)]
 pub(crate) fn decide_inode(session: &Session, hook: Hook, dentry: u64) -> i32 {
-    decide(session, hook, Op::Write, false, NO_MOUNT, dentry)
+    decide(session, hook, KernelOp::Write, false, NO_MOUNT, dentry)
 }
 
 /// `decide` for a `struct path *` (BTF-typed: a hook's argument, or within one, see
@@ -353,7 +353,7 @@ pub(crate) fn decide_inode(session: &Session, hook: Hook, dentry: u64) -> i32 {
 pub(crate) fn decide_path(
     session: &Session,
     hook: Hook,
-    op: Op,
+    op: KernelOp,
     and_write: bool,
     path: u64,
 ) -> i32 {
@@ -367,7 +367,13 @@ pub(crate) fn decide_path(
 /// `decide` for a dentry in the directory `dir` (a BTF-typed `struct path *`): the name being
 /// created, removed or linked.
 #[inline(always)]
-pub(crate) fn decide_in_dir(session: &Session, hook: Hook, op: Op, dir: u64, dentry: u64) -> i32 {
+pub(crate) fn decide_in_dir(
+    session: &Session,
+    hook: Hook,
+    op: KernelOp,
+    dir: u64,
+    dentry: u64,
+) -> i32 {
     match load::<u64>(dir, off(&OFF_PATH_MNT)) {
         0 => unreadable(session),
         mnt => decide(session, hook, op, false, mnt, dentry),
@@ -379,7 +385,7 @@ pub(crate) fn decide_in_dir(session: &Session, hook: Hook, op: Op, dir: u64, den
 pub(crate) fn decide_file(
     session: &Session,
     hook: Hook,
-    op: Op,
+    op: KernelOp,
     and_write: bool,
     file: u64,
 ) -> i32 {

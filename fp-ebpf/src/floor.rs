@@ -9,7 +9,7 @@ use fp_common::{
         KERNEL_FILESYSTEMS, LOAD_FIRMWARE, PERF_SECURITY_OPEN, S_IFBLK, S_IFCHR, S_IFMT,
         mknod_device,
     },
-    kernel::{BlockDeviceKey, Hook, Op, Reason, SESSION_PERF},
+    kernel::{BlockDeviceKey, Hook, KernelOp, Reason, SESSION_PERF},
 };
 
 use crate::{
@@ -35,14 +35,14 @@ pub(crate) static BLOCK_DEVICES: HashMap<BlockDeviceKey, u8> = HashMap::with_max
 pub(crate) fn refuse_device_node(session: &Session, mode: u32, dev: u32) -> Option<i32> {
     let kind = mode & S_IFMT;
     (kind == S_IFBLK || kind == S_IFCHR && dev != 0)
-        .then(|| refuse_device(session, Hook::PathMknod, Op::Write, mknod_device(dev)))
+        .then(|| refuse_device(session, Hook::PathMknod, KernelOp::Write, mknod_device(dev)))
 }
 
 /// Refuses the open of a block device, by whatever name (a node the session did not make
 /// included): its bytes are every file of a filesystem, past the rules of each. A device the
 /// session's policy names (`BLOCK_DEVICES`) is left to its rules for the name it was opened by.
 #[inline(always)]
-pub(crate) fn refuse_block_device(session: &Session, file: u64, op: Op) -> Option<i32> {
+pub(crate) fn refuse_block_device(session: &Session, file: u64, op: KernelOp) -> Option<i32> {
     let inode: u64 = load(file, off(&OFF_FILE_F_INODE));
     let mode: u16 = load(inode, off(&OFF_INODE_I_MODE));
     if mode as u32 & S_IFMT != S_IFBLK {
@@ -86,7 +86,13 @@ pub(crate) fn refuse_kernel_setting(session: &Session, file: u64) -> Option<i32>
 /// `lockdown=confidentiality`.
 #[inline(always)]
 pub(crate) fn refuse_locked_down(session: &Session, what: u32) -> i32 {
-    refuse_without_path(session, Hook::LockedDown, Op::Write, Reason::Boundary, (what as u64, 0))
+    refuse_without_path(
+        session,
+        Hook::LockedDown,
+        KernelOp::Write,
+        Reason::Boundary,
+        (what as u64, 0),
+    )
 }
 
 /// Refuses a module, kexec image, policy or certificate handed to the kernel (`init_module`,
@@ -97,7 +103,7 @@ pub(crate) fn refuse_kernel_load(session: &Session, hook: Hook, id: u32) -> i32 
     if id == LOAD_FIRMWARE {
         return 0;
     }
-    refuse_without_path(session, hook, Op::Write, Reason::Boundary, (id as u64, 0))
+    refuse_without_path(session, hook, KernelOp::Write, Reason::Boundary, (id as u64, 0))
 }
 
 /// Refuses a perf event beyond the counters of processes (the event's inode field names the
@@ -112,7 +118,7 @@ pub(crate) fn refuse_perf_event(session: &Session, check: u32) -> i32 {
     refuse_without_path(
         session,
         Hook::PerfEventOpen,
-        Op::Write,
+        KernelOp::Write,
         Reason::Boundary,
         (check as u64, 0),
     )
@@ -123,5 +129,11 @@ pub(crate) fn refuse_perf_event(session: &Session, check: u32) -> i32 {
 /// is kernel code.
 #[inline(always)]
 pub(crate) fn refuse_module_request(session: &Session) -> i32 {
-    refuse_without_path(session, Hook::KernelModuleRequest, Op::Write, Reason::Boundary, (0, 0))
+    refuse_without_path(
+        session,
+        Hook::KernelModuleRequest,
+        KernelOp::Write,
+        Reason::Boundary,
+        (0, 0),
+    )
 }

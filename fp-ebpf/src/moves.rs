@@ -4,10 +4,10 @@ use aya_ebpf::helpers::generated::bpf_probe_read_kernel;
 use core::ffi::c_void;
 use fp_common::{
     kernel::{
-        EVENT_EXCHANGE, EVENT_MOVE_DIR, EVENT_TARGET_EXISTS, Hook, Op, PATH_MAX, Reason,
+        EVENT_EXCHANGE, EVENT_MOVE_DIR, EVENT_TARGET_EXISTS, Hook, KernelOp, PATH_MAX, Reason,
         SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT,
     },
-    policy::{MAX_PREFIX, Op as PolicyOp, TableVerdict},
+    policy::{MAX_PREFIX, Op, TableVerdict},
     refer::{self, Below, MoveKind, MoveSide, MoveVerdict},
 };
 
@@ -41,11 +41,8 @@ pub extern "C" fn fp_move_side(side: u64) -> i32 {
             (*names).ino = core::ptr::read_volatile(&(*s).walk.ino);
             (*names).dev = core::ptr::read_volatile(&(*s).walk.dev);
         }
-        let outcomes = [
-            outcome_of(s, PolicyOp::Read),
-            outcome_of(s, PolicyOp::Write),
-            outcome_of(s, PolicyOp::Delete),
-        ];
+        let outcomes =
+            [outcome_of(s, Op::Read), outcome_of(s, Op::Write), outcome_of(s, Op::Delete)];
         if outcomes[0].reason == Reason::Unresolved {
             return 0;
         }
@@ -72,7 +69,7 @@ pub extern "C" fn fp_move_below(side: u64) -> i32 {
         below(s, core::ptr::read_volatile(&(*s).mv.tables));
         let eval = &(*s).eval;
         let mut context = [(0u32, TableVerdict::Deny); 3];
-        for op in PolicyOp::ALL {
+        for op in Op::ALL {
             let best = op.of(&eval.best);
             *op.of_mut(&mut context) = (best.rank, TableVerdict::from_u8(best.verdict));
         }
@@ -166,16 +163,16 @@ pub(crate) fn decide_move(
         // SAFETY: this CPU's scratch value, filled by move_side.
         let (a, b) = unsafe { (&(*s).sides[0], &(*s).sides[1]) };
         match refer::decide(kind, a, b) {
-            MoveVerdict::Allow => (0, Op::Write, Outcome::ALLOWED),
+            MoveVerdict::Allow => (0, KernelOp::Write, Outcome::ALLOWED),
             MoveVerdict::Denied { op, target } => {
                 // SAFETY: as above.
                 let outcome = op.of(unsafe { &(*s).side_outcomes[target as usize] });
-                (EACCES, Op::of_policy(op), outcome)
+                (EACCES, KernelOp::of_policy(op), outcome)
             }
-            MoveVerdict::Refused { op } => (EXDEV, Op::of_policy(op), Outcome::REFER),
+            MoveVerdict::Refused { op } => (EXDEV, KernelOp::of_policy(op), Outcome::REFER),
         }
     } else {
-        (EACCES, Op::Write, Outcome::UNRESOLVED)
+        (EACCES, KernelOp::Write, Outcome::UNRESOLVED)
     };
     let outcome = settle(session, s, generation, outcome);
     let errno = match outcome.reason {

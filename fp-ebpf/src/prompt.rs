@@ -6,7 +6,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, LpmTrie},
 };
 use fp_common::{
-    kernel::{BROKER_HEARTBEAT_TIMEOUT_NS, GrantValue, Hook, Op, PendingKey, Reason},
+    kernel::{BROKER_HEARTBEAT_TIMEOUT_NS, GrantValue, Hook, KernelOp, PendingKey, Reason},
     policy::PrefixKeyData,
 };
 
@@ -80,5 +80,5 @@ pub(crate) fn check_pending(session: &Session, hook: Hook, file: u64) -> i32 {
     if unsafe { PENDING.get(&key) }.is_none() {
         return 0;
     }
-    refuse_without_path(session, hook, Op::Read, Reason::PromptPending, (ino, dev))
+    refuse_without_path(session, hook, KernelOp::Read, Reason::PromptPending, (ino, dev))
 }

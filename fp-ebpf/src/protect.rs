@@ -1,7 +1,7 @@
 //! Refusals decided without a path: fp's self-protection (bpf(), the mount table) and the event
 //! of such a refusal (also of the session boundary's, crate::boundary).
 use fp_common::{
-    kernel::{EVENT_DEVICE, EVENT_KERNEL_SETTING, Hook, Op, Reason, SESSION_AUDIT_ONLY},
+    kernel::{EVENT_DEVICE, EVENT_KERNEL_SETTING, Hook, KernelOp, Reason, SESSION_AUDIT_ONLY},
     policy::{NO_RULE, TableVerdict},
 };
 
@@ -22,7 +22,7 @@ use crate::{
 pub(crate) fn refuse_without_path(
     session: &Session,
     hook: Hook,
-    op: Op,
+    op: KernelOp,
     reason: Reason,
     file: (u64, u32),
 ) -> i32 {
@@ -32,7 +32,7 @@ pub(crate) fn refuse_without_path(
 /// [`refuse_without_path`] of an operation on a device (the session boundary's floor): the event
 /// names the device by its number, `rdev` (`EVENT_DEVICE`).
 #[inline(always)]
-pub(crate) fn refuse_device(session: &Session, hook: Hook, op: Op, rdev: u32) -> i32 {
+pub(crate) fn refuse_device(session: &Session, hook: Hook, op: KernelOp, rdev: u32) -> i32 {
     let what = Report { flags: EVENT_DEVICE, ..Report::new(hook, op, false) };
     refuse(session, &what, Reason::Boundary, (rdev as u64, 0))
 }
@@ -45,7 +45,7 @@ pub(crate) fn refuse_kernel_setting_write(session: &Session, file: (u64, u32), m
     let what = Report {
         flags: EVENT_KERNEL_SETTING,
         fs_magic: magic as u32,
-        ..Report::new(Hook::FileOpen, Op::Write, false)
+        ..Report::new(Hook::FileOpen, KernelOp::Write, false)
     };
     refuse(session, &what, Reason::Boundary, file)
 }
@@ -73,7 +73,7 @@ fn refuse(session: &Session, what: &Report, reason: Reason, file: (u64, u32)) ->
 /// Sessions may not use bpf(): with it, root could detach fp's programs or rewrite its maps.
 #[inline(always)]
 pub(crate) fn refuse_bpf(session: &Session) -> i32 {
-    refuse_without_path(session, Hook::Bpf, Op::Write, Reason::SelfProtection, (0, 0))
+    refuse_without_path(session, Hook::Bpf, KernelOp::Write, Reason::SelfProtection, (0, 0))
 }
 
 /// Sessions may not change the mount table, in any namespace: a mount, bind mount, move or
@@ -87,5 +87,5 @@ pub(crate) fn refuse_mount(
     identity: impl FnOnce() -> Result<(u64, u32), ()>,
 ) -> i32 {
     let file = identity().unwrap_or((0, 0));
-    refuse_without_path(session, hook, Op::Write, Reason::SelfProtection, file)
+    refuse_without_path(session, hook, KernelOp::Write, Reason::SelfProtection, file)
 }

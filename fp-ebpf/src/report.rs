@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use core::ffi::c_void;
 use fp_common::kernel::{
-    DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook, Op, PATH_MAX, Reason,
+    DecisionEvent, EVENT_DENIED, EVENT_PATH_FS_RELATIVE, Hook, KernelOp, PATH_MAX, Reason,
 };
 
 use crate::{
@@ -46,7 +46,7 @@ pub(crate) struct Target {
 #[derive(Clone, Copy)]
 pub(crate) struct Report {
     pub(crate) hook: Hook,
-    pub(crate) op: Op,
+    pub(crate) op: KernelOp,
     /// The kernel refused the operation.
     pub(crate) denied: bool,
     /// A rename's or link's.
@@ -60,7 +60,7 @@ pub(crate) struct Report {
 
 impl Report {
     /// The report of `hook` deciding `op`, refused or not, with nothing more to say.
-    pub(crate) const fn new(hook: Hook, op: Op, denied: bool) -> Self {
+    pub(crate) const fn new(hook: Hook, op: KernelOp, denied: bool) -> Self {
         Report { hook, op, denied, mv: None, flags: 0, fs_magic: 0 }
     }
 }

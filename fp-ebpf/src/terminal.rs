@@ -4,7 +4,7 @@
 //! ends (CVE-2017-5226, which bubblewrap's `--new-session` answers); `TIOCLINUX` pastes a
 //! console's selection as input (CVE-2023-28100). Refused on any file, before the driver: the
 //! kernel's own checks let root (CAP_SYS_ADMIN) through both.
-use fp_common::kernel::{Hook, Op, Reason};
+use fp_common::kernel::{Hook, KernelOp, Reason};
 
 use crate::{protect::refuse_without_path, session::Session};
 
@@ -22,5 +22,5 @@ pub(crate) fn refuse_terminal_input(session: &Session, hook: Hook, cmd: u32) -> 
     if cmd != TIOCSTI && cmd != TIOCLINUX {
         return 0;
     }
-    refuse_without_path(session, hook, Op::Write, Reason::Boundary, (cmd as u64, 0))
+    refuse_without_path(session, hook, KernelOp::Write, Reason::Boundary, (cmd as u64, 0))
 }

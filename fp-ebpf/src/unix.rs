@@ -9,7 +9,9 @@
 use aya_ebpf::{helpers::generated::bpf_probe_read_kernel, macros::map, maps::HashMap};
 use core::ffi::c_void;
 use fp_common::{
-    kernel::{Hook, Op, Reason, SESSION_AUDIT_ONLY, UNIX_KEY_NAME, UNIX_NAME_MAX, UnixPeerKey},
+    kernel::{
+        Hook, KernelOp, Reason, SESSION_AUDIT_ONLY, UNIX_KEY_NAME, UNIX_NAME_MAX, UnixPeerKey,
+    },
     policy::{NO_RULE, TableVerdict},
 };
 
@@ -128,7 +130,7 @@ pub(crate) fn refuse_outside_server(session: &Session, hook: Hook, other: u64) -
     let outcome =
         Outcome { verdict: TableVerdict::Deny, reason: Reason::Boundary, rule_id: NO_RULE };
     let enforced = session.info.flags & SESSION_AUDIT_ONLY == 0;
-    let what = Report::new(hook, Op::Write, enforced);
+    let what = Report::new(hook, KernelOp::Write, enforced);
     let server = Target { cgroup, tgid: listener(other) };
     let socket = Socket { server, ino: key.ino, dev: key.dev, address: name, len: len as u32 };
     report_socket(session, &outcome, &what, &socket);

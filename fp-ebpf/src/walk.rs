@@ -5,7 +5,7 @@ use aya_ebpf::helpers::{bpf_get_current_pid_tgid, generated::bpf_probe_read_kern
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
-    policy::{InodeKey, Op as PolicyOp, may_have_inode},
+    policy::{InodeKey, Op, may_have_inode},
 };
 
 use crate::{
@@ -55,7 +55,7 @@ fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
         return;
     };
     let own = if w.depth == 0 { &value.this } else { &value.below };
-    for op in PolicyOp::ALL {
+    for op in Op::ALL {
         let (own, below) = (op.of(own), op.of(&value.below));
         if own.outranks(&op.of(&w.hit)) {
             *op.of_mut(&mut w.hit) = own;
@@ -67,7 +67,7 @@ fn offer_inode(w: &mut Walk, ino: u64, dev: u32) {
     if w.depth == 0 {
         return;
     }
-    for op in PolicyOp::ALL {
+    for op in Op::ALL {
         let below = op.of(&value.below);
         if below.outranks(&op.of(&w.up)) {
             *op.of_mut(&mut w.up) = below;

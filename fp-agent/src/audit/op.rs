@@ -2,7 +2,7 @@
 //! is one record), its names (the audit format's: a contract, docs/audit-format.md) and the
 //! policy op that decides it.
 use fp_common::kernel::{self, EVENT_EXCHANGE, Hook};
-use fp_common::policy::Op as PolicyOp;
+use fp_common::policy;
 use fp_common::refer::MoveKind;
 use serde::{Deserialize, Serialize};
 
@@ -38,15 +38,15 @@ impl Op {
 
     /// The audit op of a kernel event: the hook says more than the op (a write may be a create,
     /// a link or an attribute change; a rename is one record whatever op decided it).
-    pub fn of_event(hook: Option<Hook>, op: Option<kernel::Op>, flags: u8) -> Op {
+    pub fn of_event(hook: Option<Hook>, op: Option<kernel::KernelOp>, flags: u8) -> Op {
         use Hook::*;
         match (op, hook) {
             (_, Some(PathRename)) if flags & EVENT_EXCHANGE != 0 => Op::Exchange,
             (_, Some(PathRename)) => Op::Rename,
             (_, Some(PathLink)) => Op::Link,
-            (Some(kernel::Op::Read), _) => Op::Read,
-            (Some(kernel::Op::Exec), _) => Op::Exec,
-            (Some(kernel::Op::Delete), _) => Op::Delete,
+            (Some(kernel::KernelOp::Read), _) => Op::Read,
+            (Some(kernel::KernelOp::Exec), _) => Op::Exec,
+            (Some(kernel::KernelOp::Delete), _) => Op::Delete,
             (_, Some(PathMknod | PathMkdir | PathSymlink)) => Op::Create,
             (
                 _,
@@ -72,13 +72,13 @@ impl Op {
 
 /// The policy op that governs a recorded op: exec needs read; creating, renaming (the target),
 /// linking and changing attributes are writes; delete is delete.
-impl From<Op> for PolicyOp {
-    fn from(op: Op) -> PolicyOp {
+impl From<Op> for policy::Op {
+    fn from(op: Op) -> policy::Op {
         use Op::*;
         match op {
-            Read | Exec => PolicyOp::Read,
-            Write | Create | Rename | Exchange | Link | Setattr => PolicyOp::Write,
-            Delete => PolicyOp::Delete,
+            Read | Exec => policy::Op::Read,
+            Write | Create | Rename | Exchange | Link | Setattr => policy::Op::Write,
+            Delete => policy::Op::Delete,
         }
     }
 }
@@ -98,9 +98,9 @@ mod tests {
 
     #[test]
     fn recorded_ops_are_decided_by_their_policy_op() {
-        assert_eq!(PolicyOp::from(Op::Exec), PolicyOp::Read);
-        assert_eq!(PolicyOp::from(Op::Setattr), PolicyOp::Write);
-        assert_eq!(PolicyOp::from(Op::Delete), PolicyOp::Delete);
+        assert_eq!(policy::Op::from(Op::Exec), policy::Op::Read);
+        assert_eq!(policy::Op::from(Op::Setattr), policy::Op::Write);
+        assert_eq!(policy::Op::from(Op::Delete), policy::Op::Delete);
         let moves = Op::ALL.into_iter().filter_map(Op::move_kind).count();
         assert_eq!(moves, 3);
     }

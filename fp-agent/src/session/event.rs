@@ -6,7 +6,7 @@ use fp_common::{
     floor::{PERF_SECURITY_CPU, PERF_SECURITY_KERNEL, PERF_SECURITY_TRACEPOINT},
     kernel::{
         DecisionEvent, EVENT_DENIED, EVENT_DEVICE, EVENT_KERNEL_SETTING, EVENT_MOVE_DIR,
-        EVENT_PATH_FS_RELATIVE, EVENT_TARGET_EXISTS, Hook, Op, PATH_MAX, Reason,
+        EVENT_PATH_FS_RELATIVE, EVENT_TARGET_EXISTS, Hook, KernelOp, PATH_MAX, Reason,
     },
     policy::{NO_RULE, TableVerdict},
 };
@@ -112,7 +112,7 @@ fn comm(ev: &DecisionEvent) -> String {
 fn names(ev: &DecisionEvent) -> (&'static str, &'static str) {
     (
         Hook::from_u8(ev.hook).map_or("unknown", Hook::name),
-        Op::from_u8(ev.op).map_or("unknown", Op::name),
+        KernelOp::from_u8(ev.op).map_or("unknown", KernelOp::name),
     )
 }
 
@@ -278,7 +278,7 @@ pub fn audit_record(ev: &DecisionEvent, ctx: &SessionContext) -> audit::FileDeci
         gid: ev.gid,
         comm: comm(ev),
         exe: audit::RawPath(Vec::new()),
-        op: audit::Op::of_event(Hook::from_u8(ev.hook), Op::from_u8(ev.op), ev.flags),
+        op: audit::Op::of_event(Hook::from_u8(ev.hook), KernelOp::from_u8(ev.op), ev.flags),
         hook: hook.to_owned(),
         path: audit::RawPath(socket_address(ev).unwrap_or_else(|| path(ev).to_vec())),
         target_path: target(ev).map(|t| audit::RawPath(t.to_vec())),
@@ -305,7 +305,7 @@ mod tests {
 
     use super::*;
 
-    fn event(hook: Hook, op: Op, path: &[u8]) -> DecisionEvent {
+    fn event(hook: Hook, op: KernelOp, path: &[u8]) -> DecisionEvent {
         // SAFETY: DecisionEvent is plain old data; all-zero is a valid value.
         let mut ev: DecisionEvent = unsafe { std::mem::zeroed() };
         ev.hook = hook as u8;
@@ -322,7 +322,7 @@ mod tests {
 
     #[test]
     fn lines_escape_what_a_terminal_would_split() {
-        let l = line(&event(Hook::FileOpen, Op::Read, b"/a/new\nline\xff"), &ctx());
+        let l = line(&event(Hook::FileOpen, KernelOp::Read, b"/a/new\nline\xff"), &ctx());
         assert_eq!(
             l,
             "fp: denied file_open /a/new\\nline\\xff by cat (read, pid 0, uid 0): path-rule \
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn moves_show_and_record_both_names() {
-        let mut ev = event(Hook::PathRename, Op::Read, b"/w/c.secret");
+        let mut ev = event(Hook::PathRename, KernelOp::Read, b"/w/c.secret");
         ev.target[..8].copy_from_slice(b"/w/c.txt");
         ev.target_len = 8;
         ev.reason = Reason::Refer as u8;
@@ -346,13 +346,13 @@ mod tests {
         let record = audit_record(&ev, &ctx());
         assert_eq!(record.op, audit::Op::Exchange);
         assert_eq!(record.target_path, Some(audit::RawPath(b"/w/c.txt".to_vec())));
-        let open = audit_record(&event(Hook::FileOpen, Op::Read, b"/x"), &ctx());
+        let open = audit_record(&event(Hook::FileOpen, KernelOp::Read, b"/x"), &ctx());
         assert_eq!(open.target_path, None, "only moves have a second name");
     }
 
     #[test]
     fn boundary_refusals_name_the_process_they_aimed_at() {
-        let mut ev = event(Hook::TaskKill, Op::Write, b"");
+        let mut ev = event(Hook::TaskKill, KernelOp::Write, b"");
         ev.reason = Reason::Boundary as u8;
         ev.rule_id = NO_RULE;
         (ev.target_pid, ev.target_cgroup) = (4242, 77);
@@ -368,13 +368,13 @@ mod tests {
             (record.rule.as_str(), record.rule_source.as_str()),
             ("(session boundary)", "kernel")
         );
-        let open = audit_record(&event(Hook::FileOpen, Op::Read, b"/x"), &ctx());
+        let open = audit_record(&event(Hook::FileOpen, KernelOp::Read, b"/x"), &ctx());
         assert_eq!((open.target_pid, open.target_cgroup), (None, None), "only boundary refusals");
     }
 
     #[test]
     fn floor_refusals_name_the_kernel_interface() {
-        let mut ev = event(Hook::LockedDown, Op::Write, b"");
+        let mut ev = event(Hook::LockedDown, KernelOp::Write, b"");
         ev.reason = Reason::Boundary as u8;
         ev.ino = 22;
         ev.flags |= EVENT_PATH_FS_RELATIVE;
@@ -416,11 +416,11 @@ mod tests {
     /// A daemon session's line from the record says what the embedded agent's says of the event.
     #[test]
     fn record_lines_say_what_event_lines_say() {
-        let ev = event(Hook::FileOpen, Op::Read, b"/srv/x");
+        let ev = event(Hook::FileOpen, KernelOp::Read, b"/srv/x");
         let from_event = line(&ev, &ctx());
         let from_record = record_line(&audit_record(&ev, &ctx()));
         assert_eq!(from_record, from_event);
-        let mut ev = event(Hook::TaskKill, Op::Write, b"");
+        let mut ev = event(Hook::TaskKill, KernelOp::Write, b"");
         (ev.reason, ev.rule_id, ev.target_cgroup, ev.target_pid) =
             (Reason::Boundary as u8, NO_RULE, 7, 42);
         assert_eq!(record_line(&audit_record(&ev, &ctx())), line(&ev, &ctx()));
@@ -428,7 +428,7 @@ mod tests {
 
     #[test]
     fn socket_refusals_name_the_address_and_its_server() {
-        let mut ev = event(Hook::UnixStreamConnect, Op::Write, b"\0helper");
+        let mut ev = event(Hook::UnixStreamConnect, KernelOp::Write, b"\0helper");
         (ev.reason, ev.rule_id, ev.target_cgroup, ev.target_pid) =
             (Reason::Boundary as u8, NO_RULE, 7, 42);
         let l = line(&ev, &ctx());
@@ -452,7 +452,7 @@ mod tests {
 
     #[test]
     fn unanswerable_verdicts_and_audit_mode_say_so() {
-        let mut ev = event(Hook::FileOpen, Op::Read, b"/x");
+        let mut ev = event(Hook::FileOpen, KernelOp::Read, b"/x");
         ev.verdict = TableVerdict::Prompt as u8;
         assert!(reason(&ev).contains("prompt tier: no broker answered, denied"));
         ev.verdict = TableVerdict::Defer as u8;
@@ -467,14 +467,14 @@ mod tests {
     #[test]
     fn audit_ops_follow_the_hook() {
         let op = |h, o| audit_record(&event(h, o, b"/x"), &ctx()).op;
-        assert_eq!(op(Hook::FileOpen, Op::Read), audit::Op::Read);
-        assert_eq!(op(Hook::PathMknod, Op::Write), audit::Op::Create);
-        assert_eq!(op(Hook::PathRename, Op::Delete), audit::Op::Rename, "one record a move");
-        assert_eq!(op(Hook::PathRename, Op::Write), audit::Op::Rename);
-        assert_eq!(op(Hook::PathLink, Op::Read), audit::Op::Link);
-        assert_eq!(op(Hook::PathChmod, Op::Write), audit::Op::Setattr);
-        assert_eq!(op(Hook::BprmCheckSecurity, Op::Exec), audit::Op::Exec);
-        assert_eq!(op(Hook::PathTruncate, Op::Write), audit::Op::Write);
+        assert_eq!(op(Hook::FileOpen, KernelOp::Read), audit::Op::Read);
+        assert_eq!(op(Hook::PathMknod, KernelOp::Write), audit::Op::Create);
+        assert_eq!(op(Hook::PathRename, KernelOp::Delete), audit::Op::Rename, "one record a move");
+        assert_eq!(op(Hook::PathRename, KernelOp::Write), audit::Op::Rename);
+        assert_eq!(op(Hook::PathLink, KernelOp::Read), audit::Op::Link);
+        assert_eq!(op(Hook::PathChmod, KernelOp::Write), audit::Op::Setattr);
+        assert_eq!(op(Hook::BprmCheckSecurity, KernelOp::Exec), audit::Op::Exec);
+        assert_eq!(op(Hook::PathTruncate, KernelOp::Write), audit::Op::Write);
     }
 
     fn ctx() -> SessionContext {

@@ -9,8 +9,9 @@ use std::{
 
 use fp_common::{
     kernel::{
-        DecisionEvent, EVENT_DENIED, GrantValue, Hook, Op, PendingKey, Reason, SESSION_AUDIT_ONLY,
-        SESSION_FULL_AUDIT, SESSION_LINKS_PENDING, SESSION_PERF, SessionCounters, SessionInfo,
+        DecisionEvent, EVENT_DENIED, GrantValue, Hook, KernelOp, PendingKey, Reason,
+        SESSION_AUDIT_ONLY, SESSION_FULL_AUDIT, SESSION_LINKS_PENDING, SESSION_PERF,
+        SessionCounters, SessionInfo,
     },
     policy::{NO_RULE, PrefixKeyData, TableVerdict},
 };
@@ -444,7 +445,7 @@ fn event(session: u64, path: &[u8]) -> DecisionEvent {
     let mut ev: DecisionEvent = unsafe { std::mem::zeroed() };
     ev.session = session;
     ev.hook = Hook::FileOpen as u8;
-    ev.op = Op::Read as u8;
+    ev.op = KernelOp::Read as u8;
     ev.reason = Reason::PathRule as u8;
     ev.verdict = TableVerdict::Deny as u8;
     ev.flags = EVENT_DENIED;

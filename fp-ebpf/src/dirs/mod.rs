@@ -26,7 +26,7 @@ use aya_ebpf::{helpers::generated::bpf_probe_read_kernel, macros::map, maps::Lru
 use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
-    policy::{InodeKey, MAX_PREFIX, Op as PolicyOp, OpEntry, may_have_inode},
+    policy::{InodeKey, MAX_PREFIX, Op, OpEntry, may_have_inode},
 };
 
 pub(crate) mod name;
@@ -152,7 +152,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
         let w = &raw mut (*s).walk;
         let e = &raw const (*s).dir;
         start_walk(w);
-        for op in PolicyOp::ALL {
+        for op in Op::ALL {
             let own = op.of(&own);
             let (mut hit, mut local) = (own, own);
             let (up, local_up) = (op.of(&(*e).up), op.of(&(*e).local_up));

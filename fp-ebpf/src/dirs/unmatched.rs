@@ -12,7 +12,7 @@ use core::ffi::c_void;
 use fp_common::{
     kernel::PATH_MAX,
     policy::{
-        InodeKey, MAX_NAME, Op as PolicyOp, TableHeader, TableVerdict, Unmatched, may_have_inode,
+        InodeKey, MAX_NAME, Op, TableHeader, TableVerdict, Unmatched, may_have_inode,
         unmatched_step,
     },
 };
@@ -49,7 +49,7 @@ pub(crate) unsafe fn fill_unmatched(s: *mut Scratch, generation: u64, tables: u6
         let best = (*e).context.unmatched_names(header, &(*e).up, prefix);
         let local_known = (*e).local_state == LOCAL_KNOWN;
         let (mut allowed, mut local) = (0u64, 0u64);
-        for op in PolicyOp::ALL {
+        for op in Op::ALL {
             if TableVerdict::from_u8(op.of(&best).verdict) == TableVerdict::Allow {
                 allowed |= op.bit() as u64;
             }
@@ -71,7 +71,7 @@ pub(crate) unsafe fn fill_unmatched(s: *mut Scratch, generation: u64, tables: u6
 
 /// What the tables allow the name in `s.name` (see [`crate::dirs::name::read_name`]) by its directory's verdict for
 /// unmatched names (see the module's notes), in the walk's `tables` and `vfsmount`: (the ops
-/// allowed, the ops allowed the inode hooks), as [`PolicyOp::bit`]s; none if it has no usable
+/// allowed, the ops allowed the inode hooks), as [`Op::bit`]s; none if it has no usable
 /// verdict or the name may match a name entry.
 #[inline(always)]
 pub(crate) fn unmatched() -> (u64, u64) {

@@ -3,7 +3,7 @@ use aya_ebpf::{
     macros::{lsm, lsm_cgroup},
     programs::LsmContext,
 };
-use fp_common::kernel::{Hook, Op};
+use fp_common::kernel::{Hook, KernelOp};
 
 use super::{in_session, in_session_cgroup};
 use crate::{
@@ -44,13 +44,13 @@ pub fn fp_file_open(ctx: LsmContext) -> i32 {
         };
         let writes = mode & FMODE_WRITE != 0;
         let (op, and_write) = if writes && mode & FMODE_READ != 0 {
-            (Op::Read, true)
+            (KernelOp::Read, true)
         } else if writes {
-            (Op::Write, false)
+            (KernelOp::Write, false)
         } else if mode & FMODE_EXEC != 0 || flags & F_FLAGS_EXEC != 0 {
-            (Op::Exec, false)
+            (KernelOp::Exec, false)
         } else {
-            (Op::Read, false)
+            (KernelOp::Read, false)
         };
         if let Some(refused) = refuse_block_device(session, file, op) {
             return refused;
@@ -86,7 +86,7 @@ pub fn fp_file_truncate(ctx: LsmContext) -> i32 {
         if own_cgroup_file(session, file) {
             return 0;
         }
-        decide_file(session, Hook::FileTruncate, Op::Write, false, file)
+        decide_file(session, Hook::FileTruncate, KernelOp::Write, false, file)
     })
 }
 
@@ -97,7 +97,7 @@ pub fn fp_bprm_check_security(ctx: LsmContext) -> i32 {
     // bprm_check_security(struct linux_binprm *bprm, int ret)
     in_session(ctx.arg(1), |session| match load::<u64>(ctx.arg(0), off(&OFF_LINUX_BINPRM_FILE)) {
         0 => unreadable(session),
-        file => decide_file(session, Hook::BprmCheckSecurity, Op::Exec, false, file),
+        file => decide_file(session, Hook::BprmCheckSecurity, KernelOp::Exec, false, file),
     })
 }
 

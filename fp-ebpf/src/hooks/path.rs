@@ -4,7 +4,7 @@ use aya_ebpf::{
     programs::LsmContext,
 };
 use fp_common::{
-    kernel::{Hook, Op},
+    kernel::{Hook, KernelOp},
     refer::MoveKind,
 };
 
@@ -22,7 +22,7 @@ use crate::{
 pub fn fp_path_unlink(ctx: LsmContext) -> i32 {
     // path_unlink(const struct path *dir, struct dentry *dentry, int ret)
     in_session_cgroup(ctx.arg(2), |session| {
-        decide_in_dir(session, Hook::PathUnlink, Op::Delete, ctx.arg(0), ctx.arg(1))
+        decide_in_dir(session, Hook::PathUnlink, KernelOp::Delete, ctx.arg(0), ctx.arg(1))
     })
 }
 
@@ -34,7 +34,7 @@ pub fn fp_path_rmdir(ctx: LsmContext) -> i32 {
         if cgroups::own(session, ctx.arg(1), Change::Remove) {
             return 0;
         }
-        decide_in_dir(session, Hook::PathRmdir, Op::Delete, ctx.arg(0), ctx.arg(1))
+        decide_in_dir(session, Hook::PathRmdir, KernelOp::Delete, ctx.arg(0), ctx.arg(1))
     })
 }
 
@@ -53,7 +53,7 @@ pub fn fp_path_mknod(ctx: LsmContext) -> i32 {
         if cgroups::own(session, path_parts(ctx.arg(0)).1, Change::Create) {
             return 0;
         }
-        decide_in_dir(session, Hook::PathMknod, Op::Write, ctx.arg(0), ctx.arg(1))
+        decide_in_dir(session, Hook::PathMknod, KernelOp::Write, ctx.arg(0), ctx.arg(1))
     })
 }
 
@@ -65,7 +65,7 @@ pub fn fp_path_mkdir(ctx: LsmContext) -> i32 {
         if cgroups::own(session, path_parts(ctx.arg(0)).1, Change::Create) {
             return 0;
         }
-        decide_in_dir(session, Hook::PathMkdir, Op::Write, ctx.arg(0), ctx.arg(1))
+        decide_in_dir(session, Hook::PathMkdir, KernelOp::Write, ctx.arg(0), ctx.arg(1))
     })
 }
 
@@ -75,7 +75,7 @@ pub fn fp_path_mkdir(ctx: LsmContext) -> i32 {
 pub fn fp_path_symlink(ctx: LsmContext) -> i32 {
     // path_symlink(const struct path *dir, struct dentry *dentry, const char *old_name, int ret)
     in_session(ctx.arg(3), |session| {
-        decide_in_dir(session, Hook::PathSymlink, Op::Write, ctx.arg(0), ctx.arg(1))
+        decide_in_dir(session, Hook::PathSymlink, KernelOp::Write, ctx.arg(0), ctx.arg(1))
     })
 }
 
@@ -121,7 +121,7 @@ pub fn fp_path_truncate(ctx: LsmContext) -> i32 {
         if cgroups::own(session, path_parts(ctx.arg(0)).1, Change::File) {
             return 0;
         }
-        decide_path(session, Hook::PathTruncate, Op::Write, false, ctx.arg(0))
+        decide_path(session, Hook::PathTruncate, KernelOp::Write, false, ctx.arg(0))
     })
 }
 
@@ -129,7 +129,7 @@ pub fn fp_path_truncate(ctx: LsmContext) -> i32 {
 pub fn fp_path_chmod(ctx: LsmContext) -> i32 {
     // path_chmod(const struct path *path, umode_t mode, int ret)
     in_session_cgroup(ctx.arg(2), |session| {
-        decide_path(session, Hook::PathChmod, Op::Write, false, ctx.arg(0))
+        decide_path(session, Hook::PathChmod, KernelOp::Write, false, ctx.arg(0))
     })
 }
 
@@ -137,6 +137,6 @@ pub fn fp_path_chmod(ctx: LsmContext) -> i32 {
 pub fn fp_path_chown(ctx: LsmContext) -> i32 {
     // path_chown(const struct path *path, kuid_t uid, kgid_t gid, int ret)
     in_session_cgroup(ctx.arg(3), |session| {
-        decide_path(session, Hook::PathChown, Op::Write, false, ctx.arg(0))
+        decide_path(session, Hook::PathChown, KernelOp::Write, false, ctx.arg(0))
     })
 }

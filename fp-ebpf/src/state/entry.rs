@@ -187,7 +187,7 @@ impl Stamp {
 #[derive(Clone, Copy)]
 pub(crate) struct Cached {
     stamp: Stamp,
-    /// `PolicyOp::bit`s of the ops the tables allow.
+    /// `fp_common::policy::Op::bit`s of the ops the tables allow.
     allowed: u64,
     /// The same for the inode hooks (0 when the walk could not tell).
     local: u64,
@@ -203,7 +203,7 @@ impl Cached {
         entry
     }
 
-    /// What the entry allows (`PolicyOp::bit`s), and allows the inode hooks.
+    /// What the entry allows (`fp_common::policy::Op::bit`s), and allows the inode hooks.
     #[inline(always)]
     pub(crate) fn ops(&self) -> (u64, u64) {
         (self.allowed, self.local)

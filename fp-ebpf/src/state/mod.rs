@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use fp_common::{
     kernel::PATH_MAX,
-    policy::{Evaluation, NameKey, Op as PolicyOp, PrefixKeyData, PrefixValue, TableHeader},
+    policy::{Evaluation, NameKey, Op, PrefixKeyData, PrefixValue, TableHeader},
     refer::MoveSide,
 };
 
@@ -85,7 +85,7 @@ pub(crate) static SCRATCH: PerCpuArray<Scratch> = PerCpuArray::with_max_entries(
 /// sees map memory: unknown values, so the paths that computed them merge (the stack would keep
 /// each combination of constants apart and verify everything after it once per combination).
 #[inline(always)]
-pub(crate) fn outcome_of(s: *const Scratch, op: PolicyOp) -> Outcome {
+pub(crate) fn outcome_of(s: *const Scratch, op: Op) -> Outcome {
     // SAFETY: this CPU's scratch value, written by `check` with valid values.
     unsafe { core::ptr::read_volatile(op.at(&(*s).outcomes)) }
 }
