@@ -11,13 +11,10 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Low two bits of a rank: stricter wins a tie.
+    /// Low two bits of a rank: stricter wins a tie, in the decision core's order
+    /// ([`TableVerdict::strictness`]).
     pub(super) fn strictness(self) -> u32 {
-        match self {
-            Verdict::Allow => 0,
-            Verdict::Prompt => 1,
-            Verdict::Deny => 2,
-        }
+        self.table().strictness() as u32
     }
 
     pub fn table(self) -> TableVerdict {
