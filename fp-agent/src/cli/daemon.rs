@@ -57,7 +57,7 @@ fn run_kernel_daemon(config: &Config) -> anyhow::Result<()> {
     // Unmounted at exit if it mounted it and a clean stop left nothing pinned.
     let _bpffs = kernel::Bpffs::mount()?;
     daemon::run(config, |config| {
-        let host: Arc<dyn SessionHost> = daemon::host::KernelHost::start(config)?;
+        let host: Arc<dyn SessionHost> = daemon::kernel_host::KernelHost::start(config)?;
         Ok(host)
     })
 }

@@ -14,11 +14,10 @@ use anyhow::{Context as _, bail};
 use nix::unistd::{Gid, Uid, User};
 
 use crate::{
+    agent::{self, Agent},
     audit,
     daemon::{Client, ClientError, api},
-    exit,
-    host::{self, Host},
-    kernel,
+    exit, kernel,
     owner::Owner,
     policy::{EffectivePolicy, LoadOptions},
     prompt,
@@ -184,7 +183,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(audit::WriterConfig::new(path.to_path_buf(), signer))
         }
     };
-    let host = Host::start(host::Settings {
+    let host = Agent::start(agent::Settings {
         cgroup2: hierarchy,
         parent,
         pin_dir: kernel::pin_root().join(&name),
@@ -369,7 +368,7 @@ fn resolve_deny(p: &Path) -> anyhow::Result<PathBuf> {
 /// Creates the session (with the prompt broker if its policy needs one), runs the command in it
 /// and ends it: (fp's exit status, events lost).
 fn run_session(
-    host: &Host,
+    host: &Agent,
     args: &Args,
     run_as: &RunAs,
     name: &str,

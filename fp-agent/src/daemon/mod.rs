@@ -10,7 +10,7 @@ use crate::config::Config;
 
 pub mod api;
 pub mod client;
-pub mod host;
+pub mod kernel_host;
 mod lock;
 mod notify;
 pub mod server;

@@ -1,4 +1,4 @@
-//! The daemon's [`SessionHost`] over the real kernel: the host agent ([`crate::host`]: the
+//! The daemon's [`SessionHost`] over the real kernel: the agent ([`crate::agent`]: the
 //! session manager writing into the daemon's audit log, the prompt host), a reaper that ends a
 //! session when its last process exits, a periodic cleanup after killed `fp run`s, and the
 //! subscribers' event stream.
@@ -20,9 +20,9 @@ use super::{
     api::{self, ApiError, ErrorCode},
 };
 use crate::{
+    agent::{self, Agent},
     audit,
     config::Config,
-    host::{self, Host},
     policy::{EffectivePolicy, LoadOptions},
     prompt,
     session::{Cgroup2, Manager, SessionSpec},
@@ -30,7 +30,7 @@ use crate::{
 
 pub struct KernelHost {
     /// The audit log, the session manager and the prompt broker.
-    host: Host,
+    host: Agent,
     events: broadcast::Sender<api::Event>,
     /// Sessions whose first process has joined, by cgroup id: the reaper ends them once empty.
     armed: Arc<Mutex<HashMap<u64, Armed>>>,
@@ -105,7 +105,7 @@ impl KernelHost {
         // A daemon that died left its programs pinned (still enforcing) and its sessions running:
         // they are taken over (docs/operations.md).
         let cgroup2 = Cgroup2::find()?;
-        let host = Host::start(host::Settings {
+        let host = Agent::start(agent::Settings {
             parent: config.sessions_parent(&cgroup2),
             cgroup2,
             pin_dir: refuse_other_abi_pins(&config.pin_dir)?,

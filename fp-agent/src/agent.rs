@@ -1,4 +1,4 @@
-//! The host agent: what the daemon and `fp run`'s embedded agent both run — the audit writer, the
+//! The agent: what the daemon and `fp run`'s embedded agent both run — the audit writer, the
 //! session manager writing into it, and the prompt host serving its sessions. Each change to the
 //! sessions goes through here once: the prompt broker is prepared for a policy before a session
 //! gets it, and learns of every change before the session's processes run.
@@ -16,7 +16,7 @@ use crate::{
     session::{Cgroup2, Manager, Observer, SessionSpec, Sink},
 };
 
-/// What a host agent is made of.
+/// What an agent is made of.
 pub struct Settings {
     pub cgroup2: Cgroup2,
     /// The cgroup directory sessions are created in.
@@ -35,13 +35,13 @@ pub struct Settings {
     pub surfaces: prompt::Surfaces,
 }
 
-pub struct Host {
+pub struct Agent {
     manager: Arc<Manager>,
     prompt: PromptHost,
     writer: Mutex<Option<audit::AuditWriter>>,
 }
 
-impl Host {
+impl Agent {
     /// Opens the audit log, loads and attaches the programs (or takes over a previous agent's,
     /// with `state`), cleans up after the `fp run`s that were killed (`session::orphans`) and
     /// hosts the prompt broker, prepared for every session taken over. The caller has checked
@@ -75,13 +75,13 @@ impl Host {
         manager.clean_orphans();
         watch_audit_health(&manager);
         let settings = prompt::HostSettings { cgroup2, approval, surfaces, outcomes: sink };
-        let host = Host {
+        let agent = Agent {
             prompt: PromptHost::new(manager.clone(), settings),
             manager,
             writer: Mutex::new(writer),
         };
-        host.resume();
-        Ok(host)
+        agent.resume();
+        Ok(agent)
     }
 
     /// The sessions taken over from a previous agent are served by the prompt broker if their
