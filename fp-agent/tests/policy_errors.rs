@@ -244,3 +244,36 @@ fn unbounded_and_binary_inputs() {
     let shown = e.to_string();
     assert!(shown.contains("agent.toml:3:6: error: the file is not UTF-8 text"), "{shown}");
 }
+
+/// A rule the kernel's tables cannot decide exactly is refused where it was written, with a
+/// decidable form that matches more, or the forms the kernel decides (issue 53 item 1).
+#[test]
+fn rules_the_kernel_cannot_decide_exactly() {
+    let e = load("[file_policy]\ndefault = \"write\"\ndeny_paths = [\"/opt/*/cache/**\"]\n");
+    expect(
+        &e,
+        ErrorKind::Undecidable,
+        &[
+            "agent.toml:3:15: error: rule \"/opt/*/cache/**\" is not decided exactly by the kernel",
+            "refuse every create, rename and delete",
+            "help: write \"/opt/**/cache/**\" instead (it matches more paths)",
+        ],
+    );
+    let e = load("[file_policy]\ndefault = \"deny\"\nwrite_paths = [\"/tmp/claude-*/**\"]\n");
+    expect(&e, ErrorKind::Undecidable, &["agent.toml:3:", "write \"/tmp/**\" instead"]);
+    let e = load("[file_policy]\ndefault = \"write\"\nprompt_paths = [\"**/x*y\"]\n");
+    expect(&e, ErrorKind::Undecidable, &["name the paths instead", "`dir/name*`"]);
+    // What users write for a CLI's config files and temp files is decided.
+    let ok = "[file_policy]\ndefault = \"deny\"\n\
+              write_paths = [\"~/.claude.json.*\", \"/tmp/claude-*\", \"<workspace>/**/*.lock\"]\n";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agent.toml");
+    std::fs::write(&file, ok).unwrap();
+    let options = LoadOptions {
+        policy_files: vec![file],
+        workspace: Some("/tmp/ws".into()),
+        user: Some("root".into()),
+        ..LoadOptions::default()
+    };
+    EffectivePolicy::load(&options).unwrap();
+}

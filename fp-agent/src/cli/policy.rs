@@ -12,8 +12,8 @@ use fp_common::refer::{MoveKind, MoveVerdict};
 use super::explain_op::ExplainOp;
 use crate::exit;
 use crate::policy::{
-    Decision, EffectivePolicy, LoadOptions, Name, Op, OpenFloor, PolicyError, TableVerdict,
-    Verdict, normalize_path,
+    Decision, EffectivePolicy, LoadOptions, Name, Op, OpenFloor, PolicyError, Verdict,
+    normalize_path,
 };
 
 #[derive(clap::Subcommand)]
@@ -188,15 +188,6 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
             warnings.push(format!("safety floor entry \"{}\" lifted by {}", e.value, e.source));
         }
         warnings.extend(crate::policy::warnings(&policy, &absolute(&workspace)?));
-        let deferred = deferred_rules(&policy);
-        for rule in policy.rules() {
-            if deferred.contains(&rule.id) {
-                warnings.push(format!(
-                    "rule \"{}\" ({}) is not fully decided in the kernel: paths it might match defer to userspace",
-                    rule.text, rule.source
-                ));
-            }
-        }
         for s in policy.sockets() {
             if s.peers().is_empty() {
                 warnings.push(format!(
@@ -236,19 +227,6 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
         }
     }
     if failed { Err(Failure::Reported) } else { Ok(()) }
-}
-
-/// The ids of the rules the kernel tables defer to userspace somewhere.
-fn deferred_rules(policy: &EffectivePolicy) -> std::collections::BTreeSet<u32> {
-    let defer = TableVerdict::Defer as u8;
-    let tables = policy.tables();
-    let prefixes = tables.prefixes().flat_map(|(_, v)| {
-        v.ops.iter().filter(|e| e.rank != 0 && e.verdict == defer).map(|e| e.rule_id)
-    });
-    let names = tables.names().flat_map(|(_, v)| {
-        v.slots.iter().filter(|s| s.ops != 0 && s.verdict == defer).map(|s| s.rule_id)
-    });
-    prefixes.chain(names).collect()
 }
 
 fn defaults_json(policy: &EffectivePolicy) -> serde_json::Value {

@@ -345,7 +345,19 @@ impl KernelTables {
         self.prefixes.iter().map(|(k, v)| (k.as_slice(), v))
     }
 
-    /// Name-table entries (keys carry session id 0).
+    /// The ids of the rules these tables leave to userspace somewhere (a Defer entry).
+    pub fn deferred_rules(&self) -> std::collections::BTreeSet<u32> {
+        let defer = TableVerdict::Defer as u8;
+        let prefixes = self.prefixes.values().flat_map(|v| {
+            v.ops.iter().filter(|e| e.rank != 0 && e.verdict == defer).map(|e| e.rule_id)
+        });
+        let names = self.names.values().flat_map(|v| {
+            v.slots.iter().filter(|s| s.ops != 0 && s.verdict == defer).map(|s| s.rule_id)
+        });
+        prefixes.chain(names).collect()
+    }
+
+    /// Name-table entries (keys carry tables id 0).
     pub fn names(&self) -> impl Iterator<Item = (&NameKey, &NameValue)> {
         self.names.iter()
     }

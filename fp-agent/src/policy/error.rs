@@ -75,6 +75,8 @@ pub enum ErrorKind {
     UnknownUser,
     NoPolicy,
     Limit,
+    /// A rule the kernel's tables cannot decide exactly (docs/policy.md, "Kernel tables").
+    Undecidable,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

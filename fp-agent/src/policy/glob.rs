@@ -240,6 +240,38 @@ pub fn shape(glob: &str) -> Shape {
     }
 }
 
+/// Whether the kernel's tables decide every match of the prepared `glob` by its shape (a rule may
+/// still pass one of their limits: docs/policy.md, "Limits").
+pub fn decidable(glob: &str) -> bool {
+    !matches!(shape(glob), Shape::Defer(_) | Shape::Name { exact: false, .. })
+}
+
+/// A decidable form of a rule the kernel cannot decide, matching every path it matches and more:
+/// (`text`, as written, and `glob`, prepared) with each `*` component before the last as `**`
+/// (`/opt/*/cache/**` -> `/opt/**/cache/**`), else its literal directory's whole tree
+/// (`/tmp/claude-*/**` -> `/tmp/**`). None when neither is decidable or there is no directory.
+pub fn wider_decidable(text: &str, glob: &str) -> Option<String> {
+    let deepen = |g: &str| {
+        let comps: Vec<&str> = g.split('/').collect();
+        let last = comps.len().saturating_sub(1);
+        let out: Vec<&str> = comps
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i < last && *c == "*" { "**" } else { c })
+            .collect();
+        out.join("/")
+    };
+    if deepen(glob) != glob && decidable(&deepen(glob)) {
+        return Some(deepen(text));
+    }
+    let wild = |c: &str| c.contains(['*', '?', '[', '{']);
+    let literal: Vec<&str> = text.split('/').take_while(|c| !wild(c)).collect();
+    let tree = format!("{}/**", literal.join("/"));
+    let literal_glob: Vec<&str> = glob.split('/').take_while(|c| !wild(c)).collect();
+    let tree_glob = format!("{}/**", literal_glob.join("/"));
+    (!literal.join("").is_empty() && tree != text && decidable(&tree_glob)).then_some(tree)
+}
+
 /// Specificity of a glob: (class, literal bytes), compared in that order.
 ///
 /// Class: 3 = no wildcard at all (one exact path); 2 = the final component is literal (`**/.env`,

@@ -124,7 +124,49 @@ impl EffectivePolicy {
                 PolicyError::new(ErrorKind::Io, None, format!("{}: {e}", file.display()))
             })?);
         }
-        Self::from_fields(&fields, &LoadOptions { protected_paths: protected, ..options.clone() })
+        let policy = Self::from_fields(
+            &fields,
+            &LoadOptions { protected_paths: protected, ..options.clone() },
+        )?;
+        policy.require_kernel_decided()?;
+        Ok(policy)
+    }
+
+    /// Every rule decided exactly by the kernel's tables, or the first that is not, refused: the
+    /// kernel would leave its paths to userspace, where nothing answers a create, rename or delete
+    /// (they would all be refused), and `explain` could not say what the kernel does.
+    pub fn require_kernel_decided(&self) -> Result<(), PolicyError> {
+        let Some(&id) = self.tables.deferred_rules().first() else {
+            return Ok(());
+        };
+        let rule = &self.saved.rules[id as usize];
+        let forms = "the kernel decides exact paths, `dir/**`, `dir/name*`, `dir/*name`, \
+                     `**/name`, `**/name/**`, `**/name*` and `**/*name`, each also within a literal \
+                     `dir/**/` (docs/policy.md, \"Kernel tables\")";
+        let (why, help) = if glob::decidable(&rule.glob) {
+            (
+                "it passes a limit of the kernel's tables",
+                "docs/policy.md, \"Limits\", says which".to_string(),
+            )
+        } else {
+            let help = match glob::wider_decidable(&rule.text, &rule.glob) {
+                Some(wider) => format!(
+                    "write \"{wider}\" instead (it matches more paths), or name the paths; {forms}"
+                ),
+                None => format!("name the paths instead; {forms}"),
+            };
+            ("the kernel's tables cannot match its wildcards", help)
+        };
+        Err(PolicyError::new(
+            ErrorKind::Undecidable,
+            Some(rule.source.clone()),
+            format!(
+                "rule \"{}\" is not decided exactly by the kernel: {why}, so a session would refuse \
+                 every create, rename and delete it might match",
+                rule.text
+            ),
+        )
+        .with_help(help))
     }
 
     /// The policy of already parsed and layered fields (see [`parse_str`] and [`layer`]).

@@ -467,7 +467,7 @@ mod tests {
         assert!(broker_scopes(&none).is_empty());
         let scopes = broker_scopes(&policy(
             "[file_policy]\ndefault = \"write\"\n\
-             prompt_paths = [\"<workspace>/secret/**\", \"/home/u/.aws/**\", \"/srv/*/key\"]\n",
+             prompt_paths = [\"<workspace>/secret/**\", \"/home/u/.aws/**\", \"/srv/**/key\"]\n",
         ));
         for dir in ["/ws/secret", "/home/u/.aws", "/srv"] {
             assert!(scopes.contains(&PathBuf::from(dir)), "{dir} not in {scopes:?}");
