@@ -13,6 +13,7 @@ pub mod daemon;
 pub mod exit;
 pub mod input;
 pub mod kernel;
+pub mod launch;
 pub mod mount_ns;
 pub mod owner;
 pub mod policy;
