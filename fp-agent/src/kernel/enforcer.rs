@@ -26,7 +26,9 @@ use fp_common::{
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
 use super::{
-    SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, btf, load, open, tables,
+    btf,
+    load::{SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, load, open},
+    tables,
 };
 use crate::policy::{Device, KernelTables, Peer, kernel_dev};
 
@@ -806,5 +808,26 @@ pub(super) fn gone(r: Result<(), aya::maps::MapError>) -> Result<(), aya::maps::
             Ok(())
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gone;
+
+    /// aya 0.14's `remove` of a missing key fails as the delete syscall with ENOENT.
+    #[test]
+    fn a_missing_key_is_gone_already() {
+        use aya::{maps::MapError, sys::SyscallError};
+        let syscall = |errno| {
+            Err(MapError::SyscallError(SyscallError {
+                call: "bpf_map_delete_elem",
+                io_error: std::io::Error::from_raw_os_error(errno),
+            }))
+        };
+        assert!(gone(Ok(())).is_ok());
+        assert!(gone(Err(MapError::KeyNotFound)).is_ok());
+        assert!(gone(syscall(libc::ENOENT)).is_ok());
+        assert!(gone(syscall(libc::EPERM)).is_err(), "other failures stay errors");
     }
 }

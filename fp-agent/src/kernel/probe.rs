@@ -1,0 +1,90 @@
+//! `fp kernel probe`, and the first thing a load does: proves the BPF LSM and its per-cgroup
+//! programs work on this kernel with pass-through programs that cannot deny anything.
+use std::{os::fd::AsFd as _, path::Path};
+
+use anyhow::{Context as _, anyhow, bail};
+use aya::Ebpf;
+use fp_common::kernel::{Hook, programs};
+
+use super::load::{SessionCgroups, attach, open};
+use crate::owner::Owner;
+
+/// Proves BPF LSM works here: loads and attaches the pass-through probe program (it cannot deny
+/// anything), then detaches it; then its per-cgroup twin, on an empty cgroup made for it under
+/// `cgroup2` (the hierarchy's mount) and removed after. Reading `/sys/kernel/security/lsm` is not
+/// enough: some kernels list `bpf` and still refuse LSM programs.
+pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
+    // Nor is loading enough: a kernel booted without `bpf` in its LSM list (lsm=...) loads and
+    // attaches LSM programs but never runs them. The list is read where securityfs shows it.
+    if let Ok(active) = std::fs::read_to_string("/sys/kernel/security/lsm")
+        && !active.trim().split(',').any(|l| l == "bpf")
+    {
+        bail!(
+            "BPF LSM is not usable on this kernel: `bpf` is not in the active LSM list (active \
+             now: {}); it needs CONFIG_BPF_LSM=y and `bpf` in that list (boot with lsm=...,bpf, \
+             e.g. lsm=lockdown,capability,landlock,yama,apparmor,bpf)",
+            active.trim()
+        );
+    }
+    // The probe program looks no session up: where sessions sit does not matter.
+    let (mut ebpf, btf, _) = open(SessionCgroups { level: 0, parent: 0 })?;
+    let link =
+        attach(&mut ebpf, btf, &[(programs::PROBE, Hook::FileOpen.name())], None).map_err(|e| {
+            // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
+            let cause = e.root_cause().to_string();
+            let active = std::fs::read_to_string("/sys/kernel/security/lsm")
+                .map(|l| format!(" (active now: {})", l.trim()))
+                .unwrap_or_default();
+            anyhow!(
+                "BPF LSM is not usable on this kernel: it needs CONFIG_BPF_LSM=y and `bpf` in the \
+             active LSM list{active} (boot with lsm=...,bpf, e.g. \
+             lsm=lockdown,capability,landlock,yama,apparmor,bpf); the kernel refused a \
+             pass-through LSM program: {cause}"
+            )
+        })?;
+    drop(link);
+    // The hottest hooks are per-cgroup programs, which need more of the kernel.
+    remove_dead_probes(cgroup2);
+    let empty = cgroup2.join(Owner::current()?.name(PROBE_CGROUP_PREFIX));
+    std::fs::create_dir(&empty).with_context(|| format!("creating {}", empty.display()))?;
+    let probed = probe_cgroup(&mut ebpf, btf, &empty);
+    let removed =
+        std::fs::remove_dir(&empty).with_context(|| format!("removing {}", empty.display()));
+    probed.and(removed)
+}
+
+/// Attaches the probe's per-cgroup twin to the empty cgroup `empty`, then detaches it.
+fn probe_cgroup(ebpf: &mut Ebpf, btf: &aya::Btf, empty: &Path) -> anyhow::Result<()> {
+    let cgroup =
+        std::fs::File::open(empty).with_context(|| format!("opening {}", empty.display()))?;
+    let programs = [(programs::PROBE_CGROUP, Hook::FileOpen.name())];
+    let links = attach(ebpf, btf, &programs, Some(cgroup.as_fd())).map_err(|e| {
+        anyhow!(
+            "per-cgroup BPF LSM programs are not usable on this kernel: fp needs \
+             BPF_LSM_CGROUP (Linux 6.0+, CONFIG_CGROUP_BPF=y) and one of the 10 per-cgroup hook \
+             slots for each of its 10 hottest hooks (docs/hooks.md); the kernel refused a \
+             pass-through program: {}",
+            e.root_cause()
+        )
+    })?;
+    drop(links); // detached before the cgroup goes
+    Ok(())
+}
+
+/// The name of [`probe`]'s cgroup, before the probing process's pid and start time
+/// ([`Owner`]).
+const PROBE_CGROUP_PREFIX: &str = "fp-probe-";
+
+/// Removes the cgroups of probes that were killed before they removed theirs: those whose
+/// [`Owner`] is gone. They are empty (nothing ever runs in one), so `rmdir` removes them; what
+/// fails stays for a later probe.
+fn remove_dead_probes(cgroup2: &Path) {
+    let Ok(entries) = std::fs::read_dir(cgroup2) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let owner = name.to_str().and_then(|n| Owner::parse(PROBE_CGROUP_PREFIX, n));
+        if owner.is_some_and(|o| !o.alive()) {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
