@@ -45,7 +45,7 @@ impl Agent {
     /// Opens the audit log, loads and attaches the programs (or takes over a previous agent's,
     /// with `state`), cleans up after the `fp run`s that were killed (`session::orphans`) and
     /// hosts the prompt broker, prepared for every session taken over. The caller has checked
-    /// that BPF LSM works ([`crate::kernel::probe`]).
+    /// that BPF LSM works and bpffs is mounted ([`crate::kernel::ready`]).
     pub fn start(settings: Settings) -> anyhow::Result<Self> {
         let Settings { cgroup2, parent, pin_dir, state, audit, observer, approval, surfaces } =
             settings;

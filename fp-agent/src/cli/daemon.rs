@@ -53,9 +53,7 @@ fn run_kernel_daemon(config: &Config) -> anyhow::Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("fp daemon needs root: it loads BPF LSM programs and creates cgroups");
     }
-    kernel::probe(&crate::session::Cgroup2::find()?.mount)?;
-    // Unmounted at exit if it mounted it and a clean stop left nothing pinned.
-    let _bpffs = kernel::Bpffs::mount()?;
+    let _bpffs = kernel::ready(&crate::session::Cgroup2::find()?.mount)?;
     daemon::run(config, |config| {
         let host: Arc<dyn SessionHost> = daemon::kernel_host::KernelHost::start(config)?;
         Ok(host)

@@ -129,9 +129,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     // mount, no cgroup. A kernel without it gets the probe's explanation (exit 125).
     let hierarchy = session::Cgroup2::find()?;
     let loading = super::progress::Slow::start("fp: loading fp's kernel programs for the session");
-    kernel::probe(&hierarchy.mount)?;
-    // Unmounted when this returns if it mounted it (and nothing else is pinned there by then).
-    let _bpffs = kernel::Bpffs::mount()?;
+    let _bpffs = kernel::ready(&hierarchy.mount)?;
     let parent = args.cgroup_parent.clone().unwrap_or_else(|| hierarchy.mount.join("fp"));
     // Its pins, session and cgroup are named after this process (pid and start time), so that
     // the next agent tells whether it died (`session::orphans`).

@@ -76,7 +76,7 @@ struct EventCounters {
 impl KernelHost {
     /// Opens the audit log, loads and attaches the programs (or takes over those pinned under
     /// `pin_dir`), starts the reaper and the periodic check for what killed `fp run`s left. The
-    /// caller has checked that BPF LSM works ([`crate::kernel::probe`]) and holds the daemon's
+    /// caller has checked that BPF LSM works ([`crate::kernel::ready`]) and holds the daemon's
     /// locks ([`super::run`]).
     pub fn start(config: &Config) -> anyhow::Result<Arc<Self>> {
         let signer = audit::checkpoint::SignerKey::load(&config.audit.key).with_context(|| {

@@ -22,7 +22,7 @@ pub use object::object;
 pub use offsets::{
     Offset, kernel_release, lockdown_reason, rdonly_cast_ids, resolve_offsets, seq_counters,
 };
-pub use probe::probe;
+pub use probe::{probe, ready};
 
 /// Where fp pins maps and links: versioned so an fp with another ABI never reuses them.
 pub fn pin_root() -> PathBuf {

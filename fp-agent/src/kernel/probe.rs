@@ -6,8 +6,20 @@ use anyhow::{Context as _, anyhow, bail};
 use aya::Ebpf;
 use fp_common::kernel::{Hook, programs};
 
-use super::load::{SessionCgroups, attach, open};
+use super::{
+    Bpffs,
+    load::{SessionCgroups, attach, open},
+};
 use crate::owner::Owner;
+
+/// What an agent (the daemon, or `fp run`'s embedded one) does before anything on the host
+/// changes: proves the BPF LSM works here ([`probe`], on the cgroup v2 hierarchy mounted at
+/// `cgroup2`), then mounts bpffs where fp pins if it is not mounted (unmounted when the guard
+/// drops, if nothing is pinned there by then).
+pub fn ready(cgroup2: &Path) -> anyhow::Result<Bpffs> {
+    probe(cgroup2)?;
+    Bpffs::mount()
+}
 
 /// Proves BPF LSM works here: loads and attaches the pass-through probe program (it cannot deny
 /// anything), then detaches it; then its per-cgroup twin, on an empty cgroup made for it under
