@@ -1,6 +1,8 @@
 //! Soundness of the compiler: for random rule sets of both schemas (layered global + overlay)
 //! and random nasty paths, the kernel tables' verdict equals the exact evaluator's or is Defer,
 //! and the same with every name-table lookup made (the header's name filter changes nothing).
+//! And principle 1: a policy every command accepts (no rule left to userspace) is decided
+//! exactly, for every path and op (`accepted_policies_are_decided_exactly`).
 //!
 //! A case is one path checked for every op against one generated rule set; CI runs 100_000
 //! (`CASES` rule sets x `PATHS_PER_CASE` paths, about 12 s: the test profile optimizes the
@@ -105,8 +107,15 @@ fn glob() -> impl Strategy<Value = String> {
     })
 }
 
-fn list() -> impl Strategy<Value = Vec<String>> {
-    prop::collection::vec(glob(), 0..4)
+/// A glob of a shape the kernel's tables decide (docs/policy.md, "Kernel tables").
+fn decidable_glob() -> impl Strategy<Value = String> {
+    let dir = prop::sample::select(vec!["/", "<workspace>/", "~/", "/tmp/", "/usr/", "/tmp/ws/a/"]);
+    let shape = prop::sample::select(vec![
+        "{}", "{}/**", "{}*", "*{}", "**/{}", "**/{}/**", "**/*{}", "**/{}*",
+    ]);
+    // Names within the tables' limits (docs/policy.md, "Limits"); longer ones are refused.
+    let name = component().prop_filter("a name the tables key", |c| c.len() <= 64);
+    (dir, shape, name).prop_map(|(d, shape, c)| format!("{d}{}", shape.replace("{}", &escape(&c))))
 }
 
 fn toml_list(items: &[String]) -> String {
@@ -116,6 +125,12 @@ fn toml_list(items: &[String]) -> String {
 
 /// A `[file_policy]` file of either schema; empty lists and omitted fields exercise layering.
 fn policy_text() -> impl Strategy<Value = String> {
+    policy_text_of(|| glob().boxed())
+}
+
+/// [`policy_text`] with its globs from `glob`.
+fn policy_text_of(glob: fn() -> BoxedStrategy<String>) -> impl Strategy<Value = String> {
+    let list = move || prop::collection::vec(glob(), 0..4);
     let tier = || prop::sample::select(vec!["silent", "prompt", "deny"]);
     let v1 = (
         prop::option::of(prop::sample::select(vec!["deny", "prompt", "read", "write"])),
@@ -178,6 +193,7 @@ fn tables_agree_with_exact_evaluator_or_defer() {
     let built = AtomicUsize::new(0);
     let decided = AtomicUsize::new(0);
     let checks = AtomicUsize::new(0);
+    let accepted_policies = AtomicUsize::new(0);
     let options = LoadOptions { workspace: Some("/tmp/ws".into()), ..LoadOptions::default() };
     runner
         .run(&strategy, |(global, overlay, same_schema_only, paths)| {
@@ -196,6 +212,12 @@ fn tables_agree_with_exact_evaluator_or_defer() {
                 Err(_) => return Ok(()),
             };
             built.fetch_add(1, Ordering::Relaxed);
+            // A policy every command accepts (no rule left to userspace) is decided exactly:
+            // its tables never defer (explain never answers other than the kernel).
+            let accepted = policy.require_kernel_decided().is_ok();
+            if accepted {
+                accepted_policies.fetch_add(1, Ordering::Relaxed);
+            }
             for p in &paths {
                 for op in Op::ALL {
                     let exact = policy.decide(p, op).verdict.table();
@@ -207,6 +229,12 @@ fn tables_agree_with_exact_evaluator_or_defer() {
                     if table.verdict != TableVerdict::Defer {
                         decided.fetch_add(1, Ordering::Relaxed);
                     }
+                    prop_assert!(
+                        !accepted || table.verdict == exact,
+                        "accepted policy, path {:?} op {op:?}: tables {:?} vs exact {exact:?}\nglobal:\n{global}\noverlay:\n{overlay}",
+                        String::from_utf8_lossy(p),
+                        table.verdict,
+                    );
                     prop_assert!(
                         table.verdict == TableVerdict::Defer || table.verdict == exact,
                         "path {:?} op {op:?}: tables {:?} (rule {}) vs exact {exact:?}\nglobal:\n{global}\noverlay:\n{overlay}",
@@ -220,13 +248,66 @@ fn tables_agree_with_exact_evaluator_or_defer() {
         })
         .unwrap();
     let (built, checks, decided) = (built.into_inner(), checks.into_inner(), decided.into_inner());
+    let accepted = accepted_policies.into_inner();
     eprintln!(
-        "{built} policies of {cases}, {checks} (path, op) checks, {decided} decided in the kernel"
+        "{built} policies of {cases} ({accepted} accepted: no rule left to userspace), {checks} \
+         (path, op) checks, {decided} decided in the kernel"
     );
+
     // The generators must mostly produce valid policies and the kernel must decide most paths,
     // or the property proves little.
     assert!(built * 2 > cases as usize, "only {built} of {cases} generated policies were valid");
     assert!(decided * 4 > checks, "only {decided} of {checks} checks were decided in the kernel");
+}
+
+/// Principle 1 on the policies every command accepts (`require_kernel_decided`): of globs of the
+/// shapes the kernel decides, most policies are accepted, and their tables answer exactly what
+/// the exact evaluator does, for every path and op: no Defer, so `explain` is what the kernel does.
+#[test]
+fn accepted_policies_are_decided_exactly() {
+    let mut runner = TestRunner::new(Config {
+        cases: CASES / 2,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        policy_text_of(|| decidable_glob().boxed()),
+        prop::collection::vec(path(), PATHS_PER_CASE),
+    );
+    let (built, accepted) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let options = LoadOptions { workspace: Some("/tmp/ws".into()), ..LoadOptions::default() };
+    runner
+        .run(&strategy, |(text, paths)| {
+            let fields = parse_str(Path::new("p.toml"), &text, FileKind::Policy)
+                .expect("generated TOML parses");
+            let Ok(policy) = EffectivePolicy::from_fields(&fields, &options) else {
+                return Ok(());
+            };
+            built.fetch_add(1, Ordering::Relaxed);
+            if policy.require_kernel_decided().is_err() {
+                return Ok(());
+            }
+            accepted.fetch_add(1, Ordering::Relaxed);
+            for p in &paths {
+                for op in Op::ALL {
+                    let exact = policy.decide(p, op).verdict.table();
+                    let table = evaluate(policy.tables(), p, op);
+                    prop_assert_eq!(
+                        table.verdict,
+                        exact,
+                        "path {:?} op {:?}\n{}",
+                        String::from_utf8_lossy(p),
+                        op,
+                        text
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+    let (built, accepted) = (built.into_inner(), accepted.into_inner());
+    eprintln!("{built} policies of {}, {accepted} accepted", CASES / 2);
+    assert!(accepted * 2 > built, "only {accepted} of {built} policies were accepted");
 }
 
 /// A session's tables as the kernel may read them: with a name filter that admits every name
