@@ -289,8 +289,8 @@ fn record(sink: &Sink, outcome: &PromptOutcome) {
             let record = prompt_record(outcome);
             let by = record.approver.map(|a| format!(" by {a}")).unwrap_or_default();
             let reason = outcome.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
-            eprintln!(
-                "fp: {} {} {} ({}, pid {}, rule \"{}\"){by}{reason}",
+            let line = format!(
+                "fp: {} {} {} ({}, pid {}, rule \"{}\"){by}{reason}\n",
                 super::serde_plain(&outcome.outcome),
                 outcome.open.access.verb(),
                 outcome.open.path,
@@ -298,6 +298,9 @@ fn record(sink: &Sink, outcome: &PromptOutcome) {
                 outcome.open.pid,
                 record.rule,
             );
+            // One write: the session's own processes share this stderr, and a line written in
+            // pieces interleaves with theirs.
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
         }
     }
 }
