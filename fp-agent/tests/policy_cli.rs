@@ -247,3 +247,74 @@ fn dotfile_globs_are_decided_in_the_kernel() {
     let allow = r#""allow" "exact""#;
     assert_eq!(verdicts, [allow, allow, allow, r#""deny" "exact""#], "{out}");
 }
+
+/// What `fp policy explain --json` says of writing each path, layered as `args` say: the
+/// verdict and the deciding rule's layer (`default`: no rule).
+fn write_verdicts(args: &[&str], paths: &[&str]) -> Vec<(String, String)> {
+    let explain = ["policy", "explain", "--workspace", "/w", "--user", "nobody", "--op", "write"];
+    let (code, out, err) = fp(&[&explain[..], args, &["--json"], paths].concat());
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| {
+            let layer = v["layer"].as_str().unwrap_or("default");
+            (v["verdict"].as_str().unwrap().into(), layer.into())
+        })
+        .collect()
+}
+
+/// A profile is layered under the policy: the policy's rules decide where they match, the
+/// profile where they do not, the default elsewhere; alone, it is the policy under default deny.
+/// `check` shows the merged result (issue 53 item 2).
+#[test]
+fn profiles_layer_under_the_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("p.toml");
+    std::fs::write(
+        &policy,
+        "[file_policy]\ndefault = \"deny\"\ndeny_paths = [\"~/.claude/projects/**\"]\n",
+    )
+    .unwrap();
+    let p = policy.display().to_string();
+    // nobody's home is /nonexistent.
+    let paths = [
+        "/nonexistent/.claude/projects/x.jsonl",
+        "/nonexistent/.claude/todos/t.json",
+        "/nonexistent/.claude.json.tmp.7.1",
+        "/nonexistent/.claude/settings.json",
+        "/w/.git/hooks/pre-commit.sample",
+        "/w/.git/hooks/pre-commit",
+        "/w/src/main.rs",
+        "/etc/motd",
+    ];
+    let layered = write_verdicts(&["--policy", &p, "--profile", "claude-code"], &paths);
+    let expected = [
+        ("deny", "policy"),
+        ("allow", "profile"),
+        ("allow", "profile"),
+        ("deny", "profile"),
+        ("allow", "profile"),
+        ("deny", "profile"),
+        ("allow", "profile"),
+        ("deny", "default"),
+    ];
+    let expected: Vec<(String, String)> =
+        expected.iter().map(|(v, t)| (v.to_string(), t.to_string())).collect();
+    assert_eq!(layered, expected);
+    // The profile alone: the same but for the policy's one rule.
+    let alone = write_verdicts(&["--profile", "claude-code"], &paths);
+    assert_eq!(alone[0], ("allow".into(), "profile".into()));
+    assert_eq!(alone[1..], expected[1..]);
+    // Without the profile the policy's default decides.
+    assert_eq!(
+        write_verdicts(&["--policy", &p], &paths[1..2]),
+        [("deny".into(), "default".into())]
+    );
+    let (code, out, err) = fp(&["policy", "check", "--profile", "codex", "--workspace", "/w"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("profile codex: ok"), "{out}");
+    assert!(out.contains("<profile codex>:"), "the profile's rules are listed:\n{out}");
+    let (code, _, err) = fp(&["policy", "check", "--profile", "claude", "--workspace", "/w"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("the profiles are claude-code, codex, coding-agent, gemini-cli"), "{err}");
+}

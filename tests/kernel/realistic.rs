@@ -1,7 +1,7 @@
 //! Real programs under a realistic policy: default deny, the workspace writable, the runtime base
 //! and the safety floor. The policy is usable (git, python3, cargo, make and shell pipelines work)
 //! and still safe (secrets, writes outside the workspace and deletes of protected files fail).
-use fp_tests::{TempTree, exclusive, fp, stderr, stdout};
+use fp_tests::{TempTree, exclusive, fp};
 
 /// The agent's policy: schema v1, as an operator would write it for a coding agent.
 const POLICY: &str = r#"[file_policy]
@@ -60,22 +60,21 @@ cat "$WS/protected/keep.txt" >/dev/null && echo "protected-read=ok"
         .env("PATH", "/root/.cargo/bin:/usr/local/bin:/usr/bin:/bin")
         .output()
         .unwrap();
-    fp_tests::assert_nothing_left_behind();
-    let (got, err) = (stdout(&out), stderr(&out));
-    for expected in [
-        "git=ok",
-        "python=\"ok\"",
-        "make=ok",
-        "pipeline=ok",
-        "Hello, world!",
-        "cargo=ok",
-        "ssh=denied",
-        "outside=denied",
-        "delete=denied",
-        "protected-read=ok",
-    ] {
-        assert!(got.contains(expected), "expected {expected}:\n{got}\nstderr:\n{err}");
-    }
+    let (got, err) = fp_tests::assert_reported(
+        &out,
+        &[
+            "git=ok",
+            "python=\"ok\"",
+            "make=ok",
+            "pipeline=ok",
+            "Hello, world!",
+            "cargo=ok",
+            "ssh=denied",
+            "outside=denied",
+            "delete=denied",
+            "protected-read=ok",
+        ],
+    );
     assert!(out.status.success(), "{got}\n{err}");
     assert!(!outside.exists(), "nothing was written outside the workspace");
     assert_eq!(std::fs::read_to_string(t.join("ws/protected/keep.txt")).unwrap(), "keep\n");

@@ -8,6 +8,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod agent_user;
+pub use agent_user::AgentUser;
+
 pub enum Place {
     Vm,
     Native,
@@ -118,6 +121,18 @@ pub fn run_confined(deny: &[&Path], extra: &[&str], script: &str) -> Output {
 /// Runs `sh -c script` outside any session.
 pub fn run_outside(script: &str) -> Output {
     Command::new("sh").args(["-c", script]).output().unwrap()
+}
+
+/// The outcome of a confined script that reports each step on stdout (`git=ok`,
+/// `ssh=denied`): checks that the session left nothing behind and that every `expected` report is
+/// there; returns (stdout, stderr).
+pub fn assert_reported(out: &Output, expected: &[&str]) -> (String, String) {
+    assert_nothing_left_behind();
+    let (got, err) = (stdout(out), stderr(out));
+    for e in expected {
+        assert!(got.contains(e), "expected {e}:\n{got}\nstderr:\n{err}");
+    }
+    (got, err)
 }
 
 pub fn stdout(out: &Output) -> String {

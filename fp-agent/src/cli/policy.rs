@@ -25,8 +25,9 @@ pub enum Command {
         /// Report as JSON.
         #[arg(long)]
         json: bool,
-        /// Per-agent policy files, each checked layered over the config.
-        #[arg(required = true)]
+        /// Per-agent policy files, each checked layered over the config [default: with
+        /// `--profile`, the profile alone].
+        #[arg(required_unless_present = "profile")]
         files: Vec<PathBuf>,
     },
     /// Decide PATHs for an op: verdict, deciding rule, and whether the kernel decides it. With
@@ -36,8 +37,8 @@ pub enum Command {
     /// session may open each kind of perf event (user, cpu-wide, kernel, tracepoint).
     Explain {
         /// The per-agent policy file.
-        #[arg(long)]
-        policy: PathBuf,
+        #[arg(long, required_unless_present = "profile")]
+        policy: Option<PathBuf>,
         #[command(flatten)]
         session: Session,
         #[arg(long, value_enum)]
@@ -52,8 +53,8 @@ pub enum Command {
     /// Compile the policy to the kernel tables.
     Compile {
         /// The per-agent policy file.
-        #[arg(long)]
-        policy: PathBuf,
+        #[arg(long, required_unless_present = "profile")]
+        policy: Option<PathBuf>,
         #[command(flatten)]
         session: Session,
         /// Dump the tables as JSON.
@@ -74,18 +75,24 @@ pub struct Session {
     /// The user the session runs as (what ~ expands to); default: the caller.
     #[arg(long)]
     user: Option<String>,
+    /// A shipped profile layered under the policy's rules, as `fp run --profile` layers it.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
 }
 
 pub fn main(cmd: Command) -> ExitCode {
     let result = match cmd {
         Command::Check { session, json, files } => check(&session, json, &files),
-        Command::Explain { policy, session, op, json, paths } => match op {
-            ExplainOp::File(op) => explain(&policy, &session, op, json, &paths),
-            ExplainOp::Move(kind) => explain_move(&policy, &session, kind, json, &paths),
-            ExplainOp::Connect => explain_connect(&policy, &session, json, &paths),
-            ExplainOp::Perf => explain_perf(&policy, &session, json, &paths),
-        },
-        Command::Compile { policy, session, json } => compile(&policy, &session, json),
+        Command::Explain { policy, session, op, json, paths } => {
+            let policy = policy.as_deref();
+            match op {
+                ExplainOp::File(op) => explain(policy, &session, op, json, &paths),
+                ExplainOp::Move(kind) => explain_move(policy, &session, kind, json, &paths),
+                ExplainOp::Connect => explain_connect(policy, &session, json, &paths),
+                ExplainOp::Perf => explain_perf(policy, &session, json, &paths),
+            }
+        }
+        Command::Compile { policy, session, json } => compile(policy.as_deref(), &session, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -120,6 +127,16 @@ fn absolute(path: &Path) -> Result<PathBuf, Failure> {
 }
 
 impl Session {
+    /// How a report names what it loaded: the policy file, with the profile under it.
+    fn shown(&self, policy: Option<&Path>) -> String {
+        match (policy, &self.profile) {
+            (Some(file), None) => file.display().to_string(),
+            (Some(file), Some(profile)) => format!("{} (profile {profile})", file.display()),
+            (None, Some(profile)) => format!("profile {profile}"),
+            (None, None) => "no policy".to_owned(),
+        }
+    }
+
     /// What `<workspace>` expands to: `--workspace`, else the current directory (as `fp run`).
     fn workspace(&self) -> Result<PathBuf, Failure> {
         match &self.workspace {
@@ -132,7 +149,8 @@ impl Session {
 
 /// Loads a policy for `fp audit replay --policy`: `<workspace>` defaults to the current directory.
 pub fn load_for_replay(policy: &Path, session: &Session) -> anyhow::Result<EffectivePolicy> {
-    let loaded = session.workspace().and_then(|workspace| load(policy, session, Some(workspace)));
+    let loaded =
+        session.workspace().and_then(|workspace| load(Some(policy), session, Some(workspace)));
     loaded.map_err(|e| match e {
         Failure::Policy(e) => anyhow::anyhow!("{e}"),
         Failure::Usage(m) => anyhow::anyhow!("{m}"),
@@ -141,12 +159,13 @@ pub fn load_for_replay(policy: &Path, session: &Session) -> anyhow::Result<Effec
 }
 
 fn load(
-    policy: &Path,
+    policy: Option<&Path>,
     session: &Session,
     workspace: Option<PathBuf>,
 ) -> Result<EffectivePolicy, Failure> {
     let options = LoadOptions {
-        policy_files: vec![absolute(policy)?],
+        policy_files: policy.map(absolute).transpose()?.into_iter().collect(),
+        profile: session.profile.clone(),
         config_file: session.config.as_deref().map(absolute).transpose()?,
         workspace: workspace.as_deref().map(absolute).transpose()?,
         user: session.user.clone(),
@@ -159,7 +178,12 @@ fn load(
 /// be, and the exit is a policy error if any file had one.
 fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure> {
     let mut failed = false;
-    for file in files {
+    let checked: Vec<Option<&Path>> = match files {
+        [] => vec![None],
+        files => files.iter().map(|f| Some(f.as_path())).collect(),
+    };
+    for policy_file in checked {
+        let file = session.shown(policy_file);
         let mut warnings = Vec::new();
         let workspace = match &session.workspace {
             Some(ws) => ws.clone(),
@@ -172,12 +196,15 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
                 cwd
             }
         };
-        let policy = match load(file, session, Some(workspace.clone())) {
+        let policy = match load(policy_file, session, Some(workspace.clone())) {
             Ok(policy) => policy,
             Err(Failure::Policy(e)) => {
                 failed = true;
                 match json {
-                    true => println!("{}", json!({"file": file, "error": e.to_string()})),
+                    true => println!(
+                        "{}",
+                        json!({"file": policy_file, "profile": session.profile, "error": e.to_string()})
+                    ),
                     false => eprintln!("{e}"),
                 }
                 continue;
@@ -209,7 +236,8 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
                 d.devices().iter().map(|v| json!({"path": v.path, "device": v.number()})).collect()
             };
             let report = json!({
-                "file": file,
+                "file": policy_file,
+                "profile": session.profile,
                 "schema": policy.schema(),
                 "base": policy.base(),
                 "hash": hex(&policy.hash()),
@@ -223,7 +251,7 @@ fn check(session: &Session, json: bool, files: &[PathBuf]) -> Result<(), Failure
             });
             println!("{report}");
         } else {
-            print_check(file, &policy, &warnings);
+            print_check(&file, &policy, &warnings);
         }
     }
     if failed { Err(Failure::Reported) } else { Ok(()) }
@@ -244,13 +272,13 @@ fn verdict_name(v: Verdict) -> &'static str {
     }
 }
 
-fn print_check(file: &Path, policy: &EffectivePolicy, warnings: &[String]) {
+fn print_check(file: &str, policy: &EffectivePolicy, warnings: &[String]) {
     let schema = policy.schema().map_or("none", |s| match s {
         crate::policy::Schema::V1 => "v1",
         crate::policy::Schema::V2 => "v2",
     });
     let d = policy.defaults();
-    println!("{}: ok", file.display());
+    println!("{file}: ok");
     let base = match policy.base() {
         crate::policy::Base::System => "system",
         crate::policy::Base::None => "none",
@@ -311,7 +339,7 @@ fn print_check(file: &Path, policy: &EffectivePolicy, warnings: &[String]) {
 }
 
 fn explain(
-    policy_file: &Path,
+    policy_file: Option<&Path>,
     session: &Session,
     op: Op,
     json: bool,
@@ -429,7 +457,7 @@ fn links_pending(policy: &EffectivePolicy, path: &Path, op: Op, verdict: Verdict
 /// ["perf"]` (fp-ebpf's `floor`). Which processes a session may count stays the process
 /// boundary's, and the kernel's own checks (perf_event_paranoid, capabilities) come first.
 fn explain_perf(
-    policy_file: &Path,
+    policy_file: Option<&Path>,
     session: &Session,
     json: bool,
     kinds: &[PathBuf],
@@ -482,7 +510,7 @@ fn normalized(path: &Path) -> Result<Vec<u8>, Failure> {
 /// filesystem (a name that does not exist is a new name; the source must exist to be moved,
 /// but is decided as a file when it does not).
 fn explain_move(
-    policy_file: &Path,
+    policy_file: Option<&Path>,
     session: &Session,
     kind: MoveKind,
     json: bool,
@@ -561,7 +589,7 @@ fn explain_move(
 /// path socket by the file each `sockets` entry names when the session starts, so the answer is
 /// the entry that names the socket file at PATH now.
 fn explain_connect(
-    policy_file: &Path,
+    policy_file: Option<&Path>,
     session: &Session,
     json: bool,
     addresses: &[PathBuf],
@@ -628,7 +656,7 @@ fn explain_json(policy: &EffectivePolicy, path: &str, op: Op, d: &Decision) -> s
     })
 }
 
-fn compile(policy_file: &Path, session: &Session, json: bool) -> Result<(), Failure> {
+fn compile(policy_file: Option<&Path>, session: &Session, json: bool) -> Result<(), Failure> {
     let policy = load(policy_file, session, Some(session.workspace()?))?;
     let tables = policy.compile()?;
     if json {
@@ -644,7 +672,7 @@ fn compile(policy_file: &Path, session: &Session, json: bool) -> Result<(), Fail
     } else {
         println!(
             "{}: {} rules -> {} prefix entries, {} name entries, {} scopes; hash {}",
-            policy_file.display(),
+            session.shown(policy_file),
             policy.rules().len(),
             tables.prefixes().count(),
             tables.names().count(),

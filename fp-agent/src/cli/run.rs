@@ -23,14 +23,19 @@ use crate::{
 };
 
 #[derive(clap::Args)]
-#[command(group = clap::ArgGroup::new("rules").required(true).multiple(true).args(["deny", "policy", "config"]))]
+#[command(group = clap::ArgGroup::new("rules").required(true).multiple(true).args(["deny", "policy", "config", "profile"]))]
 pub struct Args {
     /// Deny every operation on PATH and everything below it, allow the rest (repeatable).
-    #[arg(long = "deny", value_name = "PATH", conflicts_with_all = ["policy", "config"])]
+    #[arg(long = "deny", value_name = "PATH", conflicts_with_all = ["policy", "config", "profile"])]
     deny: Vec<PathBuf>,
     /// The agent's policy file (repeatable: later files are layered over earlier ones).
     #[arg(long, value_name = "FILE")]
     policy: Vec<PathBuf>,
+    /// A shipped profile for the agent CLI, layered under the policy's rules: claude-code,
+    /// codex, gemini-cli or coding-agent; alone, it is the whole policy under default deny
+    /// (docs/policy.md, "Profiles").
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
     /// The operator's config.toml (its [file_policy] is the global layer).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -179,7 +184,8 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
             bail!("a daemon session takes one --policy file (or pass --embedded to layer several)")
         }
     };
-    let source = api::PolicySource::for_caller(policy, args.config.as_deref())?;
+    let source =
+        api::PolicySource::for_caller(policy, args.config.as_deref(), args.profile.as_deref())?;
     let workspace = workspace(args)?;
     // The daemon compiles the session's policy; the same files compiled here tell what the
     // floors remove for this user (silently skipped if they do not load here).
@@ -240,6 +246,7 @@ fn load_policy(args: &Args, run_as: &RunAs) -> anyhow::Result<EffectivePolicy> {
     let policy = if args.deny.is_empty() {
         options.policy_files = args.policy.clone();
         options.config_file = args.config.clone();
+        options.profile = args.profile.clone();
         options.workspace = Some(workspace(args)?);
         EffectivePolicy::load(&options)
     } else {

@@ -38,6 +38,9 @@ enum Command {
         /// The operator config layered under it [default: the daemon's].
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// A shipped profile layered under the policy's rules (docs/policy.md, "Profiles").
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
 }
 
@@ -93,8 +96,8 @@ pub fn main(args: Args) -> ExitCode {
             let ended = client.and_then(|mut c| c.end(&id)).map(|()| serde_json::json!({"id": id}));
             report(ended, json, |_| format!("session {id} ended\n"))
         }
-        Some(Command::Reload { id, policy, config }) => {
-            let reloaded = reload_request(id, &policy, config.as_deref())
+        Some(Command::Reload { id, policy, config, profile }) => {
+            let reloaded = reload_request(id, &policy, config.as_deref(), profile.as_deref())
                 .and_then(|req| client.and_then(|mut c| c.reload(req)));
             report(reloaded, json, |r| {
                 format!(
@@ -106,8 +109,13 @@ pub fn main(args: Args) -> ExitCode {
     }
 }
 
-fn reload_request(id: String, policy: &Path, config: Option<&Path>) -> Result<Reload, ClientError> {
-    Ok(Reload { id, source: PolicySource::for_caller(Some(policy), config)? })
+fn reload_request(
+    id: String,
+    policy: &Path,
+    config: Option<&Path>,
+    profile: Option<&str>,
+) -> Result<Reload, ClientError> {
+    Ok(Reload { id, source: PolicySource::for_caller(Some(policy), config, profile)? })
 }
 
 fn table(sessions: &[SessionSummary]) -> String {

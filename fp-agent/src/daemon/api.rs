@@ -78,18 +78,28 @@ pub struct PolicySource {
     /// The operator config layered under the policy [default: the daemon's session config].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<PathBuf>,
+    /// A shipped profile layered under the policy's rules (`claude-code`, `codex`,
+    /// `coding-agent`, `gemini-cli`); alone, the whole policy under `default = "deny"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 impl PolicySource {
     /// What a client sends for `policy` and `config`: root names the files (the daemon reads
     /// them, and its errors name them); anyone else sends the policy's text, read here with the
     /// caller's own rights, since the daemon reads no file for them.
-    pub fn for_caller(policy: Option<&Path>, config: Option<&Path>) -> std::io::Result<Self> {
+    pub fn for_caller(
+        policy: Option<&Path>,
+        config: Option<&Path>,
+        profile: Option<&str>,
+    ) -> std::io::Result<Self> {
+        let profile = profile.map(str::to_owned);
         if nix::unistd::geteuid().is_root() {
             return Ok(PolicySource {
                 policy: policy.map(std::path::absolute).transpose()?,
                 policy_text: None,
                 config: config.map(std::path::absolute).transpose()?,
+                profile,
             });
         }
         if let Some(config) = config {
@@ -109,7 +119,7 @@ impl PolicySource {
                 })
             })
             .transpose()?;
-        Ok(PolicySource { policy: None, policy_text, config: None })
+        Ok(PolicySource { policy: None, policy_text, config: None, profile })
     }
 
     pub fn validate(&self) -> Result<(), ApiError> {
@@ -618,7 +628,7 @@ mod tests {
         let both = PolicySource {
             policy: Some("/a".into()),
             policy_text: Some(String::new()),
-            config: None,
+            ..Default::default()
         };
         assert_eq!(both.validate().unwrap_err().code, ErrorCode::BadRequest);
         let relative = PolicySource { config: Some("c.toml".into()), ..Default::default() };

@@ -223,6 +223,7 @@ impl KernelHost {
             user: Some(user.name),
             protected_paths: self.protected.clone(),
             secret_paths: self.secrets.clone(),
+            profile: source.profile.clone(),
         };
         Ok(EffectivePolicy::load(&options)?)
     }

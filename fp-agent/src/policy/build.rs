@@ -1,5 +1,5 @@
 //! Building a session's rules, highest layer first: self-protection, the safety floor less its
-//! exceptions, the policy's own rules (both schemas), and the runtime base.
+//! exceptions, the policy's own rules (both schemas), a shipped profile, and the runtime base.
 use std::path::PathBuf;
 
 use super::glob::{self, Expansion};
@@ -9,7 +9,7 @@ use super::{
     MAX_GLOB, Op, PolicyError, PolicyFields, RUNTIME_READ, RUNTIME_READ_WRITE, Rule, SAFETY_FLOOR,
     SavedPolicy, Schema, Source, V1Default, V1Tier, V2Tier, Verdict,
 };
-use super::{boundary, sockets};
+use super::{boundary, profile, sockets};
 
 /// Where globs of one layer come from, for the rules built from them.
 struct RuleBuilder<'a> {
@@ -145,6 +145,12 @@ impl EffectivePolicy {
         }
         // The policy itself.
         let (schema, defaults) = policy_rules(fields, &mut b)?;
+        // The profile, under it.
+        if let Some(name) = &options.profile {
+            for file in profile::files(name)? {
+                v2_rules(&file, &mut b, Layer::Profile)?;
+            }
+        }
         // Runtime base.
         let base = fields.base.as_ref().map_or(Base::System, |b| b.value);
         if base == Base::System {
@@ -226,29 +232,35 @@ fn policy_rules(
         Some(Schema::V2) => {
             let mut defaults = [Deny; 3];
             for op in Op::ALL {
-                let i = op.index();
-                if let Some(d) = &fields.v2_defaults[i] {
-                    defaults[i] = tier_verdict(d.value);
-                }
-                for tier in V2Tier::ALL {
-                    let mut verdicts = [None; 3];
-                    verdicts[i] = Some(tier_verdict(tier));
-                    let name = format!("{}.{}", op.name(), tier.key());
-                    for g in fields.v2_lists[i][tier as usize].iter().flatten() {
-                        b.add(
-                            &g.value,
-                            g.source.clone(),
-                            name.clone(),
-                            Layer::Policy,
-                            0,
-                            verdicts,
-                        )?;
-                    }
+                if let Some(d) = &fields.v2_defaults[op.index()] {
+                    defaults[op.index()] = tier_verdict(d.value);
                 }
             }
+            v2_rules(fields, b, Layer::Policy)?;
             Ok((schema, defaults))
         }
     }
+}
+
+/// The per-op lists of schema v2 as rules of `layer`: specificity decides among them, then
+/// strictness.
+fn v2_rules(
+    fields: &PolicyFields,
+    b: &mut RuleBuilder<'_>,
+    layer: Layer,
+) -> Result<(), PolicyError> {
+    for op in Op::ALL {
+        let i = op.index();
+        for tier in V2Tier::ALL {
+            let mut verdicts = [None; 3];
+            verdicts[i] = Some(tier_verdict(tier));
+            let name = format!("{}.{}", op.name(), tier.key());
+            for g in fields.v2_lists[i][tier as usize].iter().flatten() {
+                b.add(&g.value, g.source.clone(), name.clone(), layer, 0, verdicts)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn tier_verdict(tier: V2Tier) -> Verdict {

@@ -16,7 +16,7 @@ use fp_common::policy::{
 
 use super::error::{ErrorKind, PolicyError};
 use super::glob::{Shape, shape};
-use super::{Op, Rule, Verdict};
+use super::{Layer, Op, Rule, Verdict};
 
 /// One session's kernel tables (session id 0; the loader puts the real id in every key).
 #[derive(Clone, Debug)]
@@ -40,7 +40,7 @@ pub struct KernelTables {
 pub struct Anchor {
     pub path: Vec<u8>,
     pub subtree: bool,
-    /// A policy's own subtree (not a built-in list): files hardlinked below it before the session
+    /// A subtree of the policy or its profile (not a built-in list): files hardlinked below it before the session
     /// are looked for and entered too. Built-in trees (/root, cgroupfs, ...) are too large to
     /// scan at every session start; their files are protected by path and by the identity of the
     /// tree (docs/threat-model.md).
@@ -80,7 +80,7 @@ impl Compiler {
                 let mut key = dir.clone();
                 key.push(b'/');
                 self.prefix_or_defer(rule, key, &dir);
-                let scan_hardlinks = rule.layer == super::Layer::Policy;
+                let scan_hardlinks = matches!(rule.layer, Layer::Profile | Layer::Policy);
                 self.anchor(rule, Anchor { path: dir, subtree: true, scan_hardlinks });
             }
             Shape::Name { scope, kind, name, exact, children_only } => {

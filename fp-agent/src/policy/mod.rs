@@ -21,6 +21,7 @@ mod lint;
 mod moves;
 mod parse;
 mod paths;
+mod profile;
 mod rule;
 mod sockets;
 
@@ -45,6 +46,7 @@ pub use parse::{
 };
 pub use paths::normalize_path;
 use paths::path_glob;
+pub use profile::names as profiles;
 pub use rule::{Decision, KernelDisposition, Layer, Rule, RuleRef, Verdict};
 use sha2::Digest as _;
 pub use sockets::{Peer, SocketRule};
@@ -72,6 +74,9 @@ pub struct LoadOptions {
     pub protected_paths: Vec<PathBuf>,
     /// More paths a session may never read or write (keys).
     pub secret_paths: Vec<PathBuf>,
+    /// A shipped profile layered under the policy's rules (`--profile`); with no policy, the
+    /// profile alone under `default = "deny"`.
+    pub profile: Option<String>,
 }
 
 /// A session's policy: its rules and defaults (what is saved), and what is derived from them: the
@@ -174,13 +179,16 @@ impl EffectivePolicy {
         fields: &PolicyFields,
         options: &LoadOptions,
     ) -> Result<EffectivePolicy, PolicyError> {
-        if fields.schema.is_none() {
+        if fields.schema.is_none() && options.profile.is_none() {
             return Err(PolicyError::new(
                 ErrorKind::NoPolicy,
                 None,
-                "no [file_policy] rules in the config or the policy files",
+                "no [file_policy] rules in the config or the policy files, and no profile",
             )
-            .with_help("fp never runs a session without a policy; write at least `default`"));
+            .with_help(
+                "fp never runs a session without a policy; write at least `default`, or name a \
+                 profile",
+            ));
         }
         Self::build(fields, options)
     }

@@ -32,14 +32,17 @@ impl Verdict {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Layer {
-    /// What any program needs to start; decides only where no policy rule matches.
+    /// What any program needs to start; decides only where no other rule matches.
     RuntimeBase = 1,
+    /// What a shipped profile adds for an agent CLI (`--profile`); decides only where no policy
+    /// rule matches.
+    Profile = 2,
     /// The operator's global `[file_policy]` layered with the per-agent overlay.
-    Policy = 2,
+    Policy = 3,
     /// Credentials and system configuration.
-    SafetyFloor = 3,
+    SafetyFloor = 4,
     /// fp's own files.
-    SelfProtection = 4,
+    SelfProtection = 5,
 }
 
 /// One rule of a session's effective policy.
