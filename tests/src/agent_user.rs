@@ -51,11 +51,24 @@ impl AgentUser {
         path
     }
 
-    /// `source` mounted read-only at `rel` in the home: a toolchain installed there.
+    /// `source` (a directory or a file) mounted read-only at `rel` in the home: a toolchain or a
+    /// program installed there.
     pub fn install(&mut self, source: &Path, rel: &str) {
         let target = self.home.join(rel);
-        std::fs::create_dir_all(&target).unwrap();
+        if source.is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+        } else {
+            self.file(rel, "");
+        }
         self.mount(&["--bind", "-o", "ro"], source, &target);
+    }
+
+    /// A symlink at `rel` in the home (its parents made) to `target`.
+    pub fn symlink(&self, rel: &str, target: &Path) {
+        let path = self.file(rel, "");
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(target, &path).unwrap();
+        std::os::unix::fs::lchown(&path, Some(Self::UID), Some(Self::UID)).unwrap();
     }
 
     /// Makes `path` the user's.

@@ -9,6 +9,7 @@ use std::{
 };
 
 mod agent_user;
+pub mod model;
 pub use agent_user::AgentUser;
 
 pub enum Place {
@@ -73,6 +74,35 @@ static SESSIONS: Mutex<()> = Mutex::new(());
 pub fn exclusive() -> MutexGuard<'static, ()> {
     place();
     SESSIONS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Brings the VM's loopback interface up (its init does not): a scripted model server listens
+/// there.
+pub fn loopback_up() {
+    assert!(matches!(place(), Place::Vm), "the loopback is set up in the test VM only");
+    let out = Command::new("ip").args(["link", "set", "lo", "up"]).output().unwrap();
+    assert!(out.status.success(), "ip link set lo up: {}", stderr(&out));
+}
+
+/// The pinned agent CLI `name` (`claude-code`) as `cargo xtask setup` installed it: an npm prefix
+/// in the test VM's cache.
+pub fn agent_cli(name: &str) -> PathBuf {
+    let cache = target_dir().join("fp-vm/agents");
+    let entries = std::fs::read_dir(&cache).into_iter().flatten().flatten();
+    entries
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("{name}-")))
+                && p.join("installed").is_file()
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not installed in {}: `cargo xtask setup` installs it",
+                cache.display()
+            )
+        })
 }
 
 /// A fresh directory under /tmp, removed when dropped.

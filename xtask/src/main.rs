@@ -1,4 +1,5 @@
 //! `cargo xtask`: everything a developer or CI runs besides plain cargo.
+mod agent_clis;
 mod bench;
 mod cmd;
 mod demo;

@@ -1,10 +1,11 @@
-//! `cargo xtask setup`: installs the toolchain and test kernels on a fresh Debian bookworm machine.
+//! `cargo xtask setup`: installs the toolchain, the test kernels and the agent CLIs the tests run
+//! on a fresh Debian bookworm machine.
 //!
 //! Every step checks first and prints `ok: ...` when there is nothing to do, so a second run changes
 //! nothing. The other commands call [`run`] with [`Report::ChangesOnly`] so they set up what is
 //! missing without repeating the `ok` lines.
 use crate::{
-    cmd, kernels,
+    agent_clis, cmd, kernels,
     step::{Report, apt_get_update, require_root},
 };
 use anyhow::{Context as _, Result, bail};
@@ -38,10 +39,11 @@ pub fn run(report: Report) -> Result<()> {
     rust_nightly(report)?;
     bpf_linker(report)?;
     kernels::ensure_all(report)?;
+    agent_clis::ensure_all(report)?;
     Ok(())
 }
 
-/// Only what booting the test VM needs (no BPF toolchain).
+/// Only what booting the test VM needs (no BPF toolchain, no agent CLIs).
 pub fn for_vm(report: Report) -> Result<()> {
     packages(report)?;
     kernels::ensure_all(report)?;

@@ -171,12 +171,15 @@ pub const RUNTIME_READ: &[&str] = &[
     "~/.config/git/**",
     "/etc/mime.types",
     "/etc/os-release",
-    // Harmless probes of runtimes (node, the agent CLIs): the host's id and kernel, how it
-    // overcommits memory, its huge pages.
+    // Harmless probes of runtimes (node, Bun, the agent CLIs): the host's id and kernel, how it
+    // overcommits and maps memory, its huge pages, how many files one user may watch.
     "/etc/machine-id",
     "/proc/version",
     "/proc/sys/vm/overcommit_memory",
+    "/proc/sys/vm/mmap_min_addr",
+    "/proc/sys/fs/inotify/max_user_watches",
     "/sys/kernel/mm/transparent_hugepage/enabled",
+    "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size",
     "/proc/self/**",
     "/proc/thread-self/**",
     "/proc/cpuinfo",
