@@ -273,9 +273,11 @@ impl SessionHost for KernelHost {
         peer: &Peer,
         req: api::CreateSession,
     ) -> Result<api::SessionCreated, ApiError> {
+        let loading = std::time::Instant::now();
         let policy = self.load_policy(&req.source, req.workspace.clone(), req.uid)?;
         let name =
             format!("s{}-{}", std::process::id(), self.next_id.fetch_add(1, Ordering::Relaxed));
+        tracing::debug!(session = %name, policy_us = loading.elapsed().as_micros(), "policy loaded");
         let spec = SessionSpec {
             name,
             agent: req.agent.clone(),

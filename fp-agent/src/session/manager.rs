@@ -304,16 +304,30 @@ impl Manager {
         if let Some(log) = self.audit_log() {
             log.refuse_new_session()?;
         }
+        // Where a session's start goes, for `FP_LOG=fp_agent=debug` (issue 53 item 5).
+        let mut clock = std::time::Instant::now();
+        let mut lap = || {
+            let now = std::time::Instant::now();
+            std::mem::replace(&mut clock, now).elapsed().as_micros()
+        };
         let cgroup =
             SessionCgroup::create(&self.hierarchy, &self.parent.path, self.parent.id, &spec.name)?;
+        let cgroup_us = lap();
         let context =
             SessionContext::new(spec.name.clone(), spec.agent, cgroup.id, Arc::new(spec.policy));
         let flags = if spec.mode == Mode::Audit { SESSION_AUDIT_ONLY } else { 0 }
             | if spec.full_audit { SESSION_FULL_AUDIT } else { 0 };
         // Attached before any task can join: a session cgroup never runs without its programs.
-        let installed = self
-            .with_enforcer(|e| e.attach_session(cgroup.id, &cgroup.path))
-            .and_then(|()| self.install(&context, &cgroup.path, flags));
+        let attached = self.with_enforcer(|e| e.attach_session(cgroup.id, &cgroup.path));
+        let attach_us = lap();
+        let installed = attached.and_then(|()| self.install(&context, &cgroup.path, flags));
+        tracing::debug!(
+            session = %spec.name,
+            cgroup_us,
+            attach_us,
+            tables_us = lap(),
+            "session set up"
+        );
         let (tables_id, inodes) = match installed {
             Ok(installed) => installed,
             Err(e) => {
