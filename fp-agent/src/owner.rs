@@ -54,6 +54,19 @@ impl Owner {
     }
 }
 
+/// Removes the empty directories in `dir` named after `prefix` by an owner that is gone (the
+/// cgroups such owners made and could not remove, having been killed); what fails stays.
+pub fn remove_dead(dir: &std::path::Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let owner = name.to_str().and_then(|n| Owner::parse(prefix, n));
+        if owner.is_some_and(|o| !o.alive()) {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
 /// Decimal digits only (no sign, no spaces), as fp writes them.
 fn number(text: &str) -> Option<u64> {
     text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse().ok()).flatten()

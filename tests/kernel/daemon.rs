@@ -242,29 +242,73 @@ fn daemon_killed_under_load_keeps_enforcing_and_takes_its_sessions_over() {
 #[test]
 fn daemon_restarted_after_its_cgroup_parent_was_made_again_still_confines() {
     let _g = exclusive();
-    let t = TempTree::new("reparent");
-    let f = t.file("ws/f", "data\n");
-    let ws = t.join("ws");
-    let socket = t.join("fp.sock");
-    let config = fp_tests::daemon_config(&t, "");
-    let deny = t.file("deny.toml", &denying(&f));
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
+    let (d, mut daemon) = DenyingDaemon::start("reparent");
     daemon.kill().unwrap();
     daemon.wait().unwrap();
-    // Its programs stay pinned; the empty parent goes and comes back.
+    // Its programs stay pinned; the parent goes (with the dead daemon's hold) and comes back.
     let parent = Path::new("/sys/fs/cgroup/fp");
+    for hold in std::fs::read_dir(parent).unwrap().flatten().filter(|e| e.path().is_dir()) {
+        std::fs::remove_dir(hold.path()).unwrap();
+    }
     std::fs::remove_dir(parent).unwrap();
     std::fs::create_dir(parent).unwrap();
-    let mut daemon = start_daemon(&config);
-    wait_for_socket(&socket, &mut daemon);
-    let out = fp_tests::run_with_daemon(&socket, &deny, &ws, &format!("cat {}", f.display()))
-        .wait_with_output()
+    let mut daemon = start_daemon(&d.config);
+    wait_for_socket(&d.socket, &mut daemon);
+    d.assert_confines(daemon);
+}
+
+/// The cgroup parent is every agent's: an embedded `fp run` that ends while the daemon hosts no
+/// session leaves it to the daemon, whose next session starts and is confined.
+#[test]
+fn an_embedded_run_ending_leaves_the_daemon_its_cgroup_parent() {
+    let _g = exclusive();
+    let (d, daemon) = DenyingDaemon::start("shared-parent");
+    let embedded = fp()
+        .args(["run", "--embedded", "--policy"])
+        .arg(&d.deny)
+        .arg("--workspace")
+        .arg(&d.ws)
+        .args(["--", "true"])
+        .output()
         .unwrap();
-    fp_tests::stop_daemon(daemon);
-    assert!(!out.status.success(), "read a denied file: {}", stdout(&out));
-    assert!(stderr(&out).contains("Permission denied"), "{}", stderr(&out));
-    fp_tests::assert_log_verifies(&t);
+    assert!(embedded.status.success(), "{}", stderr(&embedded));
+    d.assert_confines(daemon);
+}
+
+/// A daemon, and a policy that denies the workspace's file `f`.
+struct DenyingDaemon {
+    t: TempTree,
+    f: PathBuf,
+    ws: PathBuf,
+    socket: PathBuf,
+    config: PathBuf,
+    deny: PathBuf,
+}
+
+impl DenyingDaemon {
+    fn start(name: &str) -> (Self, fp_tests::Daemon) {
+        let t = TempTree::new(name);
+        let f = t.file("ws/f", "data\n");
+        let (ws, socket) = (t.join("ws"), t.join("fp.sock"));
+        let config = fp_tests::daemon_config(&t, "");
+        let deny = t.file("deny.toml", &denying(&f));
+        let mut daemon = start_daemon(&config);
+        wait_for_socket(&socket, &mut daemon);
+        (Self { t, f, ws, socket, config, deny }, daemon)
+    }
+
+    /// A session of `daemon` cannot read `f`; then the daemon stops, its log verifies, and
+    /// nothing is left behind.
+    fn assert_confines(&self, daemon: fp_tests::Daemon) {
+        let script = format!("cat {}", self.f.display());
+        let out = fp_tests::run_with_daemon(&self.socket, &self.deny, &self.ws, &script)
+            .wait_with_output()
+            .unwrap();
+        fp_tests::stop_daemon(daemon);
+        assert!(!out.status.success(), "read a denied file: {}", stdout(&out));
+        assert!(stderr(&out).contains("Permission denied"), "{}", stderr(&out));
+        fp_tests::assert_log_verifies(&self.t);
+    }
 }
 
 /// Pins of another ABI version belong to an fp this one cannot read: the daemon refuses to

@@ -56,7 +56,8 @@ pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
         })?;
     drop(link);
     // The hottest hooks are per-cgroup programs, which need more of the kernel.
-    remove_dead_probes(cgroup2);
+    // Those of probes killed before they removed theirs (nothing ever runs in one).
+    crate::owner::remove_dead(cgroup2, PROBE_CGROUP_PREFIX);
     let empty = cgroup2.join(Owner::current()?.name(PROBE_CGROUP_PREFIX));
     std::fs::create_dir(&empty).with_context(|| format!("creating {}", empty.display()))?;
     let probed = probe_cgroup(&mut ebpf, btf, &empty);
@@ -86,17 +87,3 @@ fn probe_cgroup(ebpf: &mut Ebpf, btf: &aya::Btf, empty: &Path) -> anyhow::Result
 /// The name of [`probe`]'s cgroup, before the probing process's pid and start time
 /// ([`Owner`]).
 const PROBE_CGROUP_PREFIX: &str = "fp-probe-";
-
-/// Removes the cgroups of probes that were killed before they removed theirs: those whose
-/// [`Owner`] is gone. They are empty (nothing ever runs in one), so `rmdir` removes them; what
-/// fails stays for a later probe.
-fn remove_dead_probes(cgroup2: &Path) {
-    let Ok(entries) = std::fs::read_dir(cgroup2) else { return };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let owner = name.to_str().and_then(|n| Owner::parse(PROBE_CGROUP_PREFIX, n));
-        if owner.is_some_and(|o| !o.alive()) {
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
-}

@@ -5,7 +5,6 @@
 //! half (for the prompt broker, the status) in `enforce`.
 use std::{
     collections::HashMap,
-    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex, RwLock, Weak,
@@ -24,6 +23,7 @@ use super::{
     Cgroup2, Mode, SessionCgroup,
     enforce::Enforce,
     event::SessionContext,
+    parent::Parent,
     reader::{self, Contexts, EventSource, Events, Observer, Outputs, Sink},
     saved::{self, Settings},
 };
@@ -106,13 +106,6 @@ pub struct Ended {
     pub dropped: u64,
 }
 
-/// The cgroup sessions are created in.
-pub(super) struct Parent {
-    pub path: PathBuf,
-    /// Its cgroup id, as the programs know it (they look sessions up only below it).
-    pub id: u64,
-}
-
 pub struct Manager {
     pub(super) hierarchy: Cgroup2,
     pub(super) parent: Parent,
@@ -143,12 +136,10 @@ impl Manager {
         observer: Option<Observer>,
     ) -> anyhow::Result<Arc<Self>> {
         let hierarchy = Cgroup2::find()?;
-        let sessions = session_cgroups(&hierarchy, &parent)?;
-        let enforcer = kernel::Enforcer::load(sessions, pin_dir).inspect_err(|_| {
-            let _ = std::fs::remove_dir(&parent); // nothing stays behind (only if empty)
-        })?;
+        let (parent, sessions) = Parent::hold(&hierarchy, parent)?;
+        let enforcer =
+            kernel::Enforcer::load(sessions, pin_dir).inspect_err(|_| parent.release())?;
         let outputs = Outputs { sink, observer };
-        let parent = Parent { path: parent, id: sessions.parent };
         let manager = Self::new(hierarchy, parent, enforcer, outputs, None)?;
         manager.spawn_reader();
         Ok(manager)
@@ -177,6 +168,7 @@ impl Manager {
             )),
             Err(e) => {
                 let _ = enforcer.unload();
+                parent.release();
                 Err(e)
             }
         }
@@ -567,21 +559,9 @@ impl Manager {
         {
             first_error.get_or_insert(e);
         }
-        // Only if no one else uses it.
-        let _ = std::fs::remove_dir(&self.parent.path);
+        self.parent.release();
         first_error.map_or(Ok(()), Err)
     }
-}
-
-/// Where sessions created in `parent` (created if missing) sit.
-pub(super) fn session_cgroups(
-    hierarchy: &Cgroup2,
-    parent: &Path,
-) -> anyhow::Result<kernel::SessionCgroups> {
-    std::fs::create_dir_all(parent)
-        .with_context(|| format!("creating cgroup {}", parent.display()))?;
-    let id = std::fs::metadata(parent).with_context(|| format!("cgroup {}", parent.display()))?;
-    Ok(kernel::SessionCgroups { level: hierarchy.level_of(parent)? + 1, parent: id.ino() })
 }
 
 /// A fresh, non-zero tables id: random, so ids never collide across sessions, reloads and agent

@@ -20,7 +20,7 @@ use super::{
     Cgroup2, Manager, Mode, SessionSpec,
     enforce::Enforce,
     event::policy_hash,
-    manager::Parent,
+    parent::Parent,
     reader::{EventSource, Outputs, Sink},
 };
 use crate::{
@@ -172,7 +172,7 @@ fn fixture(root: &Path, state: Option<PathBuf>, maps: Maps) -> Fixture {
     let id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&parent).unwrap());
     let manager = Manager::assemble(
         hierarchy,
-        Parent { path: parent.clone(), id },
+        Parent { path: parent.clone(), id, hold: None },
         Box::new(FakeKernel(maps.clone())),
         Box::new(Queue(queue.clone())),
         None,

@@ -1,11 +1,12 @@
 //! Sessions as cgroup v2 directories: every process of a session (and everything it spawns) lives
 //! in the session's cgroup, whose id keys the kernel tables. The [`Manager`] hosts them:
 //! `manager` (lifecycle, the one install path), `takeover` (after an agent restart), `saved` (the
-//! state a restarted agent reads), `orphans` (what a killed `fp run` left behind), `reader` and
-//! `event` (the kernel's decision events, read and formatted as lines and audit records),
-//! `enforce` (what the manager needs from the kernel), `freeze` (sessions frozen while the audit
-//! log cannot be written), `delegate` (the cgroups a session makes of its own), `links` (the
-//! hardlinks looked for after a session starts).
+//! state a restarted agent reads), `parent` (the cgroup sessions are created in, which every
+//! agent shares), `orphans` (what a killed `fp run` left behind), `reader` and `event` (the
+//! kernel's decision events, read and formatted as lines and audit records), `enforce` (what the
+//! manager needs from the kernel), `freeze` (sessions frozen while the audit log cannot be
+//! written), `delegate` (the cgroups a session makes of its own), `links` (the hardlinks looked
+//! for after a session starts).
 mod delegate;
 mod enforce;
 pub mod event;
@@ -15,6 +16,7 @@ pub mod manager;
 #[cfg(test)]
 mod manager_tests;
 pub mod orphans;
+mod parent;
 mod reader;
 mod saved;
 mod takeover;

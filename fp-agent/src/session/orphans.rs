@@ -10,7 +10,7 @@
 //! [`crate::owner`]).
 use std::path::Path;
 
-use super::{SessionCgroup, find_cgroup, manager::Manager};
+use super::{SessionCgroup, find_cgroup, manager::Manager, parent};
 use crate::{audit, kernel, owner::Owner};
 
 /// The prefix of an embedded agent's pin directory name, before its [`Owner`]'s pid and start.
@@ -50,6 +50,7 @@ impl Manager {
             }
         }
         self.orphans.lock().unwrap().retain(|name, _| seen.contains(name));
+        parent::remove_dead_holds(&self.parent.path);
     }
 
     /// What killed `fp run`s left that is kept, still confined, as [`Manager::clean_orphans`]
@@ -110,9 +111,10 @@ impl Manager {
             if let Err(e) = session.remove_empty() {
                 return kept(cgroup, 0, Some(format!("{e:#}")));
             }
-            // As the dead agent would have at its end: its parent, if no one else uses it.
+            // As the dead agent would have at its end: its hold, and its parent if no one else
+            // holds it.
             if let Some(parent) = path.parent().filter(|p| *p != self.parent.path) {
-                let _ = std::fs::remove_dir(parent);
+                parent::remove_dead_holds(parent);
             }
         }
         match pins.unload() {

@@ -14,8 +14,9 @@ use super::{
     Cgroup2, SessionCgroup,
     event::SessionContext,
     find_cgroup,
-    manager::{Live, Manager, Parent, session_cgroups},
+    manager::{Live, Manager},
     orphans,
+    parent::{self, Parent},
     reader::{Observer, Outputs, Sink},
     saved::{self, SavedAgent, SavedSession},
 };
@@ -35,61 +36,69 @@ impl Manager {
         observer: Option<Observer>,
     ) -> anyhow::Result<Arc<Self>> {
         let hierarchy = Cgroup2::find()?;
-        let sessions = session_cgroups(&hierarchy, &parent)?;
+        let (held, sessions) = Parent::hold(&hierarchy, parent.clone())?;
         let outputs = Outputs { sink, observer };
-        std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
-        let agent =
-            SavedAgent { abi: fp_common::kernel::ABI_VERSION, parent: parent.clone(), sessions };
-        let agent_file = state.join("agent.json");
-        let adopted = match saved::read_json::<SavedAgent>(&agent_file) {
-            Ok(saved) if saved == agent => kernel::Enforcer::adopt(pin_dir.clone()),
-            Ok(_) => Err(anyhow!("the previous agent confined another cgroup parent or level")),
-            Err(e) if pin_dir.exists() => Err(e),
-            Err(_) => Ok(None),
-        };
-        let enforcer = match adopted {
-            Ok(Some(enforcer)) => Some(enforcer),
-            Ok(None) => None,
-            Err(why) => {
-                let killed = clean_stale(&parent, &pin_dir)?;
-                // After a clean stop nothing is left to take over, and nothing to say.
-                if killed.is_empty() {
-                    tracing::info!("starting afresh: {why:#}");
-                } else {
-                    tracing::warn!(
-                        "ended {} session(s) the previous fp daemon left running ({}): this \
-                         daemon cannot take them over ({why:#}); their commands were killed, \
-                         the audit log records each end",
-                        killed.len(),
-                        killed.join(", ")
-                    );
+        // Its hold goes with it if it cannot start.
+        let loaded = (|| -> anyhow::Result<_> {
+            std::fs::create_dir_all(&state)
+                .with_context(|| format!("creating {}", state.display()))?;
+            let agent = SavedAgent {
+                abi: fp_common::kernel::ABI_VERSION,
+                parent: parent.clone(),
+                sessions,
+            };
+            let agent_file = state.join("agent.json");
+            let adopted = match saved::read_json::<SavedAgent>(&agent_file) {
+                Ok(saved) if saved == agent => kernel::Enforcer::adopt(pin_dir.clone()),
+                Ok(_) => Err(anyhow!("the previous agent confined another cgroup parent or level")),
+                Err(e) if pin_dir.exists() => Err(e),
+                Err(_) => Ok(None),
+            };
+            let enforcer = match adopted {
+                Ok(Some(enforcer)) => Some(enforcer),
+                Ok(None) => None,
+                Err(why) => {
+                    let killed = clean_stale(&parent, &pin_dir)?;
+                    // After a clean stop nothing is left to take over, and nothing to say.
+                    if killed.is_empty() {
+                        tracing::info!("starting afresh: {why:#}");
+                    } else {
+                        tracing::warn!(
+                            "ended {} session(s) the previous fp daemon left running ({}): this \
+                             daemon cannot take them over ({why:#}); their commands were killed, \
+                             the audit log records each end",
+                            killed.len(),
+                            killed.join(", ")
+                        );
+                    }
+                    for name in killed {
+                        outputs.record(audit::Event::SessionEnd(audit::SessionEnd {
+                            session: name,
+                            agent: String::new(),
+                            exit_code: None,
+                            reason: format!(
+                                "killed: the agent hosting it had died and its programs could not be \
+                                 taken over ({why:#})"
+                            ),
+                        }));
+                    }
+                    for (file, _) in saved::saved_sessions(&state)? {
+                        std::fs::remove_file(&file)
+                            .with_context(|| format!("removing {}", file.display()))?;
+                    }
+                    None
                 }
-                for name in killed {
-                    outputs.record(audit::Event::SessionEnd(audit::SessionEnd {
-                        session: name,
-                        agent: String::new(),
-                        exit_code: None,
-                        reason: format!(
-                            "killed: the agent hosting it had died and its programs could not be \
-                             taken over ({why:#})"
-                        ),
-                    }));
-                }
-                for (file, _) in saved::saved_sessions(&state)? {
-                    std::fs::remove_file(&file)
-                        .with_context(|| format!("removing {}", file.display()))?;
-                }
-                None
-            }
-        };
-        saved::write_json(&agent_file, &agent)?;
-        let adopting = enforcer.is_some();
-        let enforcer = match enforcer {
-            Some(enforcer) => enforcer,
-            None => kernel::Enforcer::load(sessions, pin_dir)?,
-        };
-        let parent = Parent { path: parent, id: sessions.parent };
-        let manager = Self::new(hierarchy, parent, enforcer, outputs, Some(state))?;
+            };
+            saved::write_json(&agent_file, &agent)?;
+            let adopting = enforcer.is_some();
+            let enforcer = match enforcer {
+                Some(enforcer) => enforcer,
+                None => kernel::Enforcer::load(sessions, pin_dir)?,
+            };
+            Ok((enforcer, adopting))
+        })();
+        let (enforcer, adopting) = loaded.inspect_err(|_| held.release())?;
+        let manager = Self::new(hierarchy, held, enforcer, outputs, Some(state))?;
         if adopting {
             manager.take_over()?;
         }
@@ -257,8 +266,10 @@ fn clean_stale(parent: &Path, pin_dir: &Path) -> anyhow::Result<Vec<String>> {
     if let Ok(entries) = std::fs::read_dir(parent) {
         for entry in entries.flatten().filter(|e| e.path().is_dir()) {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if Owner::parse(orphans::RUN, &name).is_some()
-                && kernel::pin_root().join(&name).exists()
+            // Other agents' holds, and the sessions of `fp run`s, confined by their own pins.
+            if parent::is_hold(&name)
+                || Owner::parse(orphans::RUN, &name).is_some()
+                    && kernel::pin_root().join(&name).exists()
             {
                 continue;
             }
