@@ -259,13 +259,14 @@ fn rules_the_kernel_cannot_decide_exactly() {
             "help: write \"/opt/**/cache/**\" instead (it matches more paths)",
         ],
     );
-    let e = load("[file_policy]\ndefault = \"deny\"\nwrite_paths = [\"/tmp/claude-*/**\"]\n");
+    let e = load("[file_policy]\ndefault = \"deny\"\nwrite_paths = [\"/tmp/claude-*/x*y\"]\n");
     expect(&e, ErrorKind::Undecidable, &["agent.toml:3:", "write \"/tmp/**\" instead"]);
     let e = load("[file_policy]\ndefault = \"write\"\nprompt_paths = [\"**/x*y\"]\n");
     expect(&e, ErrorKind::Undecidable, &["name the paths instead", "`dir/name*`"]);
     // What users write for a CLI's config files and temp files is decided.
     let ok = "[file_policy]\ndefault = \"deny\"\n\
-              write_paths = [\"~/.claude.json.*\", \"/tmp/claude-*\", \"<workspace>/**/*.lock\"]\n";
+              write_paths = [\"~/.claude.json.*\", \"/tmp/claude-*\", \"<workspace>/**/*.lock\",\n\
+                             \"/tmp/claude-*/**\", \"~/.cache/*-tmp/**\", \"**/node-*/**\"]\n";
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("agent.toml");
     std::fs::write(&file, ok).unwrap();

@@ -111,7 +111,18 @@ fn glob() -> impl Strategy<Value = String> {
 fn decidable_glob() -> impl Strategy<Value = String> {
     let dir = prop::sample::select(vec!["/", "<workspace>/", "~/", "/tmp/", "/usr/", "/tmp/ws/a/"]);
     let shape = prop::sample::select(vec![
-        "{}", "{}/**", "{}*", "*{}", "**/{}", "**/{}/**", "**/*{}", "**/{}*",
+        "{}",
+        "{}/**",
+        "{}*",
+        "*{}",
+        "**/{}",
+        "**/{}/**",
+        "**/*{}",
+        "**/{}*",
+        "{}*/**",
+        "*{}/**",
+        "**/{}*/**",
+        "**/*{}/**",
     ]);
     // Names within the tables' limits (docs/policy.md, "Limits"); longer ones are refused.
     let name = component().prop_filter("a name the tables key", |c| c.len() <= 64);

@@ -2,7 +2,8 @@
 //! accesses (an open for reading and writing, a rename, an exchange, a link) could give content an
 //! access its policy withholds (docs/threat-model.md "Moves and combined opens"). The workspace
 //! is readable, writable and deletable, except `*.secret` files, `draft-*` and `*.draft` right in
-//! it and `private/` (not readable), `frozen/` (not writable) and `keep/` (not deletable).
+//! it, what lies in its `cache-*` directories and in `*.vault` directories anywhere in it, and
+//! `private/` (not readable), `frozen/` (not writable) and `keep/` (not deletable).
 //! Positive controls: ordinary renames, saves, builds and git in the same session.
 use fp_tests::{Expect::Allowed, Suite, denied, escape_suite, exchange, perl};
 
@@ -13,7 +14,8 @@ write = "deny"
 delete = "deny"
 [file_policy.read]
 silent = ["<workspace>/**", "$TARGET/**"]
-deny = ["<workspace>/**/*.secret", "<workspace>/private/**", "<workspace>/draft-*", "<workspace>/*.draft"]
+deny = ["<workspace>/**/*.secret", "<workspace>/private/**", "<workspace>/draft-*", "<workspace>/*.draft",
+        "<workspace>/cache-*/**", "<workspace>/**/*.vault/**"]
 [file_policy.write]
 silent = ["<workspace>/**"]
 deny = ["<workspace>/frozen/**"]
@@ -37,6 +39,10 @@ echo frozen > $B/frozen/u.txt
 echo keep > $B/keep/k.txt
 echo "TOPSECRET d" > $B/draft-1; echo "TOPSECRET n" > $B/notes.draft
 echo d > $B/work/draft-1; echo n > $B/work/notes.draft
+mkdir -p $B/cache-1/sub $B/cache-2 $B/work/x.vault $B/work/cache-3
+echo "TOPSECRET c" > $B/cache-1/sub/c.txt; echo "TOPSECRET m" > $B/cache-1/m.txt
+echo "TOPSECRET e" > $B/cache-2/e.txt; echo "TOPSECRET v" > $B/work/x.vault/v.txt
+echo c3 > $B/work/cache-3/c.txt
 echo other > $B/work/other.txt; echo swap > $B/work/x.txt; echo one > $B/work/s1.secret
 "#,
     deny: &[],
@@ -88,6 +94,13 @@ escape_suite! {
     name_prefix_in_directory: denied("file_open", "read", "draft-1") => "cat $B/draft-1";
     name_suffix_in_directory: denied("file_open", "read", "notes.draft") => "cat $B/notes.draft";
     glob_star_stays_in_its_directory: Allowed => "cat $B/work/draft-1 $B/work/notes.draft";
+    // `dir/prefix*/**` and `**/*suffix/**`: what lies below such directories, also decided in
+    // the kernel, with no route out by a move.
+    below_a_prefix_directory: denied("file_open", "read", "cache-1/sub/c.txt") => "cat $B/cache-1/sub/c.txt";
+    below_a_suffix_directory: denied("file_open", "read", "work/x.vault/v.txt") => "cat $B/work/x.vault/v.txt";
+    mv_out_of_a_prefix_directory: denied("path_rename|file_open", "read", "cache-1/m.txt") => "mv $B/cache-1/m.txt $B/work/m.txt && cat $B/work/m.txt";
+    prefix_directory_renamed: denied("path_rename", "read", "cache-2") => perl!("rename($ARGV[0], $ARGV[1])", "cache-2", "plain");
+    prefix_star_stays_in_its_directory: Allowed => "cat $B/work/cache-3/c.txt && mkdir $B/cache-4 && ls $B/cache-1";
     // Positive controls: ordinary work in the workspace.
     plain_rename: Allowed => "cd $B/work && echo a > a.txt && mv a.txt b.txt && cat b.txt";
     create_and_reopen: Allowed => "cd $B/work && (exec 3<>n1.txt) && echo a > n2.txt && cat n1.txt n2.txt && touch n2.txt && chmod 600 n2.txt";

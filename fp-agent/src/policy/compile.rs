@@ -2,8 +2,8 @@
 //! over them.
 //!
 //! Each rule becomes, by its [`Shape`]: an LPM entry (`P\0` for an exact path, `P/` for a
-//! subtree), a name-table slot (basename, directory component, basename suffix or prefix, within
-//! a scope), or a Defer entry on its longest literal directory prefix. Anything over a limit
+//! subtree), a name-table slot (basename, directory component, basename or directory suffix or
+//! prefix, within a scope), or a Defer entry on its longest literal directory prefix. Anything over a limit
 //! (key length, name length, slots per name) also becomes a Defer entry on a shorter prefix, so
 //! the tables are never silently weaker than the rules.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -186,6 +186,8 @@ impl Compiler {
             _pad: [0; 4],
             suffix_lengths: 0,
             prefix_lengths: 0,
+            dir_suffix_lengths: 0,
+            dir_prefix_lengths: 0,
             name_filter: [0; NAME_FILTER_WORDS],
         };
         let mut names = HashMap::new();
@@ -210,6 +212,8 @@ impl Compiler {
                 NameKind::Dirname => header.flags |= HEADER_DIRNAMES,
                 NameKind::Suffix => header.suffix_lengths |= bit,
                 NameKind::Prefix => header.prefix_lengths |= bit,
+                NameKind::DirSuffix => header.dir_suffix_lengths |= bit,
+                NameKind::DirPrefix => header.dir_prefix_lengths |= bit,
             }
             header.admit_name(kind, &name);
             names.insert(key, value);
@@ -461,5 +465,7 @@ fn kind_name(kind: NameKind) -> &'static str {
         NameKind::Dirname => "dirname",
         NameKind::Suffix => "suffix",
         NameKind::Prefix => "prefix",
+        NameKind::DirSuffix => "directory suffix",
+        NameKind::DirPrefix => "directory prefix",
     }
 }

@@ -226,16 +226,31 @@ pub fn shape(glob: &str) -> Shape {
         // `*` never crosses a `/`).
         [Component::Suffix(s)] if glob.starts_with('/') => named(NameKind::Suffix, s, true, true),
         [Component::Prefix(p)] if glob.starts_with('/') => named(NameKind::Prefix, p, true, true),
+        // `dir/*suffix/**`, `dir/prefix*/**`: below a directory right in the literal one.
+        [Component::Suffix(s), Component::Any] if glob.starts_with('/') => {
+            named(NameKind::DirSuffix, s, true, true)
+        }
+        [Component::Prefix(p), Component::Any] if glob.starts_with('/') => {
+            named(NameKind::DirPrefix, p, true, true)
+        }
         [Component::Any, Component::Literal(n)] => name(NameKind::Basename, n, true),
         [Component::Any, Component::Literal(n), Component::Any] => name(NameKind::Dirname, n, true),
         [Component::Any, Component::Suffix(s)] => name(NameKind::Suffix, s, true),
         [Component::Any, Component::Prefix(p)] => name(NameKind::Prefix, p, true),
+        [Component::Any, Component::Suffix(s), Component::Any] => {
+            name(NameKind::DirSuffix, s, true)
+        }
+        [Component::Any, Component::Prefix(p), Component::Any] => {
+            name(NameKind::DirPrefix, p, true)
+        }
         // Not decidable, but every match ends in (or passes through) a known component: defer
         // only where that component occurs.
         [.., Component::Literal(n)] => name(NameKind::Basename, n, false),
         [.., Component::Suffix(s)] => name(NameKind::Suffix, s, false),
         [.., Component::Prefix(p)] => name(NameKind::Prefix, p, false),
         [.., Component::Literal(n), Component::Any] => name(NameKind::Dirname, n, false),
+        [.., Component::Suffix(s), Component::Any] => name(NameKind::DirSuffix, s, false),
+        [.., Component::Prefix(p), Component::Any] => name(NameKind::DirPrefix, p, false),
         _ => Shape::Defer(dir),
     }
 }
@@ -249,7 +264,7 @@ pub fn decidable(glob: &str) -> bool {
 /// A decidable form of a rule the kernel cannot decide, matching every path it matches and more:
 /// (`text`, as written, and `glob`, prepared) with each `*` component before the last as `**`
 /// (`/opt/*/cache/**` -> `/opt/**/cache/**`), else its literal directory's whole tree
-/// (`/tmp/claude-*/**` -> `/tmp/**`). None when neither is decidable or there is no directory.
+/// (`/tmp/claude-*/x*y` -> `/tmp/**`). None when neither is decidable or there is no directory.
 pub fn wider_decidable(text: &str, glob: &str) -> Option<String> {
     let deepen = |g: &str| {
         let comps: Vec<&str> = g.split('/').collect();

@@ -5,10 +5,13 @@ use super::{
     RuleTables, TableDecision, TableHeader, TableVerdict,
 };
 
-/// Steps [`evaluate`] needs at most: per component a scan and one step per name slot of its
-/// directory-name entry, then per lookup on the final component (basename, each suffix and prefix
-/// length) one step per slot, and the last.
-pub const MAX_STEPS: usize = MAX_DEPTH * (1 + NAME_SLOTS) + (1 + 2 * MAX_NAME) * NAME_SLOTS + 2;
+/// Name lookups on one component at most: its exact name, then each suffix and prefix length.
+const LOOKUPS: usize = 1 + 2 * MAX_NAME;
+
+/// Steps [`evaluate`] needs at most: per component a scan, then per name lookup on it (exact,
+/// each suffix and prefix length; directories and the final component alike) a pick and one step
+/// per slot, and the last.
+pub const MAX_STEPS: usize = (MAX_DEPTH + 1) * (1 + LOOKUPS * (1 + NAME_SLOTS)) + 1;
 
 const PHASE_DONE: u32 = 0;
 /// Find the end of the component at `cursor`.
@@ -18,6 +21,9 @@ const PHASE_FINAL: u32 = 2;
 /// Examine slot `slot` of the name entry (`name_kind`, `name_start`, `name_len`), then go on
 /// with `resume`.
 const PHASE_SLOT: u32 = 3;
+/// Pick the next lookup on the directory component `cursor..end` (`lookup`, see
+/// [`next_lookup`]), or go on with the next component.
+const PHASE_DIR: u32 = 4;
 
 /// Rank of a verdict the evaluation itself imposes (unresolvable or malformed input): above every
 /// rule.
@@ -43,15 +49,16 @@ pub struct Evaluation {
     end: u64,
     /// Components scanned so far.
     depth: u64,
-    /// Next final-component lookup: 0 basename, n in 1..=MAX_NAME suffix of length n,
-    /// MAX_NAME + n prefix of length n.
+    /// Next lookup on the current component: 0 its exact name, n in 1..=MAX_NAME suffix of
+    /// length n, MAX_NAME + n prefix of length n.
     lookup: u64,
     /// The name entry being examined: `NameKind` byte, bytes of the path, next slot.
     name_kind: u64,
     name_start: u64,
     name_len: u64,
     slot: u64,
-    /// Phase after the name entry: SCAN (of the next component) or FINAL.
+    /// Phase after the name entry: SCAN (of the next component), DIR (the next lookup on this
+    /// directory) or FINAL.
     resume: u64,
     /// The best directory-name hit per op, whatever else was offered: with `cursor` and `depth`
     /// at the final component, what every name in the same directory shares ([`DirContext`]).
@@ -141,8 +148,8 @@ impl Evaluation {
         }
         unnamed(&mut self.best, header, seed, prefix);
         let names = header.flags & (HEADER_BASENAMES | HEADER_DIRNAMES) != 0
-            || header.suffix_lengths != 0
-            || header.prefix_lengths != 0;
+            || header.suffix_lengths | header.prefix_lengths != 0
+            || header.dir_suffix_lengths | header.dir_prefix_lengths != 0;
         if names {
             self.phase = PHASE_SCAN;
         }
@@ -154,6 +161,10 @@ impl Evaluation {
             PHASE_SCAN => self.scan(tables, path),
             PHASE_FINAL => self.final_lookup(tables, path),
             PHASE_SLOT => self.examine_slot(tables, path),
+            PHASE_DIR => match tables.header() {
+                Some(header) => self.dir_lookup(header, path),
+                None => self.force(TableVerdict::Deny),
+            },
             _ => self.phase = PHASE_DONE,
         }
         self.phase == PHASE_DONE
@@ -240,11 +251,14 @@ impl Evaluation {
         }
     }
 
-    /// Goes on after a name entry: with the next component, or the next final lookup.
+    /// Goes on after a name entry: with the next component, the next lookup on this directory,
+    /// or the next final lookup.
     fn resume_after_name(&mut self) {
         if self.resume == PHASE_SCAN as u64 {
             self.cursor = self.end + 1;
             self.phase = PHASE_SCAN;
+        } else if self.resume == PHASE_DIR as u64 {
+            self.phase = PHASE_DIR;
         } else {
             self.phase = PHASE_FINAL;
         }
@@ -268,14 +282,38 @@ impl Evaluation {
             return self.force(TableVerdict::Defer);
         };
         self.end = end as u64;
+        self.lookup = 0;
         if end >= len {
-            self.lookup = 0;
             self.at_final = 1;
             self.phase = PHASE_FINAL;
-        } else if header.flags & HEADER_DIRNAMES != 0 {
-            self.examine_name(header, path, (NameKind::Dirname, start, end - start), PHASE_SCAN);
         } else {
-            self.cursor = end as u64 + 1;
+            self.dir_lookup(header, path);
+        }
+    }
+
+    /// Makes the next lookup the header calls for on the directory component `cursor..end`, or
+    /// goes on with the next component. Without directory entries of any kind, a directory
+    /// costs the scan step alone. Inlined: as a function of its own it would be a BPF subprogram
+    /// whose frame adds to the programs' 512-byte combined stack.
+    #[inline(always)]
+    fn dir_lookup<P: PathBytes + ?Sized>(&mut self, header: &TableHeader, path: &P) {
+        let start = self.cursor as usize;
+        let len = (self.end as usize).wrapping_sub(start);
+        match next_lookup(Lookups::directory(header), self.lookup, len) {
+            Some((kind, at, n, next)) => {
+                self.lookup = next;
+                // Straight to the next component unless directory suffixes or prefixes are
+                // looked up: a policy without them pays no step per directory for them.
+                let resume = match header.dir_suffix_lengths | header.dir_prefix_lengths {
+                    0 => PHASE_SCAN,
+                    _ => PHASE_DIR,
+                };
+                self.examine_name(header, path, (kind, start + at, n), resume);
+            }
+            None => {
+                self.cursor = self.end + 1;
+                self.phase = PHASE_SCAN;
+            }
         }
     }
 
@@ -286,7 +324,7 @@ impl Evaluation {
         };
         let start = self.cursor as usize;
         let len = (self.end as usize).wrapping_sub(start);
-        match next_lookup(header, self.lookup, len) {
+        match next_lookup(Lookups::last(header), self.lookup, len) {
             Some((kind, at, n, next)) => {
                 self.lookup = next;
                 self.examine_name(header, path, (kind, start + at, n), PHASE_FINAL);
@@ -313,7 +351,7 @@ impl Evaluation {
             // directory name) among the directories' hits, which siblings with other hits reuse.
             // One flag, not a set of ops: the verifier would follow each set apart (offers
             // below compare ranks again).
-            let dirname = kind == NameKind::Dirname;
+            let dirname = kind.is_directory();
             let mut wanted = false;
             for op in Op::ALL {
                 let open = slot.rank >= op.of(&self.best).rank
@@ -352,34 +390,63 @@ impl Evaluation {
     }
 }
 
-/// The final-component lookup at or after `from` that the header calls for, on a component of
-/// `len` bytes: (kind, offset in the component, length, the `from` of the lookup after it).
-/// Straight-line code (no loop), so that the BPF verifier sees one path per outcome.
-fn next_lookup(
-    header: &TableHeader,
-    from: u64,
-    len: usize,
-) -> Option<(NameKind, usize, usize, u64)> {
+/// The lookups a component gets: (kind, lengths) of its exact name (if any entry has one), of its
+/// suffixes and of its prefixes (bit `n - 1` of a length mask: some entry is `n` bytes long).
+struct Lookups {
+    exact: Option<NameKind>,
+    suffix: (NameKind, u64),
+    prefix: (NameKind, u64),
+}
+
+impl Lookups {
+    /// On the final component.
+    #[inline(always)]
+    fn last(header: &TableHeader) -> Self {
+        Lookups {
+            exact: (header.flags & HEADER_BASENAMES != 0).then_some(NameKind::Basename),
+            suffix: (NameKind::Suffix, header.suffix_lengths),
+            prefix: (NameKind::Prefix, header.prefix_lengths),
+        }
+    }
+
+    /// On a directory on the way.
+    #[inline(always)]
+    fn directory(header: &TableHeader) -> Self {
+        Lookups {
+            exact: (header.flags & HEADER_DIRNAMES != 0).then_some(NameKind::Dirname),
+            suffix: (NameKind::DirSuffix, header.dir_suffix_lengths),
+            prefix: (NameKind::DirPrefix, header.dir_prefix_lengths),
+        }
+    }
+}
+
+/// The lookup at or after `from` that `lookups` call for on a component of `len` bytes: (kind,
+/// offset in the component, length, the `from` of the lookup after it). Straight-line code (no
+/// loop), so that the BPF verifier sees one path per outcome.
+#[inline(always)]
+fn next_lookup(lookups: Lookups, from: u64, len: usize) -> Option<(NameKind, usize, usize, u64)> {
     let max = MAX_NAME as u64;
-    if from == 0 && header.flags & HEADER_BASENAMES != 0 {
-        return Some((NameKind::Basename, 0, len, 1));
+    if from == 0
+        && let Some(kind) = lookups.exact
+    {
+        return Some((kind, 0, len, 1));
     }
     // Lengths 1..=len, as bits 0..len-1.
     let fits = if len >= 64 { u64::MAX } else { (1u64 << len) - 1 };
     let from = from.max(1);
     if from <= max {
-        let remaining = header.suffix_lengths & fits & !((1u64 << (from - 1)) - 1);
+        let remaining = lookups.suffix.1 & fits & !((1u64 << (from - 1)) - 1);
         if remaining != 0 {
             let n = remaining.trailing_zeros() as u64 + 1;
-            return Some((NameKind::Suffix, len - n as usize, n as usize, n + 1));
+            return Some((lookups.suffix.0, len - n as usize, n as usize, n + 1));
         }
     }
     let from = from.max(max + 1) - max;
     if from <= max {
-        let remaining = header.prefix_lengths & fits & !((1u64 << (from - 1)) - 1);
+        let remaining = lookups.prefix.1 & fits & !((1u64 << (from - 1)) - 1);
         if remaining != 0 {
             let n = remaining.trailing_zeros() as u64 + 1;
-            return Some((NameKind::Prefix, 0, n as usize, max + n + 1));
+            return Some((lookups.prefix.0, 0, n as usize, max + n + 1));
         }
     }
     None
@@ -420,7 +487,7 @@ pub fn unmatched_step<P: PathBytes + ?Sized>(
     if len == 0 || len > MAX_COMPONENT {
         return Unmatched::Admitted; // not a name the evaluation reaches the lookups with
     }
-    match next_lookup(header, from, len) {
+    match next_lookup(Lookups::last(header), from, len) {
         None => Unmatched::Proven,
         Some((kind, at, n, _)) if admits(header, path, kind, start + at, n) => Unmatched::Admitted,
         Some((.., next)) => Unmatched::Next(next),
@@ -616,6 +683,8 @@ mod tests {
             _pad: [0; 4],
             suffix_lengths: 0,
             prefix_lengths: 0,
+            dir_suffix_lengths: 0,
+            dir_prefix_lengths: 0,
             // Admits every name: these tests look at the lookups themselves.
             name_filter: [u64::MAX; NAME_FILTER_WORDS],
         }

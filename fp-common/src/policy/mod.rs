@@ -70,7 +70,7 @@ mod pod {
 // No implicit padding: each size is the sum of its fields.
 const _: () = {
     use core::mem::size_of;
-    assert!(size_of::<TableHeader>() == 3 + 1 + 4 + 8 + 8 + 8 * NAME_FILTER_WORDS);
+    assert!(size_of::<TableHeader>() == 3 + 1 + 4 + 4 * 8 + 8 * NAME_FILTER_WORDS);
     assert!(size_of::<OpEntry>() == 4 + 4 + 1 + 3);
     assert!(size_of::<PrefixKeyData>() == 8 + MAX_PREFIX);
     assert!(size_of::<PrefixKeyData>() == 256);

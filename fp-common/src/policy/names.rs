@@ -14,12 +14,28 @@ pub enum NameKind {
     Suffix = 2,
     /// The final component starts with the name (`**/.env.*`).
     Prefix = 3,
+    /// A non-final component ends with the name (`**/*.d/**`).
+    DirSuffix = 4,
+    /// A non-final component starts with the name (`/tmp/claude-*/**`).
+    DirPrefix = 5,
 }
 
 impl NameKind {
     /// Indexed by the `kind` byte of a [`NameKey`].
-    pub const ALL: [NameKind; 4] =
-        [NameKind::Basename, NameKind::Dirname, NameKind::Suffix, NameKind::Prefix];
+    pub const ALL: [NameKind; 6] = [
+        NameKind::Basename,
+        NameKind::Dirname,
+        NameKind::Suffix,
+        NameKind::Prefix,
+        NameKind::DirSuffix,
+        NameKind::DirPrefix,
+    ];
+
+    /// Whether it is compared with a directory on the way (a non-final component): its hits
+    /// are the same for every name in that directory.
+    pub const fn is_directory(self) -> bool {
+        matches!(self, NameKind::Dirname | NameKind::DirSuffix | NameKind::DirPrefix)
+    }
 }
 
 /// Name-table key. `name` is zero-padded; names never contain NUL.

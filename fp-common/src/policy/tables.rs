@@ -15,6 +15,10 @@ pub struct TableHeader {
     pub suffix_lengths: u64,
     /// Bit `n - 1` set: some basename-prefix entry is `n` bytes long.
     pub prefix_lengths: u64,
+    /// Bit `n - 1` set: some directory-suffix entry is `n` bytes long.
+    pub dir_suffix_lengths: u64,
+    /// Bit `n - 1` set: some directory-prefix entry is `n` bytes long.
+    pub dir_prefix_lengths: u64,
     /// The name filter: the bit (`filter_bit`) of every name-table key is set, so a clear bit proves
     /// a lookup would find nothing (and it is skipped; a lookup costs far more than the bit).
     pub name_filter: [u64; NAME_FILTER_WORDS],
