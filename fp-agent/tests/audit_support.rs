@@ -64,6 +64,7 @@ pub fn session_start() -> Event {
         uid: 1000,
         policy_hash: "sha256:ab".into(),
         floor_exceptions: vec!["read ~/.ssh/known_hosts".into()],
+        profile: Some("claude-code".into()),
         command: vec!["bash".into()],
     })
 }

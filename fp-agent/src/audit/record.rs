@@ -175,6 +175,9 @@ pub struct SessionStart {
     pub policy_hash: String,
     /// Exceptions this session's policy carves out of the built-in floors.
     pub floor_exceptions: Vec<String>,
+    /// The shipped profile layered under the policy (`fp run --profile`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     pub command: Vec<String>,
 }
 

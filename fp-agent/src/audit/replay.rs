@@ -113,8 +113,13 @@ pub fn describe(record: &Record) -> String {
             line
         }
         Body::SessionStart(s) => format!(
-            "{} session start: agent {} pid {} policy {} command {:?}",
-            s.session, s.agent, s.pid, s.policy_hash, s.command
+            "{} session start: agent {} pid {} policy {}{} command {:?}",
+            s.session,
+            s.agent,
+            s.pid,
+            s.policy_hash,
+            s.profile.as_ref().map_or(String::new(), |p| format!(" profile {p}")),
+            s.command
         ),
         Body::SessionEnd(s) => format!("{} session end: {}", s.session, s.reason),
         Body::SessionAdopt(s) => format!(

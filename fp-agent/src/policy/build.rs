@@ -189,6 +189,7 @@ impl EffectivePolicy {
             sockets,
             block_devices,
             kernel_interfaces,
+            profile: options.profile.clone(),
         })
     }
 }

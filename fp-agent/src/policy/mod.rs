@@ -105,6 +105,9 @@ pub struct SavedPolicy {
     block_devices: Vec<DeviceRule>,
     #[serde(default)]
     kernel_interfaces: Vec<InterfaceRule>,
+    /// The shipped profile layered under the rules, if any (its rules are among `rules`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    profile: Option<String>,
 }
 
 impl EffectivePolicy {
@@ -228,6 +231,11 @@ impl EffectivePolicy {
         let exact = ExactEvaluator::new(&saved.rules)?;
         let tables = compile::compile(&saved.rules, saved.defaults)?;
         Ok(EffectivePolicy { saved, exact, tables })
+    }
+
+    /// The shipped profile layered under its rules (`--profile`), if any.
+    pub fn profile(&self) -> Option<&str> {
+        self.saved.profile.as_deref()
     }
 
     /// The policy as saved across a daemon restart.

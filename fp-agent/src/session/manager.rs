@@ -342,6 +342,7 @@ impl Manager {
                 .iter()
                 .map(|e| e.value.clone())
                 .collect(),
+            profile: context.policy.profile().map(str::to_owned),
             command: spec.command,
         };
         let (path, id) = (cgroup.path.clone(), cgroup.id);

@@ -220,6 +220,28 @@ fn spec(name: &str, policy: EffectivePolicy, mode: Mode, full_audit: bool) -> Se
 }
 
 #[test]
+fn the_session_start_names_the_profile_under_its_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture(dir.path(), None, Maps::default());
+    let options = LoadOptions {
+        profile: Some("claude-code".into()),
+        workspace: Some("/w".into()),
+        user: Some("root".into()),
+        ..LoadOptions::default()
+    };
+    let policy = EffectivePolicy::load(&options).unwrap();
+    let (_, _, id) = f.manager.create(spec("s1", policy, Mode::Enforce, false)).unwrap();
+    f.manager.started(id);
+    match &f.records()[..] {
+        [audit::Event::SessionStart(start)] => {
+            assert_eq!(start.profile.as_deref(), Some("claude-code"));
+        }
+        other => panic!("{other:?}"),
+    }
+    f.manager.end(id, Some(0), "command exited").unwrap();
+}
+
+#[test]
 fn a_session_is_installed_once_and_ended_without_leftovers() {
     let dir = tempfile::tempdir().unwrap();
     let f = fixture(dir.path(), None, Maps::default());
@@ -240,7 +262,10 @@ fn a_session_is_installed_once_and_ended_without_leftovers() {
     match &f.records()[..] {
         [audit::Event::SessionStart(start)] => {
             assert_eq!((start.session.as_str(), start.cgroup), ("s1", id));
-            assert_eq!(start.policy_hash, expected_hash);
+            assert_eq!(
+                (start.policy_hash.as_str(), start.profile.as_deref()),
+                (&*expected_hash, None)
+            );
         }
         other => panic!("{other:?}"),
     }
