@@ -68,9 +68,11 @@ fn path() -> impl Strategy<Value = Vec<u8>> {
             bytes
         })
         .prop_filter("valid kernel path", |p| {
-            // Kernel paths have no empty components and components of at most NAME_MAX bytes.
+            // Kernel paths have no empty, `.` or `..` components, and components of at most
+            // NAME_MAX bytes.
             std::str::from_utf8(p).is_ok_and(|s| {
-                s == "/" || s.split('/').skip(1).all(|c| !c.is_empty() && c.len() <= 255)
+                s == "/"
+                    || s.split('/').skip(1).all(|c| !matches!(c, "" | "." | "..") && c.len() <= 255)
             })
         })
 }
