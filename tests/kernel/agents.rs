@@ -359,11 +359,8 @@ fn codex_works_under_its_profile_and_keeps_secrets_out() {
 #[test]
 fn claude_code_starts_from_an_npm_install() {
     let _g = exclusive();
-    let cli = fp_tests::agent_cli("claude-code");
     let mut agent = AgentUser::new();
-    agent.install(&cli.join("node_modules"), ".local/lib/node_modules");
-    let binary = "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe";
-    agent.symlink(".local/bin/claude", binary.as_ref());
+    agent.install_claude_code();
     let t = TempTree::new("claude-npm");
     let out = fp()
         .args(["run", "--profile", "claude-code", "--workspace"])

@@ -649,6 +649,10 @@ fn the_readme_quick_start_works_in_order() {
             daemon = Some(started);
             continue;
         }
+        if command.ends_with("-- claude") {
+            claude_code_in_the_quick_start(&scratch(&command), &path, &app);
+            continue;
+        }
         let mut run = Command::new("sh");
         run.current_dir(&root).env("PATH", &path).args(["-c", &scratch(&command)]);
         let out = if command.ends_with("-- bash") {
@@ -676,4 +680,48 @@ fn the_readme_quick_start_works_in_order() {
     let daemon = daemon.expect("the quick start starts the daemon");
     fp_tests::stop_daemon(daemon);
     let _ = std::fs::remove_dir_all(t.join("var"));
+}
+
+/// The quick start's Claude Code line, run as the agent user (`$USER`) with Claude Code installed
+/// in its home and a scripted model answering it, given one task (`-p`, and no permission
+/// prompts, as the quick start's user would answer them): its shell tool writes in the project
+/// and is refused the user's key, which `fp run` reports.
+fn claude_code_in_the_quick_start(command: &str, path: &str, app: &Path) {
+    use fp_tests::model::{ScriptedModel, ToolCall};
+    fp_tests::loopback_up();
+    let mut agent = fp_tests::AgentUser::new();
+    agent.install_claude_code();
+    agent.file(".ssh/id_ed25519", "PRIVATE-KEY-MATERIAL\n");
+    agent.own(app);
+    let bash = |command: String| ToolCall {
+        name: "Bash",
+        input: serde_json::json!({ "command": command }),
+    };
+    let model = ScriptedModel::anthropic(vec![
+        bash(format!("echo written-by-claude > {}/claude.txt", app.display())),
+        bash("cat ~/.ssh/id_ed25519".to_owned()),
+    ]);
+    let out = Command::new("sh")
+        .args(["-c", &format!("{command} -p 'work on the app' --dangerously-skip-permissions")])
+        .env("USER", fp_tests::AgentUser::NAME)
+        .env("PATH", format!("{}/.local/bin:{path}", agent.home.display()))
+        .env("ANTHROPIC_BASE_URL", &model.url)
+        .env("ANTHROPIC_API_KEY", "sk-scripted")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .output()
+        .unwrap();
+    let context = format!("`{command}`: {}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{context}");
+    let written = std::fs::read_to_string(app.join("claude.txt")).unwrap_or_default();
+    assert_eq!(written, "written-by-claude\n", "{context}");
+    let results = model.tool_results();
+    assert_eq!(results.len(), 2, "{context}");
+    assert!(results[1].text.contains("Permission denied"), "{context}");
+    let sent = model.requests().iter().map(|r| r.to_string()).collect::<String>();
+    assert!(!sent.contains("PRIVATE-KEY-MATERIAL"), "the key reached the model");
+    let reported = stderr(&out)
+        .lines()
+        .any(|l| l.starts_with("fp: denied") && l.contains("id_ed25519") && l.contains("by cat"));
+    assert!(reported, "{context}");
 }

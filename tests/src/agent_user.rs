@@ -63,6 +63,15 @@ impl AgentUser {
         self.mount(&["--bind", "-o", "ro"], source, &target);
     }
 
+    /// Claude Code from the test VM's cache ([`crate::agent_cli`]), installed as npm installs it
+    /// under the user's own prefix (`npm install -g --prefix ~/.local`): `~/.local/bin/claude`.
+    pub fn install_claude_code(&mut self) {
+        let cli = crate::agent_cli("claude-code");
+        self.install(&cli.join("node_modules"), ".local/lib/node_modules");
+        let binary = "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe";
+        self.symlink(".local/bin/claude", binary.as_ref());
+    }
+
     /// A symlink at `rel` in the home (its parents made) to `target`.
     pub fn symlink(&self, rel: &str, target: &Path) {
         let path = self.file(rel, "");
