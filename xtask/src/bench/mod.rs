@@ -63,8 +63,9 @@ impl KernelBenchArgs {
 
 /// Runs in the guest (guest/kernel.sh). Each measurement prints
 /// `BENCH <phase> <workload> <round> <ns>`, each loaded program
-/// `HOOK <phase> <name> <run_time_ns> <run_cnt> <verified_insns>` and each session start
-/// `START <round> <ns>`; the `@X@` are filled in by `script`. One VM boot, interleaved rounds:
+/// `HOOK <phase> <name> <run_time_ns> <run_cnt> <verified_insns>`, each embedded session start
+/// `START <round> <ns>`, and each start through the daemon and of the command alone
+/// `START-DAEMON <round> <ns>`, `START-BARE <round> <ns>`; the `@X@` are filled in by `script`. One VM boot, interleaved rounds:
 /// every round runs every phase once, in `PHASES` order, so drift over the run spreads over all
 /// phases alike. The phases and workloads it runs are the rows of [`table`].
 const SCRIPT: &str = include_str!("guest/kernel.sh");
@@ -84,6 +85,9 @@ struct Results {
     verified: BTreeMap<String, u64>,
     /// `fp run`'s start per round, ns
     starts: BTreeMap<u32, u64>,
+    /// `fp run`'s start through the daemon, and the command's alone, per round, ns
+    daemon_starts: BTreeMap<u32, u64>,
+    bare_starts: BTreeMap<u32, u64>,
 }
 
 pub fn main(args: BenchArgs) -> Result<ExitCode> {
@@ -233,8 +237,13 @@ fn parse(output: &str, phases: &[&str]) -> Result<Results> {
                 );
                 results.verified.insert(program.to_string(), number(verified)?);
             }
-            ["START", round, ns] => {
-                results.starts.insert(u32::try_from(number(round)?)?, number(ns)?);
+            [kind @ ("START" | "START-DAEMON" | "START-BARE"), round, ns] => {
+                let starts = match *kind {
+                    "START" => &mut results.starts,
+                    "START-DAEMON" => &mut results.daemon_starts,
+                    _ => &mut results.bare_starts,
+                };
+                starts.insert(u32::try_from(number(round)?)?, number(ns)?);
             }
             _ => {}
         }
@@ -412,6 +421,27 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
             starts.len()
         )?;
     }
+    // Through the daemon: the start's cost against the same command started alone, per round.
+    let start_ratios: Vec<f64> = results
+        .daemon_starts
+        .iter()
+        .filter_map(|(round, &ns)| Some(ns as f64 / *results.bare_starts.get(round)? as f64))
+        .collect();
+    let seconds = |starts: &BTreeMap<u32, u64>| -> Vec<f64> {
+        starts.values().map(|&ns| ns as f64 / 1e9).collect()
+    };
+    if let (Some((m, lo, hi)), Some((bare, ..)), Some((ratio, rlo, rhi))) = (
+        spread(&seconds(&results.daemon_starts)),
+        spread(&seconds(&results.bare_starts)),
+        spread(&start_ratios),
+    ) {
+        writeln!(
+            out,
+            "fp run start through the daemon: {m:.3} s [{lo:.3}-{hi:.3}], the command alone \
+             {bare:.3} s: {ratio:.1}x [{rlo:.1}-{rhi:.1}] over {} rounds",
+            start_ratios.len()
+        )?;
+    }
 
     // Each goal's median ratio, and how well the rounds pin it down.
     let goal = |name: &str, ratios: &[f64], limit: f64| -> String {
@@ -470,7 +500,8 @@ mod tests {
             "console noise\nHOOK noop noop_file_open 100 10 5\nHOOK noop-cgroup \
              noop_cgroup_file_open 200 10 5\nHOOK outside fp_file_open 300 10 \
              240314\nHOOK outside+inside fp_file_open 3300 20 240314\nSTART 1 6000000000\n\
-             START 2 5000000000\nSTART 3 5500000000\n",
+             START 2 5000000000\nSTART 3 5500000000\nSTART-BARE 1 100000000\n\
+             START-DAEMON 1 900000000\nSTART-BARE 2 200000000\nSTART-DAEMON 2 1000000000\n",
         );
         for (round, base) in [(1, 100), (2, 200), (3, 100)] {
             for (phase, factor) in
@@ -489,6 +520,9 @@ mod tests {
         let results = parse(&output, &PHASES).unwrap();
         let table = report("6.12", false, &results, &PHASES).unwrap();
         assert!(table.contains("3 interleaved rounds"), "{table}");
+        let daemon = "through the daemon: 0.950 s [0.900-1.000], the command alone 0.150 s: 7.0x \
+                      [5.0-9.0] over 2 rounds";
+        assert!(table.contains(daemon), "{table}");
         assert!(table.contains("1.200x [1.20-1.20]"), "{table}");
         assert!(table.contains("inside     300 ("), "{table}");
         assert!(table.contains("noop      10 (    10)"), "{table}");

@@ -209,5 +209,27 @@ round() {
 sh $W/measure.sh warm-up 0 1000 > /dev/null
 r=1
 while [ $r -le $ROUNDS ]; do round $r $ITERATIONS; r=$((r + 1)); done
+
+# A session's start through the daemon (programs loaded once, attached per session): `fp run` to
+# the command's first instruction, against the same command started alone, rounds interleaved.
+# After the rounds: the daemon's programs would be in every phase's way.
+if has inside; then
+  $FP audit keygen $W/daemon-key > /dev/null
+  printf '[daemon]\nsocket = "%s"\n[audit]\nlog = "%s"\nkey = "%s"\n' \
+    $W/fp.sock $W/daemon-log/audit.log $W/daemon-key.key > $W/daemon.toml
+  $FP daemon --config $W/daemon.toml 2> $W/daemon.err &
+  daemon=$!
+  while [ ! -S $W/fp.sock ]; do alive $daemon "fp daemon"; sleep 0.2; done
+  r=1
+  while [ $r -le $ROUNDS ]; do
+    s=$(date +%s%N); e=$(sh -c 'exec date +%s%N'); echo "START-BARE $r $((e - s))"
+    s=$(date +%s%N)
+    e=$($FP run --socket $W/fp.sock --policy $W/policy-1.toml --workspace $W -- date +%s%N)
+    echo "START-DAEMON $r $((e - s))"
+    r=$((r + 1))
+  done
+  kill -TERM $daemon; wait $daemon || true
+  wait_until "$unloaded"
+fi
 round stats $STATS_ITERATIONS > $W/stats.out
 grep '^HOOK' $W/stats.out
