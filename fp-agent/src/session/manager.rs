@@ -152,6 +152,12 @@ impl Manager {
         outputs: Outputs,
         state: Option<PathBuf>,
     ) -> anyhow::Result<Arc<Self>> {
+        // Each session's attach then finds the hooks' trampolines in place.
+        if let Some(hold) = &parent.hold
+            && let Err(e) = enforcer.keep_warm(hold)
+        {
+            tracing::warn!("sessions will start slower: {e:#}");
+        }
         // Sessions may not signal or trace the agent itself.
         let taken = enforcer
             .protect(std::process::id())

@@ -13,7 +13,10 @@ use anyhow::{Context as _, anyhow, bail};
 use aya::{
     Ebpf,
     maps::{HashMap, LpmTrie, MapData, RingBuf},
-    programs::{LsmCgroup, Program, links::PinnedLink},
+    programs::{
+        LsmCgroup, Program,
+        links::{FdLink, PinnedLink},
+    },
 };
 use fp_common::{
     kernel::{GrantValue, Hook, PendingKey, SessionInfo, maps},
@@ -50,6 +53,9 @@ pub struct Enforcer {
     pin_dir: PathBuf,
     links: Vec<(PathBuf, PinnedLink)>,
     per_session: Vec<(PathBuf, LsmCgroup)>,
+    /// The per-cgroup programs' links to this agent's empty cgroup, never pinned
+    /// ([`Self::keep_warm`]).
+    warm: Vec<FdLink>,
 }
 
 /// The directory in a pin directory that holds each session's links, by cgroup id.
@@ -145,7 +151,13 @@ impl Enforcer {
     }
 
     fn empty(pin_dir: PathBuf) -> Self {
-        Self { maps: BTreeMap::new(), pin_dir, links: Vec::new(), per_session: Vec::new() }
+        Self {
+            maps: BTreeMap::new(),
+            pin_dir,
+            links: Vec::new(),
+            per_session: Vec::new(),
+            warm: Vec::new(),
+        }
     }
 
     fn pin_and_attach(
@@ -210,6 +222,22 @@ impl Enforcer {
             let _ = std::fs::remove_dir(&dir);
         }
         attached
+    }
+
+    /// Attaches every per-cgroup program to `cgroup`, where no task ever runs (the agent's hold
+    /// on the session parent), for this process's lifetime: the links are not pinned. While a
+    /// cgroup has them attached the kernel keeps each hook's trampoline; without, the end of the
+    /// last session tears them down and the next session's attach builds them again: about 1 s
+    /// of each session's start under TCG on 6.12, against 4 ms (docs/performance.md).
+    pub fn keep_warm(&mut self, cgroup: &Path) -> anyhow::Result<()> {
+        let fd = std::fs::File::open(cgroup)
+            .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
+        for (pinned, program) in &mut self.per_session {
+            let hook = hook_of(pinned, "prog_").unwrap_or_default();
+            let what = format!("the lsm_cgroup/{hook} program to {}", cgroup.display());
+            self.warm.push(attach_to_cgroup(program, fd.as_fd(), &what)?);
+        }
+        Ok(())
     }
 
     /// Attaches the [`HOLD_HOOKS`]' programs to the attached session cgroup `path` (id `cgroup`),
@@ -324,7 +352,8 @@ impl Enforcer {
     /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously
     /// once their last reference is gone.
     pub fn unload(self) -> anyhow::Result<()> {
-        let Self { maps, pin_dir, links, per_session } = self;
+        let Self { maps, pin_dir, links, per_session, warm } = self;
+        drop(warm);
         for (path, link) in links {
             link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
         }
