@@ -297,8 +297,8 @@ impl DenyingDaemon {
         (Self { t, f, ws, socket, config, deny }, daemon)
     }
 
-    /// A session of `daemon` cannot read `f`; then the daemon stops, its log verifies, and
-    /// nothing is left behind.
+    /// A session of `daemon` cannot read `f` and is told what the floors remove; then the daemon
+    /// stops, its log verifies, and nothing is left behind.
     fn assert_confines(&self, daemon: fp_tests::Daemon) {
         let script = format!("cat {}", self.f.display());
         let out = fp_tests::run_with_daemon(&self.socket, &self.deny, &self.ws, &script)
@@ -307,6 +307,9 @@ impl DenyingDaemon {
         fp_tests::stop_daemon(daemon);
         assert!(!out.status.success(), "read a denied file: {}", stdout(&out));
         assert!(stderr(&out).contains("Permission denied"), "{}", stderr(&out));
+        // What the floors take from the runtime base, said from the policy the daemon compiled.
+        let note = "fp: note: running as root (home /root): ~/.gitconfig, ~/.config/git are";
+        assert!(stderr(&out).contains(note), "{}", stderr(&out));
         fp_tests::assert_log_verifies(&self.t);
     }
 }

@@ -17,7 +17,7 @@ use crate::{
     exit, kernel,
     launch::{RunAs, run_placed},
     owner::Owner,
-    policy::{EffectivePolicy, LoadOptions},
+    policy::{EffectivePolicy, LoadOptions, UnreadableBase},
     prompt,
     session::{self, Mode},
 };
@@ -120,7 +120,7 @@ fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The kernel's BTF is read (three parses, ~1 s under TCG) while the policy compiles.
     kernel::prepare_in_background();
     let policy = load_policy(&args, &run_as)?;
-    note_floors_over_base(&policy, &run_as);
+    note_unreadable_base(&policy.unreadable_base(), &run_as);
     // The [approval] section of the operator's config: who decides prompt-tier opens.
     let approval = match &args.config {
         Some(path) => {
@@ -187,11 +187,6 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
     let source =
         api::PolicySource::for_caller(policy, args.config.as_deref(), args.profile.as_deref())?;
     let workspace = workspace(args)?;
-    // The daemon compiles the session's policy; the same files compiled here tell what the
-    // floors remove for this user (silently skipped if they do not load here).
-    if let Ok(policy) = load_policy(args, run_as) {
-        note_floors_over_base(&policy, run_as);
-    }
     let request = |pid| api::CreateSession {
         agent: args.agent.clone(),
         source: source.clone(),
@@ -212,6 +207,8 @@ fn run_with_daemon(mut client: Client, args: &Args, run_as: &RunAs) -> anyhow::R
         let setting_up = super::progress::Slow::start("fp: the daemon is setting the session up");
         let created = client.create(request(pid)).map_err(anyhow::Error::new)?;
         drop(setting_up);
+        // Said before the command starts, from the policy the daemon compiled.
+        note_unreadable_base(&created.unreadable_base, run_as);
         client.set_timeout(Some(crate::daemon::client::CALL_TIMEOUT))?;
         if let Some(reporter) = &reporter {
             reporter.watch(&created.id);
@@ -257,43 +254,11 @@ fn load_policy(args: &Args, run_as: &RunAs) -> anyhow::Result<EffectivePolicy> {
     policy.map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_start_matches("error: ")))
 }
 
-/// The runtime base's entries in the user's home (`~/.gitconfig`, ...) that a safety floor
-/// makes unreadable for this session, e.g. every one of them when `~` is `/root` (floor
-/// `root-home`): (the entries as written, the floors that remove them). Empty when none is.
-pub fn base_entries_under_floors(policy: &EffectivePolicy) -> (Vec<String>, Vec<String>) {
-    use crate::policy::{Layer, Op, Verdict};
-    let (mut entries, mut floors) = (Vec::new(), Vec::new());
-    for rule in policy.rules() {
-        if rule.layer != Layer::RuntimeBase
-            || !rule.text.starts_with('~')
-            || rule.verdicts[Op::Read.index()] != Some(Verdict::Allow)
-        {
-            continue;
-        }
-        // A path the entry allows: itself, or one below it for `dir/**`.
-        let (shown, path) = match rule.glob.strip_suffix("/**") {
-            Some(dir) => (rule.text.trim_end_matches("/**"), format!("{dir}/config")),
-            None => (rule.text.as_str(), rule.glob.clone()),
-        };
-        let decision = policy.decide(path.as_bytes(), Op::Read);
-        let Some(decider) = decision.rule.and_then(|r| policy.rule(r)) else { continue };
-        if decision.verdict == Verdict::Deny && decider.layer > Layer::Policy {
-            if !entries.iter().any(|e| e == shown) {
-                entries.push(shown.to_owned());
-            }
-            if !floors.contains(&decider.tier) {
-                floors.push(decider.tier.clone());
-            }
-        }
-    }
-    (entries, floors)
-}
-
 /// Says, before the command starts, which runtime base entries the floors remove for this user:
 /// running as root, `~/.gitconfig` is under `/root`, which no session may read, so e.g. git
 /// fails to read its configuration (docs/policy.md).
-fn note_floors_over_base(policy: &EffectivePolicy, run_as: &RunAs) {
-    let (entries, floors) = base_entries_under_floors(policy);
+fn note_unreadable_base(unreadable: &UnreadableBase, run_as: &RunAs) {
+    let UnreadableBase { entries, floors } = unreadable;
     if entries.is_empty() {
         return;
     }
@@ -390,29 +355,4 @@ fn ephemeral_signer(log: &Path) -> anyhow::Result<audit::checkpoint::SignerKey> 
         public.display()
     );
     Ok(signer)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn deny_policy(user: &str) -> EffectivePolicy {
-        let options = LoadOptions { user: Some(user.into()), ..LoadOptions::default() };
-        EffectivePolicy::from_deny_paths(&[PathBuf::from("/srv/secrets")], &options).unwrap()
-    }
-
-    /// Running as root, `~` is `/root`, which the `root-home` floor makes unreadable: the base's
-    /// git configuration goes with it, and `fp run` says so.
-    #[test]
-    fn the_root_home_floor_removes_the_base_entries_in_roots_home() {
-        let (entries, floors) = base_entries_under_floors(&deny_policy("root"));
-        assert_eq!(entries, ["~/.gitconfig", "~/.config/git"]);
-        assert_eq!(floors, ["safety floor root-home"]);
-    }
-
-    #[test]
-    fn a_home_outside_the_floors_keeps_the_base() {
-        let (entries, floors) = base_entries_under_floors(&deny_policy("nobody"));
-        assert!(entries.is_empty() && floors.is_empty(), "{entries:?} {floors:?}");
-    }
 }

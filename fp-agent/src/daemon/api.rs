@@ -9,8 +9,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::prompt::{
-    Approval, ApprovalEvent, ApprovalId, DecideError, Decision, PromptOutcome, Remember, Surface,
+use crate::{
+    policy::UnreadableBase,
+    prompt::{
+        Approval, ApprovalEvent, ApprovalId, DecideError, Decision, PromptOutcome, Remember,
+        Surface,
+    },
 };
 
 /// The protocol version this build speaks.
@@ -249,6 +253,10 @@ pub struct SessionCreated {
     pub cgroup_id: u64,
     /// sha256 of the effective policy, as the session-start audit record carries it.
     pub policy_hash: String,
+    /// The runtime base's entries in the user's home that a safety floor makes unreadable in
+    /// this session (absent when none is): `fp run` says so before the command starts.
+    #[serde(default, skip_serializing_if = "UnreadableBase::is_empty")]
+    pub unreadable_base: UnreadableBase,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

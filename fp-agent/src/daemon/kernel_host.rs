@@ -278,6 +278,7 @@ impl SessionHost for KernelHost {
         let name =
             format!("s{}-{}", std::process::id(), self.next_id.fetch_add(1, Ordering::Relaxed));
         tracing::debug!(session = %name, policy_us = loading.elapsed().as_micros(), "policy loaded");
+        let unreadable_base = policy.unreadable_base();
         let spec = SessionSpec {
             name,
             agent: req.agent.clone(),
@@ -298,7 +299,7 @@ impl SessionHost for KernelHost {
         if let Some(s) = summary {
             let _ = self.events.send(api::Event::SessionStarted { session: s });
         }
-        Ok(api::SessionCreated { id: name, cgroup_id: id, policy_hash })
+        Ok(api::SessionCreated { id: name, cgroup_id: id, policy_hash, unreadable_base })
     }
 
     fn list(&self) -> Vec<api::SessionSummary> {

@@ -58,6 +58,7 @@ impl SessionHost for FakeHost {
             id: summary.id,
             cgroup_id: summary.cgroup_id,
             policy_hash: summary.policy_hash,
+            unreadable_base: Default::default(),
         })
     }
 

@@ -196,3 +196,44 @@ pub const RUNTIME_READ: &[&str] = &[
 /// `base = "system"`: readable and writable (the null devices, the terminal, ptys).
 pub const RUNTIME_READ_WRITE: &[&str] =
     &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts/**"];
+
+/// The runtime base's entries in the user's home (`~/.gitconfig`, ...) that a safety floor makes
+/// unreadable for a session, e.g. every one of them when `~` is `/root` (floor `root-home`), so
+/// that `fp run` can say so before the command starts (git then fails to read its configuration).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UnreadableBase {
+    /// The entries as written.
+    pub entries: Vec<String>,
+    /// The floors that remove them.
+    pub floors: Vec<String>,
+}
+
+impl UnreadableBase {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy::{EffectivePolicy, LoadOptions};
+
+    fn deny_policy(user: &str) -> EffectivePolicy {
+        let options = LoadOptions { user: Some(user.into()), ..LoadOptions::default() };
+        EffectivePolicy::from_deny_paths(&["/srv/secrets".into()], &options).unwrap()
+    }
+
+    /// Running as root, `~` is `/root`, which the `root-home` floor makes unreadable: the base's
+    /// git configuration goes with it, and `fp run` says so.
+    #[test]
+    fn the_root_home_floor_removes_the_base_entries_in_roots_home() {
+        let unreadable = deny_policy("root").unreadable_base();
+        assert_eq!(unreadable.entries, ["~/.gitconfig", "~/.config/git"]);
+        assert_eq!(unreadable.floors, ["safety floor root-home"]);
+    }
+
+    #[test]
+    fn a_home_outside_the_floors_keeps_the_base() {
+        assert!(deny_policy("nobody").unreadable_base().is_empty());
+    }
+}

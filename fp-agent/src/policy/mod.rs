@@ -36,6 +36,7 @@ pub use error::{ErrorKind, PolicyError, Source};
 use exact::ExactEvaluator;
 pub use floors::{
     FP_DIRS, FP_SECRET_DIRS, FloorKind, RUNTIME_READ, RUNTIME_READ_WRITE, SAFETY_FLOOR,
+    UnreadableBase,
 };
 pub use fp_common::policy::{Op, TableVerdict};
 pub use layer::layer;
@@ -304,6 +305,35 @@ impl EffectivePolicy {
     /// Safety-floor entries the operator lifted, with where.
     pub fn floor_exceptions(&self) -> &[Spanned<String>] {
         &self.saved.floor_exceptions
+    }
+
+    /// The runtime base's entries in the user's home that a safety floor makes unreadable here.
+    pub fn unreadable_base(&self) -> UnreadableBase {
+        let mut unreadable = UnreadableBase::default();
+        for rule in self.rules() {
+            if rule.layer != Layer::RuntimeBase
+                || !rule.text.starts_with('~')
+                || rule.verdicts[Op::Read.index()] != Some(Verdict::Allow)
+            {
+                continue;
+            }
+            // A path the entry allows: itself, or one below it for `dir/**`.
+            let (shown, path) = match rule.glob.strip_suffix("/**") {
+                Some(dir) => (rule.text.trim_end_matches("/**"), format!("{dir}/config")),
+                None => (rule.text.as_str(), rule.glob.clone()),
+            };
+            let decision = self.decide(path.as_bytes(), Op::Read);
+            let Some(decider) = decision.rule.and_then(|r| self.rule(r)) else { continue };
+            if decision.verdict == Verdict::Deny && decider.layer > Layer::Policy {
+                if !unreadable.entries.iter().any(|e| e == shown) {
+                    unreadable.entries.push(shown.to_owned());
+                }
+                if !unreadable.floors.contains(&decider.tier) {
+                    unreadable.floors.push(decider.tier.clone());
+                }
+            }
+        }
+        unreadable
     }
 
     /// The unix sockets served from outside the session that it may use (`sockets`).
