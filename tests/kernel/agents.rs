@@ -360,7 +360,7 @@ fn codex_works_under_its_profile_and_keeps_secrets_out() {
 fn claude_code_starts_from_an_npm_install() {
     let _g = exclusive();
     let mut agent = AgentUser::new();
-    agent.install_claude_code();
+    agent.install_claude_code(&fp_tests::agent_cli("claude-code"));
     let t = TempTree::new("claude-npm");
     let out = fp()
         .args(["run", "--profile", "claude-code", "--workspace"])

@@ -693,7 +693,7 @@ fn claude_code_in_the_quick_start(command: &str, path: &str, app: &Path) {
     use fp_tests::model::{ScriptedModel, ToolCall};
     fp_tests::loopback_up();
     let mut agent = fp_tests::AgentUser::new();
-    agent.install_claude_code();
+    agent.install_claude_code(&fp_tests::agent_cli("claude-code"));
     agent.file(".ssh/id_ed25519", "PRIVATE-KEY-MATERIAL\n");
     agent.own(app);
     let bash = |command: String| ToolCall {

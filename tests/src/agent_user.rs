@@ -63,10 +63,10 @@ impl AgentUser {
         self.mount(&["--bind", "-o", "ro"], source, &target);
     }
 
-    /// Claude Code from the test VM's cache ([`crate::agent_cli`]), installed as npm installs it
-    /// under the user's own prefix (`npm install -g --prefix ~/.local`): `~/.local/bin/claude`.
-    pub fn install_claude_code(&mut self) {
-        let cli = crate::agent_cli("claude-code");
+    /// Claude Code from `cached`, its directory in the test VM's cache ([`crate::agent_cli`]),
+    /// installed as npm installs it under the user's own prefix (`npm install -g --prefix
+    /// ~/.local`): `~/.local/bin/claude`.
+    pub fn install_claude_code(&mut self, cli: &Path) {
         self.install(&cli.join("node_modules"), ".local/lib/node_modules");
         let binary = "../lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe";
         self.symlink(".local/bin/claude", binary.as_ref());

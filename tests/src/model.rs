@@ -81,6 +81,11 @@ impl ScriptedModel {
         ScriptedModel { url, api, requests, stop }
     }
 
+    /// How many requests the CLI sent so far.
+    pub fn seen(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+
     /// Every request body the CLI sent, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.requests.lock().unwrap().clone()

@@ -6,7 +6,7 @@ use crate::{
     step::{Report, apt_get_update, require_root},
 };
 use anyhow::{Context as _, Result};
-use std::process::Command;
+use std::{path::PathBuf, process::Command};
 
 /// One pinned CLI: its directory in the cache is `<name>-<version>`, an npm prefix.
 struct AgentCli {
@@ -32,8 +32,20 @@ pub fn ensure_all(report: Report) -> Result<()> {
     Ok(())
 }
 
+/// Claude Code's directory in the cache, installed first if missing (the bench's agent CLI).
+pub fn claude_code(report: Report) -> Result<PathBuf> {
+    npm(report)?;
+    let cli = AGENT_CLIS.iter().find(|c| c.name == "claude-code").context("no claude-code pin")?;
+    ensure(cli, report)?;
+    dir(cli)
+}
+
+fn dir(cli: &AgentCli) -> Result<PathBuf> {
+    Ok(paths::vm_dir()?.join("agents").join(format!("{}-{}", cli.name, cli.version)))
+}
+
 fn ensure(cli: &AgentCli, report: Report) -> Result<()> {
-    let dir = paths::vm_dir()?.join("agents").join(format!("{}-{}", cli.name, cli.version));
+    let dir = dir(cli)?;
     let what = format!("{}@{} for the agent tests", cli.package, cli.version);
     if dir.join(STAMP).is_file() {
         report.ok(&format!("{what} in {}", dir.display()));

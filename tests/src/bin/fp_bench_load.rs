@@ -18,6 +18,12 @@
 //! - `fp-bench-load landlock WORKSPACE [--] CMD ARGS...`: runs CMD under a Landlock ruleset of the
 //!   shape of the benchmark's fp policy: read and execute everywhere, everything in WORKSPACE,
 //!   and writing `/dev/null`.
+//! - `fp-bench-load agent-start CLAUDE FP SOCKET ROUNDS`: Claude Code's time from its start to
+//!   its first model request, alone and through the daemon at SOCKET under its profile
+//!   (`FP run --profile claude-code`), ROUNDS rounds interleaved after an untimed run of each;
+//!   prints `AGENT-BARE <round> <ns>` and `AGENT-DAEMON <round> <ns>`. It runs as the tests' agent
+//!   user (the test VM only), with Claude Code from CLAUDE (its directory in the cache) installed
+//!   as npm does, and a scripted model that answers at once.
 //! - `fp-bench-load cpu-time [--] CMD ARGS...`: runs CMD and prints `cpu_ns N`, the CPU time
 //!   (user + system) of it and the descendants it waited for: fp's programs run in their system
 //!   calls, and unlike the wall clock it leaves out waits and other processes.
@@ -55,6 +61,7 @@ fn run() -> anyhow::Result<()> {
         Some("landlock") => return landlock(&args[1..]),
         Some("cpu-time") => return cpu_time(&args[1..]),
         Some("serve") => return serve(args.get(1)),
+        Some("agent-start") => return agent_start(&args[1..]),
         _ => {}
     }
     let [workload, file, iterations, runs] = args.as_slice() else {
@@ -268,4 +275,78 @@ fn landlock(args: &[std::ffi::OsString]) -> anyhow::Result<()> {
     }
     let error = std::process::Command::new(program).args(rest).exec();
     Err(error).with_context(|| format!("exec {program:?}"))
+}
+
+fn agent_start(args: &[std::ffi::OsString]) -> anyhow::Result<()> {
+    use fp_tests::{AgentUser, model::ScriptedModel};
+    use std::process::{Command, Stdio};
+    let [claude, fp, socket, rounds] = args else {
+        bail!("usage: fp-bench-load agent-start CLAUDE FP SOCKET ROUNDS");
+    };
+    let rounds: u32 = rounds.to_str().and_then(|r| r.parse().ok()).context("ROUNDS")?;
+    fp_tests::loopback_up();
+    let mut agent = AgentUser::new();
+    agent.install_claude_code(claude.as_ref());
+    let ws = agent.home.join("app");
+    std::fs::create_dir(&ws)?;
+    agent.own(&ws);
+    let model = ScriptedModel::anthropic(Vec::new());
+    // Both as `fp run --user` starts the command: the user's ids, HOME, USER, LOGNAME, the
+    // workspace as the current directory.
+    let command = |confined: bool| {
+        let mut cmd = match confined {
+            true => {
+                let mut run = Command::new(fp);
+                run.args(["run", "--socket"]).arg(socket).args(["--profile", "claude-code"]);
+                run.arg("--workspace").arg(&ws).args(["--user", AgentUser::NAME, "--"]);
+                run
+            }
+            false => {
+                let mut alone = Command::new("setpriv");
+                alone.args(["--reuid=6000", "--regid=6000", "--clear-groups", "--"]);
+                alone.env("HOME", &agent.home).current_dir(&ws);
+                alone.env("USER", AgentUser::NAME).env("LOGNAME", AgentUser::NAME);
+                alone
+            }
+        };
+        cmd.args(["claude", "-p", "hello"])
+            .env("PATH", format!("{}/.local/bin:/usr/bin:/bin", agent.home.display()))
+            .env("ANTHROPIC_BASE_URL", &model.url)
+            .env("ANTHROPIC_API_KEY", "sk-scripted")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    };
+    // From the spawn to the model's next request; then the CLI must finish its turn and succeed.
+    let first_request = |confined: bool| -> anyhow::Result<u128> {
+        let before = model.seen();
+        let start = Instant::now();
+        let mut child = command(confined).spawn().context("starting claude")?;
+        let ns = loop {
+            if model.seen() > before {
+                break start.elapsed().as_nanos();
+            }
+            if child.try_wait()?.is_some() || start.elapsed().as_secs() > 300 {
+                let _ = child.kill();
+                let out = child.wait_with_output()?;
+                bail!("claude made no request: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!("claude: {}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(ns)
+    };
+    first_request(false)?;
+    first_request(true)?;
+    for round in 1..=rounds {
+        println!("AGENT-BARE {round} {}", first_request(false)?);
+        println!("AGENT-DAEMON {round} {}", first_request(true)?);
+    }
+    Ok(())
 }

@@ -65,7 +65,9 @@ impl KernelBenchArgs {
 /// `BENCH <phase> <workload> <round> <ns>`, each loaded program
 /// `HOOK <phase> <name> <run_time_ns> <run_cnt> <verified_insns>`, each embedded session start
 /// `START <round> <ns>`, and each start through the daemon and of the command alone
-/// `START-DAEMON <round> <ns>`, `START-BARE <round> <ns>`; the `@X@` are filled in by `script`. One VM boot, interleaved rounds:
+/// `START-DAEMON <round> <ns>`, `START-BARE <round> <ns>`, and each time of Claude Code to its
+/// first model request through the daemon and alone `AGENT-DAEMON <round> <ns>`,
+/// `AGENT-BARE <round> <ns>`; the `@X@` are filled in by `script`. One VM boot, interleaved rounds:
 /// every round runs every phase once, in `PHASES` order, so drift over the run spreads over all
 /// phases alike. The phases and workloads it runs are the rows of [`table`].
 const SCRIPT: &str = include_str!("guest/kernel.sh");
@@ -88,6 +90,10 @@ struct Results {
     /// `fp run`'s start through the daemon, and the command's alone, per round, ns
     daemon_starts: BTreeMap<u32, u64>,
     bare_starts: BTreeMap<u32, u64>,
+    /// Claude Code's time to its first model request under its profile through the daemon, and
+    /// alone, per round, ns
+    agent_daemon: BTreeMap<u32, u64>,
+    agent_bare: BTreeMap<u32, u64>,
 }
 
 pub fn main(args: BenchArgs) -> Result<ExitCode> {
@@ -107,6 +113,11 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
     let load = release_executable(&["-p", "fp-tests", "--bin", "fp-bench-load"], "fp-bench-load")?;
     let rounds = args.rounds.unwrap_or(if args.quick { 2 } else { 5 });
     let phases = args.phases();
+    // The agent CLI whose first model request the `inside` phase times through the daemon.
+    let claude = match phases.contains(&"inside") {
+        true => Some(crate::agent_clis::claude_code(Report::ChangesOnly)?),
+        false => None,
+    };
     for pin in pins {
         let kernel = kernels::ensure(pin, Report::ChangesOnly)?;
         println!(
@@ -119,7 +130,7 @@ pub fn main(args: BenchArgs) -> Result<ExitCode> {
         );
         // Leave room for a busier host.
         let timeout = Duration::from_secs(1200 + 600 * u64::from(rounds));
-        let script = script(&fp, &load, args.quick, rounds, &phases);
+        let script = script(&fp, &load, claude.as_deref(), args.quick, rounds, &phases);
         let output = run_in_vm(&kernel, script, timeout, args.clock.clock())?;
         let results = parse(&output, &phases)?;
         args.clock.announce();
@@ -151,6 +162,7 @@ fn release_executable(package: &[&str], name: &str) -> Result<PathBuf> {
 fn script(
     fp: &std::path::Path,
     load: &std::path::Path,
+    claude: Option<&std::path::Path>,
     quick: bool,
     rounds: u32,
     phases: &[&str],
@@ -160,6 +172,10 @@ fn script(
         .replace("@CMD_TIME@\n", CMD_TIME)
         .replace("@FP@", &crate::cmd::shell_quote(&fp.display().to_string()))
         .replace("@LOAD@", &crate::cmd::shell_quote(&load.display().to_string()))
+        .replace(
+            "@CLAUDE@",
+            &crate::cmd::shell_quote(&claude.map(|c| c.display().to_string()).unwrap_or_default()),
+        )
         .replace("@ITERATIONS@", &iterations.to_string())
         .replace("@ROUNDS@", &rounds.to_string())
         .replace("@PHASES@", &phases.join(" "))
@@ -237,11 +253,17 @@ fn parse(output: &str, phases: &[&str]) -> Result<Results> {
                 );
                 results.verified.insert(program.to_string(), number(verified)?);
             }
-            [kind @ ("START" | "START-DAEMON" | "START-BARE"), round, ns] => {
+            [
+                kind @ ("START" | "START-DAEMON" | "START-BARE" | "AGENT-DAEMON" | "AGENT-BARE"),
+                round,
+                ns,
+            ] => {
                 let starts = match *kind {
                     "START" => &mut results.starts,
                     "START-DAEMON" => &mut results.daemon_starts,
-                    _ => &mut results.bare_starts,
+                    "START-BARE" => &mut results.bare_starts,
+                    "AGENT-DAEMON" => &mut results.agent_daemon,
+                    _ => &mut results.agent_bare,
                 };
                 starts.insert(u32::try_from(number(round)?)?, number(ns)?);
             }
@@ -422,25 +444,12 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
         )?;
     }
     // Through the daemon: the start's cost against the same command started alone, per round.
-    let start_ratios: Vec<f64> = results
-        .daemon_starts
-        .iter()
-        .filter_map(|(round, &ns)| Some(ns as f64 / *results.bare_starts.get(round)? as f64))
-        .collect();
-    let seconds = |starts: &BTreeMap<u32, u64>| -> Vec<f64> {
-        starts.values().map(|&ns| ns as f64 / 1e9).collect()
-    };
-    if let (Some((m, lo, hi)), Some((bare, ..)), Some((ratio, rlo, rhi))) = (
-        spread(&seconds(&results.daemon_starts)),
-        spread(&seconds(&results.bare_starts)),
-        spread(&start_ratios),
-    ) {
-        writeln!(
-            out,
-            "fp run start through the daemon: {m:.3} s [{lo:.3}-{hi:.3}], the command alone \
-             {bare:.3} s: {ratio:.1}x [{rlo:.1}-{rhi:.1}] over {} rounds",
-            start_ratios.len()
-        )?;
+    if let Some(line) = paired(&results.daemon_starts, &results.bare_starts) {
+        writeln!(out, "fp run start through the daemon: {line}")?;
+    }
+    let agent_ratios = paired_ratios(&results.agent_daemon, &results.agent_bare);
+    if let Some(line) = paired(&results.agent_daemon, &results.agent_bare) {
+        writeln!(out, "Claude Code's first model request through the daemon: {line}")?;
     }
 
     // Each goal's median ratio, and how well the rounds pin it down.
@@ -469,7 +478,34 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
                 &goal(&format!("{name} {workload}"), &ratios(results, workload, phase, to), limit);
         }
     }
+    if !agent_ratios.is_empty() {
+        out += &goal("claude-code-first-request/alone", &agent_ratios, table::AGENT_START_LIMIT);
+    }
     Ok(out)
+}
+
+/// Per round both have, `fp` / `bare`.
+fn paired_ratios(fp: &BTreeMap<u32, u64>, bare: &BTreeMap<u32, u64>) -> Vec<f64> {
+    fp.iter()
+        .filter_map(|(round, &ns)| Some(ns as f64 / *bare.get(round).filter(|&&b| b > 0)? as f64))
+        .collect()
+}
+
+/// `fp`'s times against `bare`'s, rounds paired: "F s [lo-hi], the command alone B s: R x
+/// [lo-hi] over N rounds"; None if no round has both.
+fn paired(fp: &BTreeMap<u32, u64>, bare: &BTreeMap<u32, u64>) -> Option<String> {
+    let seconds = |times: &BTreeMap<u32, u64>| -> Vec<f64> {
+        times.values().map(|&ns| ns as f64 / 1e9).collect()
+    };
+    let ratios = paired_ratios(fp, bare);
+    let (m, lo, hi) = spread(&seconds(fp))?;
+    let (alone, ..) = spread(&seconds(bare))?;
+    let (ratio, rlo, rhi) = spread(&ratios)?;
+    Some(format!(
+        "{m:.3} s [{lo:.3}-{hi:.3}], the command alone {alone:.3} s: {ratio:.2}x \
+         [{rlo:.2}-{rhi:.2}] over {} rounds",
+        ratios.len()
+    ))
 }
 
 #[cfg(test)]
@@ -501,7 +537,8 @@ mod tests {
              noop_cgroup_file_open 200 10 5\nHOOK outside fp_file_open 300 10 \
              240314\nHOOK outside+inside fp_file_open 3300 20 240314\nSTART 1 6000000000\n\
              START 2 5000000000\nSTART 3 5500000000\nSTART-BARE 1 100000000\n\
-             START-DAEMON 1 900000000\nSTART-BARE 2 200000000\nSTART-DAEMON 2 1000000000\n",
+             START-DAEMON 1 900000000\nSTART-BARE 2 200000000\nSTART-DAEMON 2 1000000000\n\
+             AGENT-BARE 1 7000000000\nAGENT-DAEMON 1 7300000000\n",
         );
         for (round, base) in [(1, 100), (2, 200), (3, 100)] {
             for (phase, factor) in
@@ -520,9 +557,13 @@ mod tests {
         let results = parse(&output, &PHASES).unwrap();
         let table = report("6.12", false, &results, &PHASES).unwrap();
         assert!(table.contains("3 interleaved rounds"), "{table}");
-        let daemon = "through the daemon: 0.950 s [0.900-1.000], the command alone 0.150 s: 7.0x \
-                      [5.0-9.0] over 2 rounds";
+        let daemon = "through the daemon: 0.950 s [0.900-1.000], the command alone 0.150 s: 7.00x \
+                      [5.00-9.00] over 2 rounds";
         assert!(table.contains(daemon), "{table}");
+        let agent = "first model request through the daemon: 7.300 s [7.300-7.300], the command \
+                     alone 7.000 s: 1.04x [1.04-1.04] over 1 rounds";
+        assert!(table.contains(agent), "{table}");
+        assert!(table.contains("goal claude-code-first-request/alone <= 1.10x: met (1.043x"));
         assert!(table.contains("1.200x [1.20-1.20]"), "{table}");
         assert!(table.contains("inside     300 ("), "{table}");
         assert!(table.contains("noop      10 (    10)"), "{table}");
@@ -554,7 +595,8 @@ mod tests {
             })
         };
         let (fp, load) = (Path::new("/usr/bin/fp"), Path::new("/opt/it's here/fp-bench-load"));
-        let kernel = script(fp, load, true, 3, &["baseline", "noop"]);
+        let kernel =
+            script(fp, load, Some(Path::new("/cache/claude")), true, 3, &["baseline", "noop"]);
         let compare = compare::script(load, Path::new("/old/fp"), fp, 2);
         for script in [&kernel, &compare] {
             assert_eq!(placeholder(script), None, "{script}");

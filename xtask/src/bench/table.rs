@@ -158,6 +158,10 @@ pub(super) const GOALS: [Goal; 7] = [
     },
 ];
 
+/// Issue 53's goal: an agent CLI's time to its first model request, started through the daemon
+/// under its profile, is at most this many times its time alone.
+pub(super) const AGENT_START_LIMIT: f64 = 1.10;
+
 #[cfg(test)]
 mod tests {
     use super::*;

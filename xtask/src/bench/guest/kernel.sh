@@ -228,6 +228,9 @@ if has inside; then
     echo "START-DAEMON $r $((e - s))"
     r=$((r + 1))
   done
+  # What an agent harness waits for: Claude Code's first model request (a scripted model), under
+  # its profile through the daemon and alone, as the agent user, rounds interleaved.
+  FP_TEST_VM=1 $LOAD agent-start @CLAUDE@ $FP $W/fp.sock $ROUNDS
   kill -TERM $daemon; wait $daemon || true
   wait_until "$unloaded"
 fi
