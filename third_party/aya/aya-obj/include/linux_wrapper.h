@@ -1,0 +1,10 @@
+#include <linux/bpf.h>
+#include <linux/btf.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/if_link.h>
+#include <linux/netfilter.h>
+#include <linux/perf_event.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
