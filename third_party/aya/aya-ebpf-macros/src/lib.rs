@@ -10,6 +10,7 @@ mod cgroup_sock_addr;
 mod cgroup_sockopt;
 mod cgroup_sysctl;
 mod fentry;
+mod fmod_ret;
 mod fexit;
 mod flow_dissector;
 mod kprobe;
@@ -38,6 +39,7 @@ use cgroup_sock_addr::CgroupSockAddr;
 use cgroup_sockopt::CgroupSockopt;
 use cgroup_sysctl::CgroupSysctl;
 use fentry::FEntry;
+use fmod_ret::FModRet;
 use fexit::FExit;
 use flow_dissector::FlowDissector;
 use kprobe::{KProbe, KProbeKind};
@@ -556,6 +558,36 @@ pub fn socket_filter(attrs: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn fentry(attrs: TokenStream, item: TokenStream) -> TokenStream {
     match FEntry::parse(attrs.into(), item.into()) {
+        Ok(prog) => prog.expand(),
+        Err(err) => err.into_compile_error(),
+    }
+    .into()
+}
+
+/// Marks a function as a fmod_ret eBPF program: it runs at the entry of a
+/// kernel function (one marked for error injection, or an LSM `security_*`
+/// function) and a non-zero return value skips the function and is what its
+/// caller gets.
+///
+/// # Minimum kernel version
+///
+/// The minimum kernel version required to use this feature is 5.7.
+///
+/// # Examples
+///
+/// ```no_run
+/// use aya_ebpf::{macros::fmod_ret, programs::FEntryContext};
+///
+/// #[fmod_ret(function = "security_file_open")]
+/// fn file_open(ctx: FEntryContext) -> i32 {
+///     // The previous program's return value comes after the arguments.
+///     let previous: i32 = unsafe { ctx.arg(2) };
+///     previous
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn fmod_ret(attrs: TokenStream, item: TokenStream) -> TokenStream {
+    match FModRet::parse(attrs.into(), item.into()) {
         Ok(prog) => prog.expand(),
         Err(err) => err.into_compile_error(),
     }

@@ -51,6 +51,7 @@ pub mod cgroup_sysctl;
 pub mod extension;
 pub mod fentry;
 pub mod fexit;
+pub mod fmod_ret;
 pub mod flow_dissector;
 pub mod iter;
 pub mod kprobe;
@@ -117,6 +118,7 @@ pub use crate::programs::{
     extension::{Extension, ExtensionError},
     fentry::FEntry,
     fexit::FExit,
+    fmod_ret::FModRet,
     flow_dissector::FlowDissector,
     iter::Iter,
     kprobe::{KProbe, KProbeError},
@@ -345,6 +347,8 @@ pub enum Program {
     FEntry(FEntry),
     /// A [`FExit`] program
     FExit(FExit),
+    /// A [`FModRet`] program
+    FModRet(FModRet),
     /// A [`FlowDissector`] program
     FlowDissector(FlowDissector),
     /// A [`Extension`] program
@@ -385,12 +389,16 @@ impl Program {
             //
             // - `BPF_TRACE_RAW_TP` (`BtfTracePoint`)
             // - `BTF_TRACE_FENTRY` (`FEntry`)
-            // - `BPF_MODIFY_RETURN` (not supported yet in Aya)
+            // - `BPF_MODIFY_RETURN` (`FModRet`)
             // - `BPF_TRACE_FEXIT` (`FExit`)
             // - `BPF_TRACE_ITER` (`Iter`)
             //
             // https://github.com/torvalds/linux/blob/v6.12/kernel/bpf/syscall.c#L3935-L3940
-            Self::BtfTracePoint(_) | Self::FEntry(_) | Self::FExit(_) | Self::Iter(_) => {
+            Self::BtfTracePoint(_)
+            | Self::FEntry(_)
+            | Self::FExit(_)
+            | Self::FModRet(_)
+            | Self::Iter(_) => {
                 ProgramType::Tracing
             }
             Self::Extension(_) => ProgramType::Extension,
@@ -427,6 +435,7 @@ impl Program {
             Self::BtfTracePoint(p) => p.pin(path),
             Self::FEntry(p) => p.pin(path),
             Self::FExit(p) => p.pin(path),
+            Self::FModRet(p) => p.pin(path),
             Self::FlowDissector(p) => p.pin(path),
             Self::Extension(p) => p.pin(path),
             Self::CgroupSockAddr(p) => p.pin(path),
@@ -462,6 +471,7 @@ impl Program {
             Self::BtfTracePoint(mut p) => p.unload(),
             Self::FEntry(mut p) => p.unload(),
             Self::FExit(mut p) => p.unload(),
+            Self::FModRet(mut p) => p.unload(),
             Self::FlowDissector(mut p) => p.unload(),
             Self::Extension(mut p) => p.unload(),
             Self::CgroupSockAddr(mut p) => p.unload(),
@@ -499,6 +509,7 @@ impl Program {
             Self::BtfTracePoint(p) => p.fd(),
             Self::FEntry(p) => p.fd(),
             Self::FExit(p) => p.fd(),
+            Self::FModRet(p) => p.fd(),
             Self::FlowDissector(p) => p.fd(),
             Self::Extension(p) => p.fd(),
             Self::CgroupSockAddr(p) => p.fd(),
@@ -537,6 +548,7 @@ impl Program {
             Self::BtfTracePoint(p) => p.info(),
             Self::FEntry(p) => p.info(),
             Self::FExit(p) => p.info(),
+            Self::FModRet(p) => p.info(),
             Self::FlowDissector(p) => p.info(),
             Self::Extension(p) => p.info(),
             Self::CgroupSockAddr(p) => p.info(),
@@ -882,6 +894,7 @@ impl_program_unload!(
     BtfTracePoint,
     FEntry,
     FExit,
+    FModRet,
     FlowDissector,
     Extension,
     CgroupSockAddr,
@@ -927,6 +940,7 @@ impl_fd!(
     BtfTracePoint,
     FEntry,
     FExit,
+    FModRet,
     FlowDissector,
     Extension,
     CgroupSockAddr,
@@ -1282,6 +1296,7 @@ impl_program_pin!(
     BtfTracePoint,
     FEntry,
     FExit,
+    FModRet,
     FlowDissector,
     Extension,
     CgroupSockAddr,
@@ -1324,6 +1339,7 @@ impl_from_pin!(
     BtfTracePoint,
     FEntry,
     FExit,
+    FModRet,
     FlowDissector,
     Extension,
     SkLookup,
@@ -1436,6 +1452,7 @@ impl_from_prog_info!(
     unsafe BtfTracePoint,
     unsafe FEntry,
     unsafe FExit,
+    unsafe FModRet,
     Extension,
     SkLookup,
     SkReuseport attach_type : SkReuseportAttachType,
@@ -1536,6 +1553,7 @@ impl_try_from_program!(
     BtfTracePoint,
     FEntry,
     FExit,
+    FModRet,
     FlowDissector,
     Extension,
     CgroupSockAddr,
@@ -1567,6 +1585,7 @@ impl_info!(
     BtfTracePoint,
     FEntry,
     FExit,
+    FModRet,
     FlowDissector,
     Extension,
     CgroupSockAddr,
