@@ -138,6 +138,8 @@ pub mod programs {
     pub const PROBE: &str = "fp_probe";
     /// Its per-cgroup twin, attached to lsm_cgroup/file_open of an empty cgroup; it allows.
     pub const PROBE_CGROUP: &str = "fp_probe_cgroup";
+    /// The pass-through fmod_ret program `fp kernel probe` attaches to security_file_open.
+    pub const PROBE_FMOD_RET: &str = "fp_probe_fmod_ret";
 }
 
 /// The names of the programs' maps, the one place userspace takes them from. Each is the name of

@@ -86,3 +86,20 @@ fn without_bpf_lsm_fp_run_and_the_daemon_refuse_before_changing_anything() {
     assert!(!t.join("fp.sock").exists() && !t.join("log").exists(), "the daemon changed things");
     assert!(!bpffs_mounted(), "the daemon mounted bpffs and left it");
 }
+
+/// Without the BPF LSM the probe refuses (exit 1) and says what fmod_ret programs could do:
+/// on the test kernels they attach (issue 54's route).
+#[test]
+fn without_bpf_lsm_the_probe_refuses_and_reports_fmod_ret() {
+    let _g = exclusive();
+    assert!(
+        matches!(fp_tests::place(), Place::Vm) && !bpf_lsm_listed(),
+        "needs the VM booted without BPF LSM"
+    );
+    let out = fp().args(["kernel", "probe", "--json"]).output().unwrap();
+    let json = fp_tests::stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{json}{}", stderr(&out));
+    assert!(json.contains("\"bpf_lsm\":false"), "{json}");
+    fp_tests::assert_fmod_ret_attaches(&json);
+    eprintln!("{json}");
+}

@@ -316,6 +316,7 @@ fn probe_reports_bpf_lsm_support() {
     std::fs::remove_dir(&running_probe).unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("\"bpf_lsm\":true"), "{}", stdout(&out));
+    fp_tests::assert_fmod_ret_attaches(&stdout(&out));
     assert!(kept, "a live process's probe cgroup was removed");
     // The per-cgroup twin was attached to an empty cgroup of the probe's own, removed after.
     let left: Vec<_> = std::fs::read_dir(&cgroup2)

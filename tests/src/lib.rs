@@ -717,3 +717,16 @@ pub fn in_cgroup(cgroup: &Path, script: &str) -> Command {
     }
     cmd
 }
+
+/// What `fp kernel probe --json` says of fmod_ret programs on the test kernels (6.1, 6.12): they
+/// attach, every hook's `security_*` function is there, and ftrace is on.
+pub fn assert_fmod_ret_attaches(json: &str) {
+    let probe: serde_json::Value = serde_json::from_str(json).unwrap();
+    let facts = &probe["fmod_ret"];
+    assert_eq!(facts["attaches"], true, "{json}");
+    assert_eq!(facts["missing"], serde_json::json!([]), "{json}");
+    assert_eq!(facts["ftrace_enabled"], true, "{json}");
+    // security_mmap_file lacks its hook's reqprot.
+    let other = facts["other_arguments"].as_array().unwrap();
+    assert!(other.iter().any(|o| o["function"] == "security_mmap_file"), "{json}");
+}

@@ -6,7 +6,8 @@ use crate::{exit, kernel};
 #[derive(clap::Subcommand)]
 pub enum Command {
     /// Exit 0 when BPF LSM programs load and attach here, globally and per cgroup (attaches
-    /// pass-through programs briefly, the per-cgroup one to an empty cgroup of its own).
+    /// pass-through programs briefly, the per-cgroup one to an empty cgroup of its own). Also
+    /// says what fmod_ret programs on the kernel's security_* functions could do here.
     Probe {
         #[arg(long)]
         json: bool,
@@ -23,17 +24,23 @@ pub fn main(cmd: Command) -> ExitCode {
     match cmd {
         Command::Probe { json } => {
             let result = crate::session::Cgroup2::find().and_then(|h| kernel::probe(&h.mount));
+            let fmod_ret = kernel::probe_fmod_ret();
             if json {
                 let error = result.as_ref().err().map(|e| format!("{e:#}"));
+                let fmod_ret = match &fmod_ret {
+                    Ok(facts) => serde_json::json!(facts),
+                    Err(e) => serde_json::json!({ "attaches": false, "error": format!("{e:#}") }),
+                };
                 println!(
                     "{}",
-                    serde_json::json!({ "kernel": kernel::kernel_release(), "bpf_lsm": result.is_ok(), "error": error })
+                    serde_json::json!({ "kernel": kernel::kernel_release(), "bpf_lsm": result.is_ok(), "error": error, "fmod_ret": fmod_ret })
                 );
             } else {
                 match &result {
                     Ok(()) => println!("BPF LSM works on kernel {}", kernel::kernel_release()),
                     Err(e) => eprintln!("fp: {e:#}"),
                 }
+                print_fmod_ret(&fmod_ret);
             }
             ExitCode::from(if result.is_ok() { exit::OK } else { exit::NO_BPF_LSM })
         }
@@ -83,4 +90,36 @@ pub fn main(cmd: Command) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// What fmod_ret programs could do here, after the BPF LSM's verdict (fp enforces through the
+/// BPF LSM only, so far).
+fn print_fmod_ret(facts: &anyhow::Result<kernel::FModRetFacts>) {
+    let facts = match facts {
+        Ok(facts) => facts,
+        Err(e) => return println!("fmod_ret programs: not probed: {e:#}"),
+    };
+    match &facts.error {
+        None => println!("fmod_ret programs on the security_* functions attach here"),
+        Some(e) => {
+            println!("fmod_ret programs on the security_* functions do not attach here: {e}")
+        }
+    }
+    if !facts.missing.is_empty() {
+        println!("  functions missing: {}", facts.missing.join(", "));
+    }
+    for o in &facts.other_arguments {
+        println!(
+            "  {}({}) takes other arguments than its hook ({})",
+            o.function,
+            o.parameters.join(", "),
+            o.hook_parameters.join(", ")
+        );
+    }
+    match facts.ftrace_enabled {
+        Some(true) => println!("  kernel.ftrace_enabled = 1"),
+        Some(false) => println!("  kernel.ftrace_enabled = 0: no fmod_ret program runs"),
+        None => println!("  kernel.ftrace_enabled unreadable"),
+    }
+    println!("  (fp enforces through the BPF LSM; fmod_ret is not used yet)");
 }

@@ -14,6 +14,7 @@ use fp_common::kernel::{
 };
 
 use super::{
+    backend::security_function,
     btf,
     object::{NOOP_OBJECT, SeqReads, object, seq_reads},
     offsets::{Offset, kernel_release, resolve_offsets, seq_counters},
@@ -29,17 +30,29 @@ pub struct SessionCgroups {
     pub parent: u64,
 }
 
+/// Where [`attach_noop`] attaches the pass-through programs.
+#[derive(Clone, Copy, Debug)]
+pub enum NoopEntry<'fd> {
+    /// `noop_<hook>` on `lsm/<hook>`, for every task.
+    Lsm,
+    /// The same, but the hooks fp attaches per cgroup get their per-cgroup twins
+    /// (`noop_cgroup_<hook>`) attached to this cgroup instead, as fp's programs are to each
+    /// session's cgroup: the floor of fp's own design for the tasks in it or below it (the
+    /// kernel's per-cgroup dispatch runs the programs of a cgroup and its ancestors alike, from
+    /// one array per cgroup).
+    LsmCgroup(BorrowedFd<'fd>),
+    /// `noop_fmod_ret_<hook>` on the kernel's `security_<hook>` functions (`noop_fentry_<hook>`
+    /// where the function returns nothing), for every task: the floor of the backend for kernels
+    /// without the BPF LSM.
+    FModRet,
+}
+
 /// For `cargo xtask bench kernel` only (`fp-bench-load noop`): loads and attaches fp-ebpf's
-/// pass-through programs (`noop_*`, each returning the earlier programs' verdict) to exactly the
-/// hooks fp attaches on this kernel, with the same choice of prototype, so the benchmark can tell
-/// the cost of a BPF LSM program on these hooks from the cost of fp's. They detach when the
-/// returned links and object are dropped. fp itself never calls this.
-///
-/// With `cgroup`, the hooks fp attaches per cgroup get the per-cgroup twins (`noop_cgroup_*`)
-/// attached to that cgroup instead, as fp's programs are to each session's cgroup: the floor of
-/// fp's own design for the tasks in it or below it (the kernel's per-cgroup dispatch runs the
-/// programs of a cgroup and its ancestors alike, from one array per cgroup).
-pub fn attach_noop(cgroup: Option<BorrowedFd>) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
+/// pass-through programs (`noop_*`, each letting the operation through) to exactly the hooks fp
+/// attaches on this kernel, with the same choice of prototype, entering where `entry` says, so
+/// the benchmark can tell the cost of a program on these hooks from the cost of fp's. They detach
+/// when the returned links and object are dropped. fp itself never calls this.
+pub fn attach_noop(entry: NoopEntry) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     if cfg!(fp_ebpf_stub) || NOOP_OBJECT.is_empty() {
         bail!("this build carries no BPF programs (FP_EBPF_STUB=1)");
     }
@@ -49,19 +62,31 @@ pub fn attach_noop(cgroup: Option<BorrowedFd>) -> anyhow::Result<(Ebpf, Vec<FdLi
         .btf(Some(btf))
         .load(NOOP_OBJECT)
         .context("loading the pass-through BPF object")?;
-    let names: Vec<(String, &str)> = hooks
+    let names = hooks
         .iter()
         .map(|(program, hook)| {
             let stem = program.strip_prefix("fp_").unwrap_or(program);
-            let twin = format!("noop_cgroup_{stem}");
-            let name = match cgroup.is_some() && ebpf.program(&twin).is_some() {
-                true => twin,
-                false => format!("noop_{stem}"),
+            let twins = match entry {
+                NoopEntry::Lsm => vec![format!("noop_{stem}")],
+                NoopEntry::LsmCgroup(_) => {
+                    vec![format!("noop_cgroup_{stem}"), format!("noop_{stem}")]
+                }
+                NoopEntry::FModRet => {
+                    vec![format!("noop_fmod_ret_{stem}"), format!("noop_fentry_{stem}")]
+                }
             };
-            (name, hook.name())
+            let name = twins
+                .into_iter()
+                .find(|name| ebpf.program(name).is_some())
+                .ok_or_else(|| anyhow!("no pass-through program for {program} ({entry:?})"))?;
+            Ok((name, hook.name()))
         })
-        .collect();
+        .collect::<anyhow::Result<Vec<(String, &str)>>>()?;
     let programs: Vec<(&str, &str)> = names.iter().map(|(p, h)| (p.as_str(), *h)).collect();
+    let cgroup = match entry {
+        NoopEntry::LsmCgroup(cgroup) => Some(cgroup),
+        NoopEntry::Lsm | NoopEntry::FModRet => None,
+    };
     let links = attach(&mut ebpf, btf, &programs, cgroup)?;
     Ok((ebpf, links))
 }
@@ -172,7 +197,8 @@ pub(super) fn attach(
 
 /// Attaches loaded `programs` (name, hook) one by one in their order: one link each, which
 /// detaches its program when dropped. `#[lsm]` programs attach to their hook for every task;
-/// `#[lsm_cgroup]` programs to their hook for the tasks in `cgroup`, and there must be one.
+/// `#[lsm_cgroup]` programs to their hook for the tasks in `cgroup`, and there must be one;
+/// fmod_ret and fentry programs to the hook's `security_*` function for every task.
 pub(super) fn attach_loaded(
     ebpf: &mut Ebpf,
     programs: &[(&str, &str)],
@@ -196,7 +222,19 @@ pub(super) fn attach_loaded(
                     let cgroup = cgroup.ok_or_else(|| anyhow!("{attaching}: no cgroup given"))?;
                     attach_to_cgroup(prog, cgroup, &attaching)
                 }
-                _ => bail!("program {program} is not an LSM program"),
+                Program::FModRet(prog) => {
+                    let id = prog.attach().with_context(|| {
+                        format!("attaching {program} to fmod_ret/{}", security_function(hook))
+                    })?;
+                    Ok(prog.take_link(id)?.into())
+                }
+                Program::FEntry(prog) => {
+                    let id = prog.attach().with_context(|| {
+                        format!("attaching {program} to fentry/{}", security_function(hook))
+                    })?;
+                    Ok(prog.take_link(id)?.into())
+                }
+                _ => bail!("program {program} is neither an LSM nor an fmod_ret/fentry program"),
             }
         })
         .collect()
@@ -254,6 +292,8 @@ pub(super) fn load(
                 let loaded = match program {
                     Program::Lsm(p) => p.load(hook, btf),
                     Program::LsmCgroup(p) => p.load(hook, btf),
+                    Program::FModRet(p) => p.load(&security_function(hook), btf),
+                    Program::FEntry(p) => p.load(&security_function(hook), btf),
                     _ => Err(aya::programs::ProgramError::UnexpectedProgramType),
                 };
                 if let Err(e) = loaded {

@@ -1,7 +1,8 @@
 //! The kernel side as userspace sees it, one file per job: the embedded BPF objects
-//! (`object`), what the running kernel's BTF says (`offsets`), loading and attaching the programs
-//! (`load`), proving the BPF LSM works (`probe`), the maps of sessions (`enforcer`, `tables`),
+//! (`object`), what the running kernel's BTF says (`offsets`), where programs enter the kernel's
+//! security checks (`backend`), loading and attaching the programs (`load`), proving the BPF LSM works (`probe`), the maps of sessions (`enforcer`, `tables`),
 //! pinning (`bpffs`).
+mod backend;
 mod bpffs;
 pub mod btf;
 mod enforcer;
@@ -15,14 +16,15 @@ use std::path::PathBuf;
 
 use fp_common::kernel::ABI_VERSION;
 
+pub use backend::FModRetFacts;
 pub use bpffs::Bpffs;
 pub use enforcer::{BrokerClock, Enforcer, HOLD_HOOKS, MapUsage, SESSION_LINKS, remove_pins};
-pub use load::{SessionCgroups, attach_noop, prepare_in_background};
+pub use load::{NoopEntry, SessionCgroups, attach_noop, prepare_in_background};
 pub use object::object;
 pub use offsets::{
     Offset, kernel_release, lockdown_reason, rdonly_cast_ids, resolve_offsets, seq_counters,
 };
-pub use probe::{probe, ready};
+pub use probe::{probe, probe_fmod_ret, ready};
 
 /// Where fp pins maps and links: versioned so an fp with another ABI never reuses them.
 pub fn pin_root() -> PathBuf {

@@ -101,6 +101,19 @@ mod tests {
         }
     }
 
+    /// Each hook has a pass-through twin on the `security_*` function the loader attaches it to,
+    /// so that the benchmark's `noop-fmod-ret` phase covers every hook fp attaches.
+    #[test]
+    #[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
+    fn noop_object_has_a_twin_on_each_hooks_security_function() {
+        let noop = String::from_utf8_lossy(NOOP_OBJECT);
+        for hook in Hook::ALL {
+            let function = crate::kernel::backend::security_function(hook.name());
+            let (fmod_ret, fentry) = (format!("fmod_ret/{function}"), format!("fentry/{function}"));
+            assert!(noop.contains(&fmod_ret) || noop.contains(&fentry), "{function}");
+        }
+    }
+
     /// Every call of `bpf_rdonly_cast` the programs make by number becomes a kfunc call of the
     /// given id, nothing else in the object changes, and the object still parses as aya reads it.
     #[test]
@@ -188,7 +201,7 @@ mod tests {
     }
 
     /// The object's programs are exactly those userspace attaches by name: one per hook and
-    /// kernel prototype ([`Hook::program`]) and the probe.
+    /// kernel prototype ([`Hook::program`]) and the probes.
     #[test]
     #[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
     fn object_programs_are_the_named_ones() {
@@ -202,8 +215,9 @@ mod tests {
             programs::PERF_EVENT_OPEN_TYPE,
             programs::PROBE,
             programs::PROBE_CGROUP,
+            programs::PROBE_FMOD_RET,
         ]);
         named.sort_unstable();
-        assert_eq!(found, named, "the #[lsm] programs of fp-ebpf/src/hooks against fp_common");
+        assert_eq!(found, named, "the programs of fp-ebpf/src/hooks against fp_common");
     }
 }

@@ -1,5 +1,6 @@
 //! `fp kernel probe`, and the first thing a load does: proves the BPF LSM and its per-cgroup
-//! programs work on this kernel with pass-through programs that cannot deny anything.
+//! programs work on this kernel with pass-through programs that cannot deny anything. And what
+//! fmod_ret programs could do here, which the probe reports.
 use std::{os::fd::AsFd as _, path::Path};
 
 use anyhow::{Context as _, anyhow, bail};
@@ -8,6 +9,7 @@ use fp_common::kernel::{Hook, programs};
 
 use super::{
     Bpffs,
+    backend::{FModRetFacts, compare_functions, ftrace_enabled},
     load::{SessionCgroups, attach, open},
 };
 use crate::owner::Owner;
@@ -64,6 +66,25 @@ pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
     let removed =
         std::fs::remove_dir(&empty).with_context(|| format!("removing {}", empty.display()));
     probed.and(removed)
+}
+
+/// What fmod_ret programs on the `security_*` functions can do here, for `fp kernel probe`:
+/// attaches fp's pass-through one to `security_file_open` and detaches it, and compares the
+/// function of each hook fp attaches with its hook.
+pub fn probe_fmod_ret() -> anyhow::Result<FModRetFacts> {
+    // The probe program looks no session up: where sessions sit does not matter.
+    let (mut ebpf, btf, hooks) = open(SessionCgroups { level: 0, parent: 0 })?;
+    let program = [(programs::PROBE_FMOD_RET, Hook::FileOpen.name())];
+    let attached = attach(&mut ebpf, btf, &program, None).map(drop);
+    let names: Vec<&str> = hooks.iter().map(|(_, hook)| hook.name()).collect();
+    let (missing, other_arguments) = compare_functions(super::btf::Btf::from_sys()?, &names);
+    Ok(FModRetFacts {
+        attaches: attached.is_ok(),
+        error: attached.err().map(|e| e.root_cause().to_string()),
+        missing,
+        other_arguments,
+        ftrace_enabled: ftrace_enabled(),
+    })
 }
 
 /// Attaches the probe's per-cgroup twin to the empty cgroup `empty`, then detaches it.

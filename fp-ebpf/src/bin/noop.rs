@@ -4,14 +4,16 @@
 //! through `fp_agent::kernel::attach_noop`), so its figures separate what any BPF LSM program
 //! costs (the trampoline) from what fp's programs do. Its `noop-cgroup` phase attaches the
 //! `noop_cgroup_<hook>` twins instead on the hooks fp attaches per cgroup (the LSM cgroup shim:
-//! what fp's design pays inside a session before any of its own work). Never attached by fp
-//! itself.
+//! what fp's design pays inside a session before any of its own work). Its `noop-fmod-ret`
+//! phase attaches the `noop_fmod_ret_<hook>` twins to the kernel's `security_<hook>` functions
+//! instead (`noop_fentry_<hook>` where the function returns nothing): the floor of the backend
+//! for kernels without the BPF LSM. Never attached by fp itself.
 #![no_std]
 #![no_main]
 
 use aya_ebpf::{
-    macros::{lsm, lsm_cgroup},
-    programs::LsmContext,
+    macros::{fentry, fmod_ret, lsm, lsm_cgroup},
+    programs::{FEntryContext, LsmContext},
 };
 
 #[path = "../runtime.rs"]
@@ -115,4 +117,75 @@ noop_cgroup! {
     noop_cgroup_path_rename = "path_rename";
     noop_cgroup_path_chmod = "path_chmod";
     noop_cgroup_path_chown = "path_chown";
+}
+
+/// `noop_fmod_ret_<hook>` on `fmod_ret/security_<hook>`, one per program of `noop!`: 0 lets the
+/// function run (a non-zero return would skip it and be its result).
+macro_rules! noop_fmod_ret {
+    ($($name:ident = $function:literal;)*) => {
+        $(
+            #[fmod_ret(function = $function)]
+            pub fn $name(_ctx: FEntryContext) -> i32 {
+                0
+            }
+        )*
+    };
+}
+
+noop_fmod_ret! {
+    noop_fmod_ret_file_open = "security_file_open";
+    noop_fmod_ret_file_truncate = "security_file_truncate";
+    noop_fmod_ret_bprm_check_security = "security_bprm_check";
+    noop_fmod_ret_file_permission = "security_file_permission";
+    noop_fmod_ret_mmap_file = "security_mmap_file";
+    noop_fmod_ret_inode_setattr = "security_inode_setattr";
+    noop_fmod_ret_inode_setattr_idmap = "security_inode_setattr";
+    noop_fmod_ret_inode_setxattr = "security_inode_setxattr";
+    noop_fmod_ret_inode_removexattr = "security_inode_removexattr";
+    noop_fmod_ret_inode_set_acl = "security_inode_set_acl";
+    noop_fmod_ret_inode_remove_acl = "security_inode_remove_acl";
+    noop_fmod_ret_path_unlink = "security_path_unlink";
+    noop_fmod_ret_path_rmdir = "security_path_rmdir";
+    noop_fmod_ret_path_mknod = "security_path_mknod";
+    noop_fmod_ret_path_mkdir = "security_path_mkdir";
+    noop_fmod_ret_path_symlink = "security_path_symlink";
+    noop_fmod_ret_path_link = "security_path_link";
+    noop_fmod_ret_path_rename = "security_path_rename";
+    noop_fmod_ret_path_truncate = "security_path_truncate";
+    noop_fmod_ret_path_chmod = "security_path_chmod";
+    noop_fmod_ret_path_chown = "security_path_chown";
+    noop_fmod_ret_bpf = "security_bpf";
+    noop_fmod_ret_bpf_kernel = "security_bpf";
+    noop_fmod_ret_task_kill = "security_task_kill";
+    noop_fmod_ret_ptrace_access_check = "security_ptrace_access_check";
+    noop_fmod_ret_sb_mount = "security_sb_mount";
+    noop_fmod_ret_sb_umount = "security_sb_umount";
+    noop_fmod_ret_sb_remount = "security_sb_remount";
+    noop_fmod_ret_sb_kern_mount = "security_sb_kern_mount";
+    noop_fmod_ret_sb_pivotroot = "security_sb_pivotroot";
+    noop_fmod_ret_move_mount = "security_move_mount";
+    noop_fmod_ret_task_alloc = "security_task_alloc";
+    noop_fmod_ret_file_send_sigiotask = "security_file_send_sigiotask";
+    noop_fmod_ret_locked_down = "security_locked_down";
+    noop_fmod_ret_kernel_load_data = "security_kernel_load_data";
+    noop_fmod_ret_kernel_read_file = "security_kernel_read_file";
+    noop_fmod_ret_perf_event_open = "security_perf_event_open";
+    noop_fmod_ret_perf_event_open_type = "security_perf_event_open";
+    noop_fmod_ret_kernel_module_request = "security_kernel_module_request";
+    noop_fmod_ret_file_ioctl = "security_file_ioctl";
+    noop_fmod_ret_file_ioctl_compat = "security_file_ioctl_compat";
+    noop_fmod_ret_unix_stream_connect = "security_unix_stream_connect";
+    noop_fmod_ret_unix_may_send = "security_unix_may_send";
+}
+
+/// security_d_instantiate returns nothing: an fmod_ret cannot attach there.
+#[fentry(function = "security_d_instantiate")]
+pub fn noop_fentry_d_instantiate(_ctx: FEntryContext) -> u32 {
+    0
+}
+
+/// Nor to security_file_set_fowner.
+#[fentry(function = "security_file_set_fowner")]
+pub fn noop_fentry_file_set_fowner(_ctx: FEntryContext) -> u32 {
+    0
 }

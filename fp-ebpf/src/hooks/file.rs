@@ -1,7 +1,7 @@
 //! Hooks on open files and executables.
 use aya_ebpf::{
-    macros::{lsm, lsm_cgroup},
-    programs::LsmContext,
+    macros::{fmod_ret, lsm, lsm_cgroup},
+    programs::{FEntryContext, LsmContext},
 };
 use fp_common::kernel::{Hook, KernelOp};
 
@@ -134,4 +134,12 @@ pub fn fp_probe(ctx: LsmContext) -> i32 {
 #[lsm_cgroup(hook = "file_open")]
 pub fn fp_probe_cgroup(_ctx: LsmContext) -> i32 {
     1
+}
+
+/// The pass-through fmod_ret program `fp kernel probe` attaches to security_file_open, to tell
+/// whether fmod_ret programs on the `security_*` functions work here (the route for kernels
+/// without the BPF LSM): 0 lets the function run.
+#[fmod_ret(function = "security_file_open")]
+pub fn fp_probe_fmod_ret(_ctx: FEntryContext) -> i32 {
+    0
 }

@@ -12,9 +12,11 @@
 //! - `fp-bench-load serve SOCKET`: binds the stream socket SOCKET.stream and the datagram socket
 //!   SOCKET.dgram, accepts and closes every connection and reads every datagram until killed
 //!   (started outside the sessions: the helper whose socket a session's policy names).
-//! - `fp-bench-load noop [CGROUP]`: attaches fp-ebpf's pass-through programs to exactly fp's
-//!   hooks (`fp_agent::kernel::attach_noop`; with CGROUP, a cgroup v2 directory, those fp attaches
-//!   per cgroup to that cgroup), prints `noop: attached N programs` and holds them until killed.
+//! - `fp-bench-load noop [CGROUP | --fmod-ret]`: attaches fp-ebpf's pass-through programs to
+//!   exactly fp's hooks (`fp_agent::kernel::attach_noop`; with CGROUP, a cgroup v2 directory,
+//!   those fp attaches per cgroup to that cgroup; with `--fmod-ret`, as fmod_ret programs on the
+//!   kernel's `security_*` functions), prints `noop: attached N programs` and holds them until
+//!   killed.
 //! - `fp-bench-load landlock WORKSPACE [--] CMD ARGS...`: runs CMD under a Landlock ruleset of the
 //!   shape of the benchmark's fp policy: read and execute everywhere, everything in WORKSPACE,
 //!   and writing `/dev/null`.
@@ -223,15 +225,21 @@ fn without_dashes(command: &[std::ffi::OsString]) -> &[std::ffi::OsString] {
 
 /// Holds the pass-through programs attached (the per-cgroup ones to `cgroup`, if given) until
 /// the process is killed.
-fn noop(cgroup: Option<&std::ffi::OsString>) -> anyhow::Result<()> {
+fn noop(arg: Option<&std::ffi::OsString>) -> anyhow::Result<()> {
+    use fp_agent::kernel::NoopEntry;
     use std::os::fd::AsFd as _;
-    let dir = match cgroup {
+    let cgroup = match arg.filter(|a| *a != "--fmod-ret") {
         Some(path) => Some(
             std::fs::File::open(path).with_context(|| format!("opening the cgroup {path:?}"))?,
         ),
         None => None,
     };
-    let (_object, links) = fp_agent::kernel::attach_noop(dir.as_ref().map(|d| d.as_fd()))?;
+    let entry = match (&cgroup, arg) {
+        (Some(dir), _) => NoopEntry::LsmCgroup(dir.as_fd()),
+        (None, Some(_)) => NoopEntry::FModRet,
+        (None, None) => NoopEntry::Lsm,
+    };
+    let (_object, links) = fp_agent::kernel::attach_noop(entry)?;
     println!("noop: attached {} programs", links.len());
     loop {
         std::thread::park();

@@ -402,11 +402,14 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
     let programs: std::collections::BTreeSet<&String> =
         results.hooks.keys().map(|(_, program)| program).collect();
     for program in programs {
-        let phases: &[&str] = if program.starts_with("noop_") {
-            &["noop", "noop-cgroup"]
-        } else {
-            &["outside", "inside"]
-        };
+        let phases: &[&str] =
+            if program.starts_with("noop_fmod_ret_") || program.starts_with("noop_fentry_") {
+                &["noop-fmod-ret"]
+            } else if program.starts_with("noop_") {
+                &["noop", "noop-cgroup"]
+            } else {
+                &["outside", "inside"]
+            };
         let called = |phase: &&str| {
             results.hooks.get(&(phase.to_string(), program.clone())).is_some_and(|h| h.1 > 0)
         };
@@ -536,6 +539,7 @@ mod tests {
             "console noise\nHOOK noop noop_file_open 100 10 5\nHOOK noop-cgroup \
              noop_cgroup_file_open 200 10 5\nHOOK outside fp_file_open 300 10 \
              240314\nHOOK outside+inside fp_file_open 3300 20 240314\nSTART 1 6000000000\n\
+             HOOK noop-fmod-ret noop_fmod_ret_file_open 400 10 2\n\
              START 2 5000000000\nSTART 3 5500000000\nSTART-BARE 1 100000000\n\
              START-DAEMON 1 900000000\nSTART-BARE 2 200000000\nSTART-DAEMON 2 1000000000\n\
              AGENT-BARE 1 7000000000\nAGENT-DAEMON 1 7300000000\n",
@@ -545,7 +549,7 @@ mod tests {
                 [("baseline", 1.0), ("noop", 1.0), ("outside", 1.01), ("inside", 1.2)]
                     .into_iter()
                     .chain([("inside-1000", 1.2), ("inside-10000", 1.32), ("landlock", 1.1)])
-                    .chain([("noop-cgroup", 1.1)])
+                    .chain([("noop-cgroup", 1.1), ("noop-fmod-ret", 1.02)])
                     .chain([("outside-prompt", 1.01), ("inside-prompt", 1.5)])
             {
                 let v = (base as f64 * factor) as u64;
@@ -568,6 +572,7 @@ mod tests {
         assert!(table.contains("inside     300 ("), "{table}");
         assert!(table.contains("noop      10 (    10)"), "{table}");
         assert!(table.contains("noop-cgroup      20 (    10)"), "{table}");
+        assert!(table.contains("noop_fmod_ret_file_open     noop-fmod-ret      40 (    10)"));
         assert!(table.contains("inside/noop-cgroup"), "{table}");
         assert!(table.contains("1.091x [1.09-1.09]"), "{table}");
         assert!(table.contains("goal outside/noop open+close <= 1.01x: met"), "{table}");

@@ -5,7 +5,7 @@
 //! adding a workload: docs/testing.md.
 
 /// The phases of every round, in the order they run (and their columns in the report).
-pub(super) const PHASES: [&str; 10] = [
+pub(super) const PHASES: [&str; 11] = [
     // No BPF LSM program loaded: the report's phase columns are ratios to it (it runs first).
     "baseline",
     // A pass-through program on every hook fp attaches, attached globally.
@@ -14,6 +14,10 @@ pub(super) const PHASES: [&str; 10] = [
     // below the one they are attached to (the kernel runs a cgroup's and its ancestors' programs
     // alike): the floor of fp's design inside a session.
     "noop-cgroup",
+    // A pass-through fmod_ret program (fentry where the function returns nothing) on the kernel's
+    // `security_*` function of every hook fp attaches: the floor of the backend for kernels
+    // without the BPF LSM.
+    "noop-fmod-ret",
     // Outside a session, while one runs (fp's programs attached).
     "outside",
     // Inside a session under the base policy plus 1 generated rule.

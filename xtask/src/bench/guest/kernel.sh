@@ -157,6 +157,16 @@ round() {
     wait_until "rmdir $cg/s $cg 2> /dev/null"
   fi
 
+  if has noop-fmod-ret; then
+    $LOAD noop --fmod-ret > $W/noop.out &
+    noop=$!
+    while ! grep -qs attached $W/noop.out; do alive $noop "fp-bench-load noop --fmod-ret"; sleep 0.1; done
+    stats $1 1; sh $W/measure.sh noop-fmod-ret $1 $2; stats $1 0
+    [ "$1" != stats ] || sh $W/stats.sh noop-fmod-ret
+    kill $noop; wait $noop || true
+    wait_until "$unloaded"
+  fi
+
   if has outside || has inside; then
     rm -f $W/ready $W/go $W/measured && mkfifo $W/go
     $FP run --policy $W/policy-1.toml --workspace $W -- sh $W/session.sh $1 $2 &
