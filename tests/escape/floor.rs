@@ -52,6 +52,8 @@ escape_suite! {
     // session, a sysfs setting, /proc/sysrq-trigger (h: help, harmless were it written).
     sysctl_core_pattern: denied("file_open", "write", "kernel setting on procfs") => "echo '|/bin/true' > /proc/sys/kernel/core_pattern";
     sysctl_modprobe: denied("file_open", "write", "kernel setting on procfs") => "echo /bin/true > /proc/sys/kernel/modprobe";
+    // ftrace_enabled = 0 switches every fmod_ret and fentry program off (they stay attached).
+    sysctl_ftrace_enabled: denied("file_open", "write", "kernel setting on procfs") => "echo 0 > /proc/sys/kernel/ftrace_enabled";
     sysfs_setting: denied("file_open", "write", "kernel setting on sysfs") => "echo never > /sys/kernel/mm/transparent_hugepage/enabled";
     sysrq_trigger: denied("file_open", "write", "kernel setting on procfs") => "echo h > /proc/sysrq-trigger";
     // perf_event_open(2) (298) of a task clock (a software event: PERF_TYPE_SOFTWARE 1, config
