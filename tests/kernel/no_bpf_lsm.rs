@@ -55,17 +55,8 @@ fn without_bpf_lsm_fp_run_and_the_daemon_refuse_before_changing_anything() {
     );
     let t = TempTree::new("no-bpf-lsm");
     let _unmounted = BpffsUnmounted::new();
-    let marker = t.join("ran");
     let log = t.join("run.log");
-    let out = fp()
-        .args(["run", "--deny"])
-        .arg(t.join("secret"))
-        .arg("--audit-log")
-        .arg(&log)
-        .args(["--", "touch"])
-        .arg(&marker)
-        .output()
-        .unwrap();
+    let (out, ran) = fp_tests::run_refused(&t, &["--audit-log".as_ref(), log.as_os_str()]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
@@ -73,7 +64,7 @@ fn without_bpf_lsm_fp_run_and_the_daemon_refuse_before_changing_anything() {
         !err.contains("Verifier output"),
         "the probe's explanation, not a raw load error: {err}"
     );
-    assert!(!marker.exists(), "the command must not run unconfined");
+    assert!(!ran, "the command must not run unconfined");
     assert!(!log.exists(), "no audit log");
     assert!(!bpffs_mounted(), "fp run mounted bpffs and left it");
     assert!(!Path::new("/sys/fs/cgroup/fp").exists(), "fp run made a cgroup");

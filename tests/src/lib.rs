@@ -730,3 +730,18 @@ pub fn assert_fmod_ret_attaches(json: &str) {
     let other = facts["other_arguments"].as_array().unwrap();
     assert!(other.iter().any(|o| o["function"] == "security_mmap_file"), "{json}");
 }
+
+/// `fp run --deny T/secret ARGS -- touch T/ran`, where fp must refuse to start: its output, and
+/// whether the command ran anyway.
+pub fn run_refused(t: &TempTree, args: &[&std::ffi::OsStr]) -> (std::process::Output, bool) {
+    let marker = t.join("ran");
+    let out = fp()
+        .args(["run", "--deny"])
+        .arg(t.join("secret"))
+        .args(args)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    (out, marker.exists())
+}

@@ -77,9 +77,11 @@ impl Target {
     }
 }
 
-/// The test executable that needs a VM booted without BPF LSM, and the kernel parameter that
-/// boots one: it runs alone, in a boot of its own after each kernel's main boot.
-const WITHOUT_BPF_LSM: (&str, &str) = ("no_bpf_lsm", "lsm=capability,yama");
+/// The test executables that need a VM booted otherwise, each with the kernel parameter that
+/// boots it: each runs alone, in a boot of its own after each kernel's main boot. Without BPF
+/// LSM; locked down for confidentiality (the kernel then refuses BPF reads of its memory).
+const OWN_BOOTS: [(&str, &str); 2] =
+    [("no_bpf_lsm", "lsm=capability,yama"), ("locked_down", "lockdown=confidentiality")];
 
 /// One VM boot (or the native run) and the test executables it runs.
 struct Boot<'a> {
@@ -123,16 +125,18 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         .iter()
         .map(|target| {
             let mut lane = vec![Boot { target, tests: built.tests.clone(), cmdline: None }];
-            match target {
-                Target::Vm(_) => lane.push(Boot {
-                    target,
-                    tests: vec![built.without_bpf_lsm.clone()],
-                    cmdline: Some(WITHOUT_BPF_LSM.1),
-                }),
-                Target::Native => println!(
-                    "xtask: native: {} runs only in the VMs, which can boot without BPF LSM",
-                    WITHOUT_BPF_LSM.0
-                ),
+            for (test, cmdline) in &built.own_boots {
+                match target {
+                    Target::Vm(_) => lane.push(Boot {
+                        target,
+                        tests: vec![test.clone()],
+                        cmdline: Some(cmdline),
+                    }),
+                    Target::Native => println!(
+                        "xtask: native: {} runs only in the VMs, which can boot with {cmdline}",
+                        test.display()
+                    ),
+                }
             }
             lane
         })
@@ -264,9 +268,10 @@ impl Totals {
 /// The host build: the fp binary and the privileged test executables (never the BPF stub).
 struct Built {
     fp_bin: PathBuf,
-    /// Every test executable but [`WITHOUT_BPF_LSM`]'s.
+    /// Every test executable but [`OWN_BOOTS`]'.
     tests: Vec<PathBuf>,
-    without_bpf_lsm: PathBuf,
+    /// [`OWN_BOOTS`]' executables, each with its boot's parameter.
+    own_boots: Vec<(PathBuf, &'static str)>,
     /// fp-tests' package directory: the tests run there, as under `cargo test`.
     tests_dir: PathBuf,
 }
@@ -289,26 +294,28 @@ fn build() -> Result<Built> {
     println!("xtask: building fp and the privileged tests (real BPF object)");
     let args = ["test", "--workspace", "--exclude", "fp-ebpf", "--no-run"];
     let tests_dir = paths::workspace_root().join("tests");
-    let (mut fp_bin, mut tests, mut without_bpf_lsm) = (None, Vec::new(), None);
+    let (mut fp_bin, mut tests, mut own_boots) = (None, Vec::new(), Vec::new());
     for (artifact, exe) in cargo_artifacts(&args)? {
         if artifact.target.name == "fp" && !artifact.profile.test {
             fp_bin = Some(exe);
         } else if artifact.profile.test && artifact.target.src_path.starts_with(&tests_dir) {
-            if artifact.target.name == WITHOUT_BPF_LSM.0 {
-                without_bpf_lsm = Some(exe);
-            } else {
-                tests.push(exe);
+            match OWN_BOOTS.iter().find(|(name, _)| artifact.target.name == *name) {
+                Some(&(_, cmdline)) => own_boots.push((exe, cmdline)),
+                None => tests.push(exe),
             }
         }
     }
     let fp_bin = fp_bin.ok_or_else(|| anyhow!("cargo built no `fp` executable"))?;
-    let Some(without_bpf_lsm) = without_bpf_lsm else {
-        bail!("fp-tests has no `{}` test executable", WITHOUT_BPF_LSM.0);
-    };
+    // In OWN_BOOTS' order, each there once.
+    own_boots.sort_by_key(|(_, cmdline)| OWN_BOOTS.iter().position(|(_, c)| c == cmdline));
+    if own_boots.len() != OWN_BOOTS.len() {
+        let names: Vec<&str> = OWN_BOOTS.iter().map(|(name, _)| *name).collect();
+        bail!("fp-tests lacks one of the test executables {}", names.join(", "));
+    }
     if tests.is_empty() {
         bail!("fp-tests has no test executables");
     }
-    Ok(Built { fp_bin, tests, without_bpf_lsm, tests_dir })
+    Ok(Built { fp_bin, tests, own_boots, tests_dir })
 }
 
 /// Runs cargo with JSON messages and returns the executables of the artifacts `wanted` selects.

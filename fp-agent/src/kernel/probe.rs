@@ -40,6 +40,19 @@ pub fn probe(cgroup2: &Path) -> anyhow::Result<()> {
             active.trim()
         );
     }
+    // A kernel locked down for confidentiality refuses BPF programs' reads of kernel memory
+    // (LOCKDOWN_BPF_READ_KERNEL): the probe program makes none and would load, fp's would not.
+    if let Ok(lockdown) = std::fs::read_to_string("/sys/kernel/security/lockdown")
+        && lockdown.contains("[confidentiality]")
+    {
+        bail!(
+            "fp cannot enforce on this kernel: it is locked down for confidentiality \
+             (/sys/kernel/security/lockdown: {}), which refuses BPF programs that read kernel \
+             memory, as fp's do to resolve paths; boot without lockdown=confidentiality \
+             (lockdown=integrity keeps the rest of lockdown)",
+            lockdown.trim()
+        );
+    }
     // The probe program looks no session up: where sessions sit does not matter.
     let (mut ebpf, btf, _) = open(SessionCgroups { level: 0, parent: 0 })?;
     let link =
