@@ -43,8 +43,8 @@ pub const CANNOT_VERIFY: u8 = 2;
 /// `fp audit verify`: intact with warnings.
 pub const WARNINGS: u8 = 3;
 
-/// `fp kernel probe`: BPF LSM programs do not load and attach here.
-pub const NO_BPF_LSM: u8 = 1;
+/// `fp kernel probe`: the chosen backend's programs do not load and attach here.
+pub const NO_BACKEND: u8 = 1;
 /// `fp kernel offsets`: a field the programs read, or the kernel's BTF, is missing.
 pub const MISSING_FIELD: u8 = 2;
 

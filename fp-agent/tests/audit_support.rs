@@ -65,6 +65,7 @@ pub fn session_start() -> Event {
         policy_hash: "sha256:ab".into(),
         floor_exceptions: vec!["read ~/.ssh/known_hosts".into()],
         profile: Some("claude-code".into()),
+        backend: Some("fmod_ret".into()),
         command: vec!["bash".into()],
     })
 }

@@ -174,7 +174,7 @@ fn daemon_without_bpf_lsm_says_how_to_enable_it() {
     .unwrap();
     let (code, _, err) = fp(&["daemon", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 125, "{err}");
-    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(err.contains("fp cannot enforce on this kernel") && err.contains("lsm="), "{err}");
     assert!(!dir.path().join("fp.sock").exists(), "no socket without a kernel to enforce");
 }
 
@@ -223,13 +223,13 @@ fn commands_without_bpf_lsm_say_how_to_enable_it_and_change_nothing() {
     ]);
     assert_eq!(code, 125, "{err}");
     assert!(out.is_empty(), "{out}");
-    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(err.contains("fp cannot enforce on this kernel") && err.contains("lsm="), "{err}");
     assert!(!marker.exists(), "the command must not run unconfined");
     assert!(!log.exists() && !Path::new(&format!("{}.pub", log.display())).exists());
 
     let (code, _, err) = fp(&["run", "--embedded", "--deny", "/nonexistent", "--", "true"]);
     assert_eq!(code, 125, "{err}");
-    assert!(err.contains("BPF LSM is not usable"), "{err}");
+    assert!(err.contains("fp cannot enforce on this kernel"), "{err}");
 
     let config = dir.path().join("config.toml");
     std::fs::write(
@@ -243,7 +243,7 @@ fn commands_without_bpf_lsm_say_how_to_enable_it_and_change_nothing() {
     .unwrap();
     let (code, _, err) = fp(&["daemon", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 125, "{err}");
-    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(err.contains("fp cannot enforce on this kernel") && err.contains("lsm="), "{err}");
     assert!(!dir.path().join("log").exists(), "no audit log without a kernel to enforce");
     assert!(!dir.path().join("fp.sock.lock").exists(), "no lock taken");
 

@@ -22,8 +22,9 @@ pub const MAX_WALK: usize = PATH_MAX / 2 + 64;
 
 macro_rules! hooks {
     ($($variant:ident = $value:literal, $name:literal;)*) => {
-        /// LSM hook that produced an event. Its BPF program is `fp_<name>`, attached to
-        /// `lsm/<name>` (see docs/hooks.md for the hook -> op table).
+        /// LSM hook that produced an event. Its BPF LSM program is `fp_<name>`, attached to
+        /// `lsm/<name>` (or `lsm_cgroup/<name>`), its fmod_ret program `fp_fmod_ret_<name>`
+        /// ([`Hook::program`]; see docs/hooks.md for the hook -> op table).
         #[repr(u8)]
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum Hook {
@@ -39,9 +40,12 @@ macro_rules! hooks {
                 }
             }
 
-            fn default_program(self) -> &'static str {
-                match self {
-                    $(Self::$variant => concat!("fp_", $name),)*
+            fn default_program(self, backend: Backend) -> &'static str {
+                match (self, backend) {
+                    $(
+                        (Self::$variant, Backend::BpfLsm) => concat!("fp_", $name),
+                        (Self::$variant, Backend::FModRet) => concat!("fp_fmod_ret_", $name),
+                    )*
                 }
             }
         }
@@ -109,31 +113,78 @@ impl Hook {
         )
     }
 
-    /// BPF program for this hook on a kernel whose `bpf_lsm_<hook>` takes `params`: hooks whose
-    /// arguments moved between kernels have one program per layout (an LSM program reads its
-    /// arguments at constant offsets).
-    pub fn program(self, params: &[&[u8]]) -> &'static str {
+    /// BPF program for this hook on `backend`, on a kernel whose function where it enters
+    /// (`bpf_lsm_<hook>`, or the `security_*` function) takes `params`: hooks whose arguments
+    /// moved between kernels have one program per layout (a program reads its arguments at
+    /// constant offsets).
+    pub fn program(self, backend: Backend, params: &[&[u8]]) -> &'static str {
+        use programs::*;
+        let lsm = backend == Backend::BpfLsm;
+        let pick = |on_lsm, on_function| if lsm { on_lsm } else { on_function };
         match self {
-            Self::InodeSetattr if params.first() == Some(&b"idmap".as_slice()) => {
-                programs::INODE_SETATTR_IDMAP
+            // A leading `idmap` (the hook since 6.3) or `mnt_userns` (security_inode_setattr on
+            // 6.1).
+            Self::InodeSetattr if params.len() == 3 => {
+                pick(INODE_SETATTR_IDMAP, FMOD_RET_INODE_SETATTR_IDMAP)
             }
             // bpf(cmd, attr, size) until 6.13, then a fourth argument, `kernel`.
-            Self::Bpf if params.len() > 3 => programs::BPF_KERNEL,
+            Self::Bpf if params.len() > 3 => pick(BPF_KERNEL, FMOD_RET_BPF_KERNEL),
             // perf_event_open(attr, type) until 6.11, then the check's type alone.
-            Self::PerfEventOpen if params.len() == 1 => programs::PERF_EVENT_OPEN_TYPE,
-            _ => self.default_program(),
+            Self::PerfEventOpen if params.len() == 1 => {
+                pick(PERF_EVENT_OPEN_TYPE, FMOD_RET_PERF_EVENT_OPEN_TYPE)
+            }
+            // Their functions return nothing: no fmod_ret program attaches there.
+            Self::DInstantiate if !lsm => FENTRY_D_INSTANTIATE,
+            Self::FileSetFowner if !lsm => FENTRY_FILE_SET_FOWNER,
+            _ => self.default_program(backend),
         }
     }
 }
 
-/// The BPF programs userspace names besides each hook's `fp_<hook>` ([`Hook::program`]).
+/// Where fp's programs enter the kernel's security checks (fp-agent's `kernel::backend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// BPF LSM programs on each hook's `bpf_lsm_<hook>` stub, for every task (`lsm/<hook>`) or
+    /// per session cgroup (`lsm_cgroup/<hook>`): kernels whose active LSM list has `bpf`.
+    BpfLsm,
+    /// fmod_ret programs on the kernel function that calls each hook's LSM chain
+    /// (`security_<hook>`), for every task; fentry where it returns nothing. Any kernel with
+    /// BPF trampolines, the BPF LSM active or not.
+    FModRet,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 2] = [Backend::BpfLsm, Backend::FModRet];
+
+    /// Its name in `fp kernel probe`, `fp status`, the audit log and `FP_BACKEND`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::BpfLsm => "bpf_lsm",
+            Self::FModRet => "fmod_ret",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
+}
+
+/// The BPF programs userspace names besides each hook's `fp_<hook>` and `fp_fmod_ret_<hook>`
+/// ([`Hook::program`]).
 pub mod programs {
     /// inode_setattr with its leading `idmap` argument (6.12).
     pub const INODE_SETATTR_IDMAP: &str = "fp_inode_setattr_idmap";
+    /// Its fmod_ret twin, the one program on security_inode_setattr (`mnt_userns` first on 6.1).
+    pub const FMOD_RET_INODE_SETATTR_IDMAP: &str = "fp_fmod_ret_inode_setattr_idmap";
     /// bpf with its trailing `kernel` argument (6.14+).
     pub const BPF_KERNEL: &str = "fp_bpf_kernel";
+    pub const FMOD_RET_BPF_KERNEL: &str = "fp_fmod_ret_bpf_kernel";
     /// perf_event_open with the check's type alone (6.12; `attr` before).
     pub const PERF_EVENT_OPEN_TYPE: &str = "fp_perf_event_open_type";
+    pub const FMOD_RET_PERF_EVENT_OPEN_TYPE: &str = "fp_fmod_ret_perf_event_open_type";
+    /// The fentry programs of the hooks whose `security_*` function returns nothing.
+    pub const FENTRY_D_INSTANTIATE: &str = "fp_fentry_d_instantiate";
+    pub const FENTRY_FILE_SET_FOWNER: &str = "fp_fentry_file_set_fowner";
     /// The pass-through program `fp kernel probe` attaches to lsm/file_open; it cannot deny.
     pub const PROBE: &str = "fp_probe";
     /// Its per-cgroup twin, attached to lsm_cgroup/file_open of an empty cgroup; it allows.
@@ -771,16 +822,31 @@ mod tests {
             assert_eq!(KernelOp::of_policy(op.policy_op()), op);
         }
         assert_eq!(KernelOp::Exec.policy_op(), crate::policy::Op::Read);
+        let (lsm, fmod_ret) = (Backend::BpfLsm, Backend::FModRet);
         let unlink: &[&[u8]] = &[b"dir", b"dentry"];
-        assert_eq!(Hook::PathUnlink.program(unlink), "fp_path_unlink");
+        assert_eq!(Hook::PathUnlink.program(lsm, unlink), "fp_path_unlink");
+        assert_eq!(Hook::PathUnlink.program(fmod_ret, unlink), "fp_fmod_ret_path_unlink");
         let setattr_6_1: &[&[u8]] = &[b"dentry", b"attr"];
         let setattr_6_12: &[&[u8]] = &[b"idmap", b"dentry", b"attr"];
-        assert_eq!(Hook::InodeSetattr.program(setattr_6_1), "fp_inode_setattr");
-        assert_eq!(Hook::InodeSetattr.program(setattr_6_12), "fp_inode_setattr_idmap");
+        let security_setattr_6_1: &[&[u8]] = &[b"mnt_userns", b"dentry", b"attr"];
+        assert_eq!(Hook::InodeSetattr.program(lsm, setattr_6_1), "fp_inode_setattr");
+        assert_eq!(Hook::InodeSetattr.program(lsm, setattr_6_12), "fp_inode_setattr_idmap");
+        assert_eq!(
+            Hook::InodeSetattr.program(fmod_ret, security_setattr_6_1),
+            "fp_fmod_ret_inode_setattr_idmap"
+        );
+        assert_eq!(Hook::DInstantiate.program(fmod_ret, &[]), "fp_fentry_d_instantiate");
+        assert_eq!(
+            Hook::BprmCheckSecurity.program(fmod_ret, &[]),
+            "fp_fmod_ret_bprm_check_security"
+        );
         // The mount hooks have one prototype on every supported kernel, and are mandatory.
         let mount: &[&[u8]] = &[b"dev_name", b"path", b"type", b"flags", b"data"];
-        assert_eq!(Hook::SbMount.program(mount), "fp_sb_mount");
-        assert_eq!(Hook::MoveMount.program(&[b"from_path", b"to_path"]), "fp_move_mount");
+        assert_eq!(Hook::SbMount.program(lsm, mount), "fp_sb_mount");
+        assert_eq!(Hook::MoveMount.program(lsm, &[b"from_path", b"to_path"]), "fp_move_mount");
+        for backend in Backend::ALL {
+            assert_eq!(Backend::from_name(backend.name()), Some(backend));
+        }
         assert!(!Hook::SbKernMount.is_optional() && !Hook::SbPivotroot.is_optional());
     }
 

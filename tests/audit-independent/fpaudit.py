@@ -269,7 +269,7 @@ KINDS = {
     "session-start": [("session", "str", 1), ("agent", "str", 1), ("cgroup", "u64", 1),
                       ("pid", "u32", 1), ("uid", "u32", 1), ("policy_hash", "str", 1),
                       ("floor_exceptions", "strs", 1), ("profile", "str", 0),
-                      ("command", "strs", 1)],
+                      ("backend", {"bpf_lsm", "fmod_ret"}, 0), ("command", "strs", 1)],
     "session-end": [("session", "str", 1), ("agent", "str", 1), ("exit_code", "i32", 0),
                     ("reason", "str", 1)],
     "session-adopt": [("session", "str", 1), ("agent", "str", 1), ("cgroup", "u64", 1),
@@ -277,6 +277,8 @@ KINDS = {
     "orphan-cleanup": [("session", "str", 1), ("pid", "u32", 1), ("cgroup", "u64", 0),
                        ("pids", "u32", 1), ("outcome", {"removed", "kept"}, 1),
                        ("reason", "str", 0)],
+    "enforcement": [("backend", {"bpf_lsm", "fmod_ret"}, 1), ("state", {"off", "on"}, 1),
+                    ("reason", "str", 1)],
     "policy-reload": [("session", "str", 0), ("old_policy_hash", "str", 1),
                       ("policy_hash", "str", 1), ("source", "str", 1)],
     "loss": [("count", "u64", 1), ("at", "str", 1)],
@@ -577,7 +579,7 @@ def verify(args):
             if origin != "fp.audit/" + str(st["log_id"]) or size != rec["size"] \
                     or root.hex() != rec["root"]:
                 return "fork"
-        elif kind in ("loss", "recovery"):
+        elif kind in ("loss", "recovery") or (kind == "enforcement" and rec["state"] == "off"):
             warnings.append(f"seq {rec['seq']}: {kind}")
         return None
 

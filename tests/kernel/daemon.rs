@@ -609,7 +609,7 @@ fn the_readme_quick_start_works_in_order() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let block = readme
-        .split("## Quick start on a host with BPF LSM")
+        .split("## Quick start\n")
         .nth(1)
         .and_then(|rest| rest.split("```sh\n").nth(1))
         .and_then(|rest| rest.split("```").next())

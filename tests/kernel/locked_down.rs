@@ -20,7 +20,7 @@ fn locked_down_for_confidentiality_fp_refuses_and_says_why() {
     assert_eq!(probe.status.code(), Some(1), "{}", stderr(&probe));
     assert!(stderr(&probe).contains(said), "{}", stderr(&probe));
     let t = TempTree::new("locked-down");
-    let (out, ran) = fp_tests::run_refused(&t, &[]);
+    let (out, ran) = fp_tests::run_refused(&t, &[], &[]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(125), "{err}");
     assert!(err.contains(said) && !err.contains("Verifier output"), "{err}");

@@ -1,18 +1,23 @@
-//! Commands that need BPF LSM check for it before they change anything on the host. The test
-//! needs a VM booted without `bpf` in its LSM list: `cargo xtask test-kernel` runs this executable
-//! alone in a boot of its own with `lsm=capability,yama` on each kernel.
+//! On a kernel whose active LSM list lacks `bpf` (the stock boot of Ubuntu, Flatcar, SLES, WSL2)
+//! fp enforces through its fmod_ret backend; asked for the BPF LSM there, it refuses before it
+//! changes anything. The tests need a VM booted without `bpf` in its LSM list: `cargo xtask
+//! test-kernel` runs this executable alone in a boot of its own with `lsm=capability,yama` on
+//! each kernel.
 use std::path::Path;
 
-use fp_tests::{Place, TempTree, exclusive, fp, stderr};
+use fp_tests::{Place, TempTree, exclusive, fp, stderr, stdout};
 
 fn bpffs_mounted() -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
     mounts.lines().any(|l| l.split_whitespace().nth(1) == Some("/sys/fs/bpf"))
 }
 
-fn bpf_lsm_listed() -> bool {
+fn assert_booted_without_bpf_lsm() {
     let lsm = std::fs::read_to_string("/sys/kernel/security/lsm").unwrap_or_default();
-    lsm.trim().split(',').any(|l| l == "bpf")
+    assert!(
+        matches!(fp_tests::place(), Place::Vm) && !lsm.trim().split(',').any(|l| l == "bpf"),
+        "needs the VM booted without BPF LSM (cargo xtask test-kernel boots one for this test)"
+    );
 }
 
 /// In the VM only: /sys/fs/bpf unmounted for the test, mounted again after it.
@@ -46,20 +51,41 @@ impl Drop for BpffsUnmounted {
     }
 }
 
+/// The probe chooses fmod_ret, says why, and exits 0; a session's denied file is denied to it,
+/// its allowed files are not.
 #[test]
-fn without_bpf_lsm_fp_run_and_the_daemon_refuse_before_changing_anything() {
+fn without_bpf_lsm_fp_enforces_through_fmod_ret() {
     let _g = exclusive();
-    assert!(
-        matches!(fp_tests::place(), Place::Vm) && !bpf_lsm_listed(),
-        "needs the VM booted without BPF LSM (cargo xtask test-kernel boots one for this test)"
-    );
+    assert_booted_without_bpf_lsm();
+    let out = fp().args(["kernel", "probe", "--json"]).output().unwrap();
+    let json = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{json}{}", stderr(&out));
+    let probe: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(probe["backend"], "fmod_ret", "{json}");
+    assert_eq!((&probe["enforces"], &probe["bpf_lsm"]), (&true.into(), &false.into()), "{json}");
+    assert!(probe["why"].as_str().unwrap().contains("not in the active LSM list"), "{json}");
+    fp_tests::assert_fmod_ret_attaches(&json);
+    let text = fp().args(["kernel", "probe"]).output().unwrap();
+    assert!(stdout(&text).contains("fp enforces through the fmod_ret backend"), "{text:?}");
+
+    fp_tests::assert_session_denies_its_secret(&[], "fmod_ret");
+}
+
+/// Asked for the BPF LSM (`FP_BACKEND=bpf_lsm`) where it is not active, `fp run` and the daemon
+/// say how to enable it and exit 125 before they change anything.
+#[test]
+fn asked_for_the_bpf_lsm_without_it_fp_run_and_the_daemon_refuse_before_changing_anything() {
+    let _g = exclusive();
+    assert_booted_without_bpf_lsm();
     let t = TempTree::new("no-bpf-lsm");
     let _unmounted = BpffsUnmounted::new();
     let log = t.join("run.log");
-    let (out, ran) = fp_tests::run_refused(&t, &["--audit-log".as_ref(), log.as_os_str()]);
+    let bpf_lsm = [("FP_BACKEND", "bpf_lsm")];
+    let (out, ran) =
+        fp_tests::run_refused(&t, &bpf_lsm, &["--audit-log".as_ref(), log.as_os_str()]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(125), "{err}");
-    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(err.contains("the BPF LSM is not usable") && err.contains("lsm="), "{err}");
     assert!(
         !err.contains("Verifier output"),
         "the probe's explanation, not a raw load error: {err}"
@@ -70,27 +96,91 @@ fn without_bpf_lsm_fp_run_and_the_daemon_refuse_before_changing_anything() {
     assert!(!Path::new("/sys/fs/cgroup/fp").exists(), "fp run made a cgroup");
 
     let config = fp_tests::daemon_config(&t, "");
-    let out = fp().args(["daemon", "--config"]).arg(&config).output().unwrap();
+    let out = fp().envs(bpf_lsm).args(["daemon", "--config"]).arg(&config).output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(125), "{err}");
-    assert!(err.contains("BPF LSM is not usable") && err.contains("lsm="), "{err}");
+    assert!(err.contains("the BPF LSM is not usable") && err.contains("lsm="), "{err}");
     assert!(!t.join("fp.sock").exists() && !t.join("log").exists(), "the daemon changed things");
     assert!(!bpffs_mounted(), "the daemon mounted bpffs and left it");
+
+    let probe = fp().envs(bpf_lsm).args(["kernel", "probe"]).output().unwrap();
+    assert_eq!(probe.status.code(), Some(1), "{}", stderr(&probe));
+    let wrong = fp().env("FP_BACKEND", "kprobe").args(["kernel", "probe"]).output().unwrap();
+    assert_eq!(wrong.status.code(), Some(1), "{}", stderr(&wrong));
+    assert!(stderr(&wrong).contains("FP_BACKEND=kprobe: expected"), "{}", stderr(&wrong));
 }
 
-/// Without the BPF LSM the probe refuses (exit 1) and says what fmod_ret programs could do:
-/// on the test kernels they attach (issue 54's route).
+/// In the VM only: `kernel.ftrace_enabled` at 0 for the test, 1 again after it.
+struct FtraceOff;
+
+impl FtraceOff {
+    fn new() -> Self {
+        assert!(matches!(fp_tests::place(), Place::Vm), "a sysctl write: VM only");
+        std::fs::write("/proc/sys/kernel/ftrace_enabled", "0").unwrap();
+        FtraceOff
+    }
+}
+
+impl Drop for FtraceOff {
+    fn drop(&mut self) {
+        std::fs::write("/proc/sys/kernel/ftrace_enabled", "1").unwrap();
+    }
+}
+
+/// At `kernel.ftrace_enabled` = 0 the kernel runs no fmod_ret program: the probe and `fp run`
+/// refuse, and a running daemon refuses new sessions, until it is 1 again.
 #[test]
-fn without_bpf_lsm_the_probe_refuses_and_reports_fmod_ret() {
+fn with_ftrace_disabled_the_fmod_ret_backend_starts_no_session() {
     let _g = exclusive();
+    assert_booted_without_bpf_lsm();
+    let t = TempTree::new("ftrace-off");
+    let socket = t.join("fp.sock");
+    let mut daemon = fp_tests::start_daemon(&fp_tests::daemon_config(&t, ""));
+    fp_tests::wait_for_socket(&socket, &mut daemon);
+    let policy = t.file("policy.toml", "[file_policy]\ndefault = \"write\"\n");
+    let through_daemon = || {
+        let args = ["run".as_ref(), "--socket".as_ref(), socket.as_os_str()];
+        let policy = ["--policy".as_ref(), policy.as_os_str()];
+        fp().args(args).args(policy).args(["--user", "root", "--", "true"]).output().unwrap()
+    };
+    let said = "kernel.ftrace_enabled is 0";
+    let log = t.join("log/audit.log");
+    let records = |state: &str| {
+        let raw = std::fs::read_to_string(&log).unwrap_or_default();
+        let kind =
+            format!("\"kind\":\"enforcement\",\"backend\":\"fmod_ret\",\"state\":\"{state}\"");
+        raw.matches(&kind).count()
+    };
+    let within = std::time::Duration::from_secs(30);
+    {
+        let _off = FtraceOff::new();
+        let probe = fp().args(["kernel", "probe"]).output().unwrap();
+        assert_eq!(probe.status.code(), Some(1), "{}", stderr(&probe));
+        assert!(stderr(&probe).contains(said), "{}", stderr(&probe));
+        let (out, ran) = fp_tests::run_refused(&t, &[], &["--embedded".as_ref()]);
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(stderr(&out).contains(said) && !ran, "{}", stderr(&out));
+        let out = through_daemon();
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{}", stderr(&out));
+        // The daemon's watch (every second) says so in its log.
+        fp_tests::wait_until("the enforcement-off record", within, || records("off") == 1);
+    }
+    fp_tests::wait_until("the enforcement-on record", within, || records("on") == 1);
+    let out = through_daemon();
+    assert!(out.status.success(), "{}", stderr(&out));
+    fp_tests::stop_daemon(daemon);
+    let verified = fp()
+        .args(["audit", "verify"])
+        .arg(&log)
+        .arg("--pubkey")
+        .arg(t.join("audit.pub"))
+        .output()
+        .unwrap();
+    assert_eq!(verified.status.code(), Some(3), "warnings: {}", stdout(&verified));
     assert!(
-        matches!(fp_tests::place(), Place::Vm) && !bpf_lsm_listed(),
-        "needs the VM booted without BPF LSM"
+        stdout(&verified).contains("enforcement off (fmod_ret backend)"),
+        "{}",
+        stdout(&verified)
     );
-    let out = fp().args(["kernel", "probe", "--json"]).output().unwrap();
-    let json = fp_tests::stdout(&out);
-    assert_eq!(out.status.code(), Some(1), "{json}{}", stderr(&out));
-    assert!(json.contains("\"bpf_lsm\":false"), "{json}");
-    fp_tests::assert_fmod_ret_attaches(&json);
-    eprintln!("{json}");
 }

@@ -291,6 +291,22 @@ fn exit_status_is_the_commands() {
     fp_tests::assert_nothing_left_behind();
 }
 
+/// Where the BPF LSM is active fp enforces through it, and an operator may choose the fmod_ret
+/// backend instead.
+#[test]
+fn both_backends_enforce_where_the_bpf_lsm_is_active() {
+    let _g = exclusive();
+    fp_tests::assert_session_denies_its_secret(&[], "bpf_lsm");
+    let fmod_ret = [("FP_BACKEND", "fmod_ret")];
+    let out = fp_tests::fp().envs(fmod_ret).args(["kernel", "probe", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let probe: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!((&probe["backend"], &probe["bpf_lsm"]), (&"fmod_ret".into(), &true.into()));
+    assert_eq!(probe["why"], "FP_BACKEND=fmod_ret");
+    fp_tests::assert_session_denies_its_secret(&fmod_ret, "fmod_ret");
+    fp_tests::assert_nothing_left_behind();
+}
+
 /// The probe also removes what a probe killed midway left (its empty cgroup), and only that.
 #[test]
 fn probe_reports_bpf_lsm_support() {

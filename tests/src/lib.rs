@@ -731,11 +731,16 @@ pub fn assert_fmod_ret_attaches(json: &str) {
     assert!(other.iter().any(|o| o["function"] == "security_mmap_file"), "{json}");
 }
 
-/// `fp run --deny T/secret ARGS -- touch T/ran`, where fp must refuse to start: its output, and
-/// whether the command ran anyway.
-pub fn run_refused(t: &TempTree, args: &[&std::ffi::OsStr]) -> (std::process::Output, bool) {
+/// `fp run --deny T/secret ARGS -- touch T/ran` with `env` set, where fp must refuse to start:
+/// its output, and whether the command ran anyway.
+pub fn run_refused(
+    t: &TempTree,
+    env: &[(&str, &str)],
+    args: &[&std::ffi::OsStr],
+) -> (std::process::Output, bool) {
     let marker = t.join("ran");
     let out = fp()
+        .envs(env.iter().copied())
         .args(["run", "--deny"])
         .arg(t.join("secret"))
         .args(args)
@@ -744,4 +749,35 @@ pub fn run_refused(t: &TempTree, args: &[&std::ffi::OsStr]) -> (std::process::Ou
         .output()
         .unwrap();
     (out, marker.exists())
+}
+
+/// `fp run --deny T/secret` (with `env` set) denies the session reading, writing and deleting
+/// the secret, and lets it read another file; its audit log says `backend` enforced it.
+pub fn assert_session_denies_its_secret(env: &[(&str, &str)], backend: &str) {
+    let t = TempTree::new("secret");
+    let log = t.join("run.log");
+    let secret = t.file("secret", "s3cret\n");
+    let open = t.file("open", "fine\n");
+    let script = format!(
+        "cat {s} >/dev/null 2>&1 && echo read=ok || echo read=denied; \
+         echo x 2>/dev/null >> {s} && echo write=ok || echo write=denied; \
+         rm -f {s} 2>/dev/null && echo delete=ok || echo delete=denied; \
+         cat {o} >/dev/null && echo open=ok || echo open=denied",
+        s = secret.display(),
+        o = open.display()
+    );
+    let out = fp()
+        .envs(env.iter().copied())
+        .args(["run", "--deny"])
+        .arg(&secret)
+        .arg("--audit-log")
+        .arg(&log)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_reported(&out, &["read=denied", "write=denied", "delete=denied", "open=ok"]);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "s3cret\n");
+    let raw = std::fs::read_to_string(&log).unwrap();
+    let start = raw.lines().find(|l| l.contains("\"kind\":\"session-start\"")).unwrap();
+    assert!(start.contains(&format!("\"backend\":\"{backend}\"")), "{start}");
 }

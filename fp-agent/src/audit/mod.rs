@@ -16,8 +16,8 @@ pub mod writer;
 
 pub use op::Op;
 pub use record::{
-    Body, Event, FileDecision, Loss, OrphanCleanup, OrphanOutcome, PolicyReload, RawPath, Record,
-    SessionAdopt, SessionEnd, SessionFreeze, SessionStart, Verdict,
+    Body, Enforcement, Event, FileDecision, Loss, OrphanCleanup, OrphanOutcome, PolicyReload,
+    RawPath, Record, SessionAdopt, SessionEnd, SessionFreeze, SessionStart, Verdict,
 };
 pub use writer::{
     AuditHandle, AuditWriter, CheckpointSink, Health, HealthObserver, LogWriter, OnFull, SpaceLeft,

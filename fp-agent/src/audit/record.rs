@@ -178,6 +178,10 @@ pub struct SessionStart {
     /// The shipped profile layered under the policy (`fp run --profile`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The backend the kernel enforces the session through (`bpf_lsm`, `fmod_ret`); absent in
+    /// the records of fp versions that had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     pub command: Vec<String>,
 }
 
@@ -212,6 +216,18 @@ pub struct SessionFreeze {
     /// `frozen` or `thawed`.
     pub state: String,
     /// Why, as the writer's health says it.
+    pub reason: String,
+}
+
+/// The kernel stopped or resumed running fp's programs while the agent runs: on the fmod_ret
+/// backend, `kernel.ftrace_enabled` went to 0 (no session is confined then, and new sessions
+/// are refused) or back to 1.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// `bpf_lsm` or `fmod_ret`.
+    pub backend: String,
+    /// `off` or `on`.
+    pub state: String,
     pub reason: String,
 }
 
@@ -313,6 +329,7 @@ pub enum Event {
     SessionAdopt(SessionAdopt),
     OrphanCleanup(OrphanCleanup),
     SessionFreeze(SessionFreeze),
+    Enforcement(Enforcement),
 }
 
 /// Everything a record can say; `kind` in JSON.
@@ -327,6 +344,7 @@ pub enum Body {
     SessionAdopt(SessionAdopt),
     OrphanCleanup(OrphanCleanup),
     SessionFreeze(SessionFreeze),
+    Enforcement(Enforcement),
     LogOpen(LogOpen),
     DaemonRestart(DaemonRestart),
     Recovery(Recovery),
@@ -344,6 +362,7 @@ impl From<Event> for Body {
             Event::SessionAdopt(e) => Body::SessionAdopt(e),
             Event::OrphanCleanup(e) => Body::OrphanCleanup(e),
             Event::SessionFreeze(e) => Body::SessionFreeze(e),
+            Event::Enforcement(e) => Body::Enforcement(e),
         }
     }
 }

@@ -137,6 +137,9 @@ pub fn describe(record: &Record) -> String {
         Body::SessionFreeze(f) => {
             format!("sessions {} ({}): {}", f.state, f.sessions.join(", "), f.reason)
         }
+        Body::Enforcement(e) => {
+            format!("ENFORCEMENT {} ({} backend): {}", e.state.to_uppercase(), e.backend, e.reason)
+        }
         Body::PolicyReload(p) => {
             format!("policy reload {} -> {} ({})", p.old_policy_hash, p.policy_hash, p.source)
         }

@@ -148,6 +148,7 @@ const OPS: &[&str] = &super::Op::NAMES;
 const DECISIONS: &[&str] =
     &["allow", "deny", "prompt-approved", "prompt-denied", "prompt-timed-out"];
 const ORPHAN_OUTCOMES: &[&str] = &super::OrphanOutcome::NAMES;
+const BACKENDS: &[&str] = &["bpf_lsm", "fmod_ret"];
 
 /// Members every record has (besides `hash`, checked by the chain).
 const COMMON: &[(&str, Type)] = &[
@@ -203,6 +204,7 @@ fn kind_members(kind: &str) -> Option<&'static [(&'static str, Type, bool)]> {
             ("uid", U32, true),
             ("policy_hash", Str, true),
             ("floor_exceptions", StrArray, true),
+            ("backend", OneOf(BACKENDS), false),
             ("command", StrArray, true),
         ],
         "session-end" => &[
@@ -229,6 +231,11 @@ fn kind_members(kind: &str) -> Option<&'static [(&'static str, Type, bool)]> {
         "session-freeze" => &[
             ("sessions", StrArray, true),
             ("state", OneOf(&["frozen", "thawed"]), true),
+            ("reason", Str, true),
+        ],
+        "enforcement" => &[
+            ("backend", OneOf(BACKENDS), true),
+            ("state", OneOf(&["off", "on"]), true),
             ("reason", Str, true),
         ],
         "policy-reload" => &[

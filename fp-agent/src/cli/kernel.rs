@@ -5,9 +5,11 @@ use crate::{exit, kernel};
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Exit 0 when BPF LSM programs load and attach here, globally and per cgroup (attaches
-    /// pass-through programs briefly, the per-cgroup one to an empty cgroup of its own). Also
-    /// says what fmod_ret programs on the kernel's security_* functions could do here.
+    /// Exit 0 when fp can enforce here, and say through which backend and why: the BPF LSM
+    /// where `bpf` is in the active LSM list, else fmod_ret programs on the kernel's security_*
+    /// functions, or the one FP_BACKEND names. Attaches pass-through programs briefly (on the
+    /// BPF LSM also per cgroup, to an empty cgroup of its own). Also says what fmod_ret programs
+    /// can do here.
     Probe {
         #[arg(long)]
         json: bool,
@@ -25,24 +27,41 @@ pub fn main(cmd: Command) -> ExitCode {
         Command::Probe { json } => {
             let result = crate::session::Cgroup2::find().and_then(|h| kernel::probe(&h.mount));
             let fmod_ret = kernel::probe_fmod_ret();
+            let chosen = kernel::chosen_backend();
             if json {
                 let error = result.as_ref().err().map(|e| format!("{e:#}"));
                 let fmod_ret = match &fmod_ret {
                     Ok(facts) => serde_json::json!(facts),
                     Err(e) => serde_json::json!({ "attaches": false, "error": format!("{e:#}") }),
                 };
+                let active = kernel::active_lsms();
+                let bpf_lsm = active.as_deref().is_some_and(|l| l.split(',').any(|l| l == "bpf"));
                 println!(
                     "{}",
-                    serde_json::json!({ "kernel": kernel::kernel_release(), "bpf_lsm": result.is_ok(), "error": error, "fmod_ret": fmod_ret })
+                    serde_json::json!({
+                        "kernel": kernel::kernel_release(),
+                        "enforces": result.is_ok(),
+                        "backend": chosen.as_ref().ok().map(|c| c.backend.name()),
+                        "why": chosen.as_ref().ok().map(|c| &c.why),
+                        "bpf_lsm": bpf_lsm,
+                        "active_lsms": active,
+                        "error": error,
+                        "fmod_ret": fmod_ret,
+                    })
                 );
             } else {
                 match &result {
-                    Ok(()) => println!("BPF LSM works on kernel {}", kernel::kernel_release()),
+                    Ok(chosen) => println!(
+                        "fp enforces through the {} backend on kernel {}: {}",
+                        chosen.backend.name(),
+                        kernel::kernel_release(),
+                        chosen.why
+                    ),
                     Err(e) => eprintln!("fp: {e:#}"),
                 }
                 print_fmod_ret(&fmod_ret);
             }
-            ExitCode::from(if result.is_ok() { exit::OK } else { exit::NO_BPF_LSM })
+            ExitCode::from(if result.is_ok() { exit::OK } else { exit::NO_BACKEND })
         }
         Command::Offsets { json } => {
             let resolved = kernel::btf::Btf::from_sys().and_then(|btf| {
@@ -92,8 +111,7 @@ pub fn main(cmd: Command) -> ExitCode {
     }
 }
 
-/// What fmod_ret programs could do here, after the BPF LSM's verdict (fp enforces through the
-/// BPF LSM only, so far).
+/// What fmod_ret programs can do here, after the verdict on the chosen backend.
 fn print_fmod_ret(facts: &anyhow::Result<kernel::FModRetFacts>) {
     let facts = match facts {
         Ok(facts) => facts,
@@ -121,5 +139,4 @@ fn print_fmod_ret(facts: &anyhow::Result<kernel::FModRetFacts>) {
         Some(false) => println!("  kernel.ftrace_enabled = 0: no fmod_ret program runs"),
         None => println!("  kernel.ftrace_enabled unreadable"),
     }
-    println!("  (fp enforces through the BPF LSM; fmod_ret is not used yet)");
 }

@@ -31,12 +31,9 @@ fn text(status: &Status) -> String {
         "daemon    pid {}, fp {} (protocol v{}), up {uptime}",
         daemon.pid, daemon.version, daemon.protocol
     );
-    let lsm = if host.bpf_lsm {
-        "BPF LSM active"
-    } else {
-        "BPF LSM NOT active: add \"bpf\" to lsm= on the kernel command line"
-    };
+    let lsm = if host.bpf_lsm { "BPF LSM active" } else { "BPF LSM not active" };
     let _ = writeln!(out, "kernel    {}, {lsm}", daemon.kernel_release);
+    let _ = writeln!(out, "backend   {} ({})", host.backend, host.backend_why);
     let hooks = if host.attached_hooks.is_empty() {
         "none".to_owned()
     } else {
@@ -108,6 +105,8 @@ mod tests {
             },
             host: HostStatus {
                 bpf_lsm: false,
+                backend: "fmod_ret".into(),
+                backend_why: "`bpf` is not in the active LSM list (capability,yama)".into(),
                 attached_hooks: vec![],
                 maps: vec![MapUsage { name: "SESSIONS".into(), used: 3, capacity: 1024 }],
                 sessions: 3,
@@ -133,7 +132,8 @@ mod tests {
         assert_eq!(
             text(&status),
             "daemon    pid 321, fp 0.1.0 (protocol v1), up 1h 02m 05s\n\
-             kernel    6.12.0, BPF LSM NOT active: add \"bpf\" to lsm= on the kernel command line\n\
+             kernel    6.12.0, BPF LSM not active\n\
+             backend   fmod_ret (`bpf` is not in the active LSM list (capability,yama))\n\
              hooks     none\n\
              sessions  3\n\
              orphan    run-812-4711 (its fp run, pid 812, was killed): 2 process(es), still confined\n\

@@ -291,6 +291,12 @@ pub struct DaemonInfo {
 pub struct HostStatus {
     /// Whether "bpf" is among the kernel's active LSMs.
     pub bpf_lsm: bool,
+    /// The backend fp's programs enforce through (`bpf_lsm` or `fmod_ret`), and why
+    /// (`fp kernel probe` says the same).
+    #[serde(default)]
+    pub backend: String,
+    #[serde(default)]
+    pub backend_why: String,
     pub attached_hooks: Vec<String>,
     pub maps: Vec<MapUsage>,
     pub sessions: u32,

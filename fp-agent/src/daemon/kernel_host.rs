@@ -349,7 +349,12 @@ impl SessionHost for KernelHost {
 
     fn status(&self) -> api::HostStatus {
         api::HostStatus {
-            bpf_lsm: true,
+            bpf_lsm: crate::kernel::active_lsms()
+                .is_some_and(|list| list.split(',').any(|l| l == "bpf")),
+            backend: self.manager().backend().map(|b| b.name().to_owned()).unwrap_or_default(),
+            backend_why: crate::kernel::chosen_backend()
+                .map(|c| c.why.clone())
+                .unwrap_or_else(|e| format!("{e:#}")),
             attached_hooks: self.manager().attached_hooks(),
             maps: self
                 .manager()

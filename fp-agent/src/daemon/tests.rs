@@ -99,6 +99,8 @@ impl SessionHost for FakeHost {
     fn status(&self) -> api::HostStatus {
         api::HostStatus {
             bpf_lsm: true,
+            backend: "bpf_lsm".into(),
+            backend_why: "`bpf` is in the active LSM list".into(),
             attached_hooks: vec!["file_open".into()],
             maps: vec![api::MapUsage { name: "SESSIONS".into(), used: 1, capacity: 1024 }],
             sessions: self.sessions.lock().unwrap().len() as u32,

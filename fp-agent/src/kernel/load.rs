@@ -14,7 +14,7 @@ use fp_common::kernel::{
 };
 
 use super::{
-    backend::security_function,
+    backend::{Backend, chosen, security_function},
     btf,
     object::{NOOP_OBJECT, SeqReads, object, seq_reads},
     offsets::{Offset, kernel_release, resolve_offsets, seq_counters},
@@ -56,7 +56,12 @@ pub fn attach_noop(entry: NoopEntry) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     if cfg!(fp_ebpf_stub) || NOOP_OBJECT.is_empty() {
         bail!("this build carries no BPF programs (FP_EBPF_STUB=1)");
     }
-    let Prepared { hooks, btf, .. } = prepared()?;
+    let Prepared { btf, .. } = prepared()?;
+    let backend = match entry {
+        NoopEntry::Lsm | NoopEntry::LsmCgroup(_) => Backend::BpfLsm,
+        NoopEntry::FModRet => Backend::FModRet,
+    };
+    let hooks = available_hooks(btf::Btf::from_sys()?, backend)?;
     // A loader of its own: the shared one carries fp's globals, which this object lacks.
     let mut ebpf = EbpfLoader::new()
         .btf(Some(btf))
@@ -65,7 +70,10 @@ pub fn attach_noop(entry: NoopEntry) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     let names = hooks
         .iter()
         .map(|(program, hook)| {
-            let stem = program.strip_prefix("fp_").unwrap_or(program);
+            let stem = ["fp_fmod_ret_", "fp_fentry_", "fp_"]
+                .iter()
+                .find_map(|prefix| program.strip_prefix(prefix))
+                .unwrap_or(program);
             let twins = match entry {
                 NoopEntry::Lsm => vec![format!("noop_{stem}")],
                 NoopEntry::LsmCgroup(_) => {
@@ -103,6 +111,7 @@ struct Prepared {
     /// [`seq_counters`]: 0 turns the verdict cache off.
     seq_counters: [u64; 2],
     seq_reads: Option<SeqReads>,
+    /// The hooks of the [`chosen`] backend.
     hooks: HookPrograms,
     btf: aya::Btf,
     loader: std::sync::Mutex<EbpfLoader<'static>>,
@@ -116,7 +125,8 @@ fn prepared() -> anyhow::Result<&'static Prepared> {
             let loader = scope.spawn(EbpfLoader::new);
             let btf = scope.spawn(|| aya::Btf::from_sys_fs().context("reading kernel BTF"));
             let raw = btf::Btf::from_sys()?;
-            let (offsets, hooks) = (resolve_offsets(raw)?, available_hooks(raw)?);
+            let backend = chosen()?.backend;
+            let (offsets, hooks) = (resolve_offsets(raw)?, available_hooks(raw, backend)?);
             let seq_counters = seq_counters(raw).unwrap_or_else(|| {
                 tracing::warn!(
                     "the kernel hides rename_lock/mount_lock in /proc/kallsyms: the verdict \
@@ -169,19 +179,42 @@ pub(super) fn open(
     Ok((ebpf, &prepared.btf, prepared.hooks.clone()))
 }
 
-/// The hooks to attach on this kernel, with the program matching each hook's prototype: all of
-/// them, except optional hooks it does not have (their operations go through other hooks there).
-/// A missing mandatory hook stops the load.
-pub(super) fn available_hooks(btf: &btf::Btf) -> anyhow::Result<HookPrograms> {
-    let mut hooks = Vec::new();
+/// The hooks to attach on this kernel with `backend`, with the program matching the prototype of
+/// the function each enters at (`bpf_lsm_<hook>`, or the `security_*` function): all of them,
+/// except optional hooks it does not have (their operations go through other hooks there). A
+/// missing mandatory one stops the load, naming them all.
+pub(super) fn available_hooks(btf: &btf::Btf, backend: Backend) -> anyhow::Result<HookPrograms> {
+    let (mut hooks, mut missing) = (Vec::new(), Vec::new());
     for &hook in Hook::ALL {
-        if let Some(params) = btf.func_params(&format!("bpf_lsm_{}", hook.name())) {
-            hooks.push((hook.program(&params), hook));
+        let function = match backend {
+            Backend::BpfLsm => format!("bpf_lsm_{}", hook.name()),
+            Backend::FModRet => security_function(hook.name()),
+        };
+        if let Some(params) = btf.func_params(&function) {
+            hooks.push((hook.program(backend, &params), hook));
         } else if !hook.is_optional() {
-            bail!("kernel {} has no LSM hook {}", kernel_release(), hook.name());
+            missing.push(function);
         }
     }
-    Ok(hooks)
+    if missing.is_empty() {
+        return Ok(hooks);
+    }
+    let why = match backend {
+        Backend::BpfLsm => "LSM hooks",
+        // Kernels built without CONFIG_SECURITY_PATH (Flatcar, RHEL 9's early releases) have
+        // none of the path functions; fp decides names there and has no other hook for them.
+        Backend::FModRet if missing.iter().any(|f| f.starts_with("security_path_")) => {
+            "kernel functions fmod_ret programs attach to (the security_path_* ones need \
+             CONFIG_SECURITY_PATH=y; the BPF LSM backend, lsm=...,bpf, does not)"
+        }
+        Backend::FModRet => "kernel functions fmod_ret programs attach to",
+    };
+    bail!(
+        "fp cannot enforce on kernel {} with the {} backend: it lacks these {why}: {}",
+        kernel_release(),
+        backend.name(),
+        missing.join(", ")
+    )
 }
 
 /// Loads `programs` (name, hook) into the kernel, then attaches them ([`attach_loaded`]).

@@ -1,7 +1,7 @@
 //! The kernel side as userspace sees it, one file per job: the embedded BPF objects
 //! (`object`), what the running kernel's BTF says (`offsets`), where programs enter the kernel's
-//! security checks (`backend`), loading and attaching the programs (`load`), proving the BPF LSM works (`probe`), the maps of sessions (`enforcer`, `tables`),
-//! pinning (`bpffs`).
+//! security checks (`backend`), loading and attaching the programs (`load`), proving the chosen
+//! backend works (`probe`), the maps of sessions (`enforcer`, `tables`), pinning (`bpffs`).
 mod backend;
 mod bpffs;
 pub mod btf;
@@ -16,7 +16,10 @@ use std::path::PathBuf;
 
 use fp_common::kernel::ABI_VERSION;
 
-pub use backend::FModRetFacts;
+pub use backend::{
+    BACKEND_ENV, Backend, Chosen, FModRetFacts, active_lsms, chosen as chosen_backend,
+    ftrace_enabled,
+};
 pub use bpffs::Bpffs;
 pub use enforcer::{BrokerClock, Enforcer, HOLD_HOOKS, MapUsage, SESSION_LINKS, remove_pins};
 pub use load::{NoopEntry, SessionCgroups, attach_noop, prepare_in_background};
@@ -24,7 +27,7 @@ pub use object::object;
 pub use offsets::{
     Offset, kernel_release, lockdown_reason, rdonly_cast_ids, resolve_offsets, seq_counters,
 };
-pub use probe::{probe, probe_fmod_ret, ready};
+pub use probe::{FTRACE_DISABLED, probe, probe_fmod_ret, ready};
 
 /// Where fp pins maps and links: versioned so an fp with another ABI never reuses them.
 pub fn pin_root() -> PathBuf {

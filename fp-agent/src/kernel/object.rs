@@ -82,7 +82,7 @@ fn with_kfunc_calls(object: &[u8], kfunc: u32) -> anyhow::Result<(&'static [u8],
 #[cfg(test)]
 mod tests {
     use fp_common::kernel::{
-        Hook, KERNEL_FIELDS, OPTIONAL_FIELDS, SEQ_COUNTERS, SESSION_CGROUP_LEVEL,
+        Backend, Hook, KERNEL_FIELDS, OPTIONAL_FIELDS, SEQ_COUNTERS, SESSION_CGROUP_LEVEL,
         SESSION_PARENT_CGROUP, maps, programs,
     };
 
@@ -200,19 +200,27 @@ mod tests {
         assert_eq!(found, named, "the maps of fp-ebpf/src/maps.rs against fp_common::kernel::maps");
     }
 
-    /// The object's programs are exactly those userspace attaches by name: one per hook and
-    /// kernel prototype ([`Hook::program`]) and the probes.
+    /// The object's programs are exactly those userspace attaches by name: one per hook, backend
+    /// and kernel prototype ([`Hook::program`]) and the probes.
     #[test]
     #[cfg_attr(fp_ebpf_stub, ignore = "built with FP_EBPF_STUB=1")]
     fn object_programs_are_the_named_ones() {
         let obj = parsed_object();
         let mut found: Vec<&str> = obj.programs.keys().map(String::as_str).collect();
         found.sort_unstable();
-        let mut named: Vec<&str> = Hook::ALL.iter().map(|h| h.program(&[])).collect();
+        let mut named: Vec<&str> = Hook::ALL
+            .iter()
+            .flat_map(|h| Backend::ALL.map(|backend| h.program(backend, &[])))
+            // Its function takes a namespace first on every kernel fp supports.
+            .filter(|p| *p != "fp_fmod_ret_inode_setattr")
+            .collect();
         named.extend([
             programs::INODE_SETATTR_IDMAP,
+            programs::FMOD_RET_INODE_SETATTR_IDMAP,
             programs::BPF_KERNEL,
+            programs::FMOD_RET_BPF_KERNEL,
             programs::PERF_EVENT_OPEN_TYPE,
+            programs::FMOD_RET_PERF_EVENT_OPEN_TYPE,
             programs::PROBE,
             programs::PROBE_CGROUP,
             programs::PROBE_FMOD_RET,

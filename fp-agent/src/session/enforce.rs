@@ -54,6 +54,7 @@ pub(super) trait Enforce: Send {
     fn set_grants(&mut self, grants: &[(u32, PrefixKeyData, GrantValue)]) -> anyhow::Result<()>;
     fn usage(&mut self) -> anyhow::Result<Vec<MapUsage>>;
     fn hooks(&self) -> Vec<String>;
+    fn backend(&self) -> kernel::Backend;
     fn unload(self: Box<Self>) -> anyhow::Result<()>;
 }
 
@@ -119,6 +120,9 @@ impl Enforce for kernel::Enforcer {
     fn hooks(&self) -> Vec<String> {
         kernel::Enforcer::hooks(self)
     }
+    fn backend(&self) -> kernel::Backend {
+        kernel::Enforcer::backend(self)
+    }
     fn unload(self: Box<Self>) -> anyhow::Result<()> {
         kernel::Enforcer::unload(*self)
     }
@@ -150,6 +154,11 @@ impl Manager {
             tracing::warn!("reading map usage: {e:#}");
             Vec::new()
         })
+    }
+
+    /// The backend the programs enforce through (None before they are loaded).
+    pub fn backend(&self) -> Option<kernel::Backend> {
+        self.enforcer.lock().unwrap().as_ref().map(|e| e.backend())
     }
 
     /// The hooks the programs are attached to.

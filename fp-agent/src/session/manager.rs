@@ -116,7 +116,7 @@ pub struct Manager {
     pub(super) events: Events,
     pub(super) broker_clock: Mutex<Option<kernel::BrokerClock>>,
     pub(super) outputs: Outputs,
-    stop: Arc<AtomicBool>,
+    pub(super) stop: Arc<AtomicBool>,
     reader: Mutex<Option<JoinHandle<()>>>,
     /// Where each session is saved for a restarted agent to take over (the daemon's).
     pub(super) state: Option<PathBuf>,
@@ -142,6 +142,7 @@ impl Manager {
         let outputs = Outputs { sink, observer };
         let manager = Self::new(hierarchy, parent, enforcer, outputs, None)?;
         manager.spawn_reader();
+        manager.spawn_ftrace_watch();
         Ok(manager)
     }
 
@@ -302,6 +303,13 @@ impl Manager {
         if let Some(log) = self.audit_log() {
             log.refuse_new_session()?;
         }
+        // At kernel.ftrace_enabled = 0 the kernel runs no fmod_ret program: such a session would
+        // not be confined at all.
+        if self.backend() == Some(kernel::Backend::FModRet)
+            && kernel::ftrace_enabled() == Some(false)
+        {
+            anyhow::bail!("{}", kernel::FTRACE_DISABLED);
+        }
         // Where a session's start goes, for `FP_LOG=fp_agent=debug` (issue 53 item 5).
         let mut clock = std::time::Instant::now();
         let mut lap = || {
@@ -349,6 +357,7 @@ impl Manager {
                 .map(|e| e.value.clone())
                 .collect(),
             profile: context.policy.profile().map(str::to_owned),
+            backend: self.backend().map(|b| b.name().to_owned()),
             command: spec.command,
         };
         let (path, id) = (cgroup.path.clone(), cgroup.id);

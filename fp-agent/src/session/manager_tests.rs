@@ -132,6 +132,9 @@ impl Enforce for FakeKernel {
     fn hooks(&self) -> Vec<String> {
         Vec::new()
     }
+    fn backend(&self) -> crate::kernel::Backend {
+        crate::kernel::Backend::BpfLsm
+    }
     fn unload(self: Box<Self>) -> anyhow::Result<()> {
         Ok(())
     }

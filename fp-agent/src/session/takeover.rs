@@ -103,6 +103,7 @@ impl Manager {
             manager.take_over()?;
         }
         manager.spawn_reader();
+        manager.spawn_ftrace_watch();
         Ok(manager)
     }
 

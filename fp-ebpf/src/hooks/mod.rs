@@ -6,6 +6,49 @@
 //! every session runs none of fp's code there, and a session's task finds its session in its
 //! cgroup's storage. The kernel has 10 such hooks for the whole host (`CGROUP_LSM_NUM`); the other
 //! hooks are `#[lsm]` programs, which every task runs and which return at once outside sessions.
+//!
+//! Each hook's decision also has an fmod_ret program on the kernel function that calls the hook's
+//! LSM chain (`security_<hook>`; an fentry program where that function returns nothing): the
+//! same decision for kernels that run no BPF LSM program ([`hook!`]). There every task runs it,
+//! and finds its session as an `#[lsm]` program does.
+
+/// One hook's programs, each running `$decision` with the session of the task (`|$session,
+/// $ctx|`: the context is the program's): `$lsm`, the BPF LSM program (`lsm`: run for every task,
+/// [`in_session`]; `lsm_cgroup`: attached per session cgroup, [`in_session_cgroup`]), and
+/// `$fmod_ret`, an fmod_ret program on `$function`, the kernel function that calls the hook's LSM
+/// chain, for every task ([`in_session`]; a return other than 0 skips the function and is its
+/// result). `ret` is the index of the hook's last argument, the verdict of the programs before;
+/// the function's arguments are the hook's, or its own `ret` says where they end. A hook with
+/// two prototypes has two invocations; one whose function has one prototype on every kernel fp
+/// supports gives the other no fmod_ret program.
+macro_rules! hook {
+    (
+        $(#[$doc:meta])*
+        $kind:ident($hook:literal, ret = $ret:literal) $lsm:ident;
+        $(fmod_ret($function:literal $(, ret = $function_ret:literal)?) $fmod_ret:ident;)?
+        |$session:ident, $ctx:ident| $decision:expr
+    ) => {
+        $(#[$doc])*
+        #[aya_ebpf::macros::$kind(hook = $hook)]
+        pub fn $lsm($ctx: aya_ebpf::programs::LsmContext) -> i32 {
+            hook!(@entry $kind)($ctx.arg($ret), |$session| $decision)
+        }
+        $(
+            #[doc = concat!("[`", stringify!($lsm), "`] as an fmod_ret program on ", $function, ".")]
+            #[aya_ebpf::macros::fmod_ret(function = $function)]
+            pub fn $fmod_ret($ctx: aya_ebpf::programs::FEntryContext) -> i32 {
+                $crate::hooks::in_session($ctx.arg(hook!(@ret $ret $($function_ret)?)), |$session| {
+                    $decision
+                })
+            }
+        )?
+    };
+    (@entry lsm) => { $crate::hooks::in_session };
+    (@entry lsm_cgroup) => { $crate::hooks::in_session_cgroup };
+    (@ret $ret:literal) => { $ret };
+    (@ret $ret:literal $function_ret:literal) => { $function_ret };
+}
+
 mod file;
 mod floor;
 mod inode;

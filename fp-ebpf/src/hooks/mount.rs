@@ -1,68 +1,63 @@
 //! Hooks on the mount table: all refused for sessions.
-use aya_ebpf::{macros::lsm, programs::LsmContext};
 use fp_common::kernel::Hook;
 
-use super::in_session;
 use crate::{
     kernel::{OFF_VFSMOUNT_MNT_ROOT, dentry_identity, off, path_identity, read, sb_identity},
     protect::refuse_mount,
 };
 
-/// mount(2) in every form: a new filesystem, bind, move, remount and propagation changes (so
-/// `unshare -m`, which makes the new namespace's mounts private, is refused too).
-#[lsm(hook = "sb_mount")]
-pub fn fp_sb_mount(ctx: LsmContext) -> i32 {
+hook! {
+    /// mount(2) in every form: a new filesystem, bind, move, remount and propagation changes (so
+    /// `unshare -m`, which makes the new namespace's mounts private, is refused too).
+    lsm("sb_mount", ret = 5) fp_sb_mount;
+    fmod_ret("security_sb_mount") fp_fmod_ret_sb_mount;
     // sb_mount(const char *dev_name, const struct path *path, const char *type,
     //          unsigned long flags, void *data, int ret)
-    in_session(ctx.arg(5), |session| {
-        refuse_mount(session, Hook::SbMount, || path_identity(ctx.arg(1)))
-    })
+    |session, ctx| refuse_mount(session, Hook::SbMount, || path_identity(ctx.arg(1)))
 }
 
-/// umount(2), lazy (MNT_DETACH) included.
-#[lsm(hook = "sb_umount")]
-pub fn fp_sb_umount(ctx: LsmContext) -> i32 {
+hook! {
+    /// umount(2), lazy (MNT_DETACH) included.
+    lsm("sb_umount", ret = 2) fp_sb_umount;
+    fmod_ret("security_sb_umount") fp_fmod_ret_sb_umount;
     // sb_umount(struct vfsmount *mnt, int flags, int ret)
-    in_session(ctx.arg(2), |session| {
+    |session, ctx| {
         refuse_mount(session, Hook::SbUmount, || {
             dentry_identity(read(ctx.arg::<u64>(0), off(&OFF_VFSMOUNT_MNT_ROOT))?)
         })
-    })
+    }
 }
 
-/// A remount through mount(2) (sb_mount has refused it already: defence in depth).
-#[lsm(hook = "sb_remount")]
-pub fn fp_sb_remount(ctx: LsmContext) -> i32 {
+hook! {
+    /// A remount through mount(2) (sb_mount has refused it already: defence in depth).
+    lsm("sb_remount", ret = 2) fp_sb_remount;
+    fmod_ret("security_sb_remount") fp_fmod_ret_sb_remount;
     // sb_remount(struct super_block *sb, void *mnt_opts, int ret)
-    in_session(ctx.arg(2), |session| {
-        refuse_mount(session, Hook::SbRemount, || sb_identity(ctx.arg(0)))
-    })
+    |session, ctx| refuse_mount(session, Hook::SbRemount, || sb_identity(ctx.arg(0)))
 }
 
-/// A new filesystem instance for userspace: mount(2) (refused by sb_mount already) and the new
-/// mount API's `fsconfig(FSCONFIG_CMD_CREATE)`, so `fsmount` never gets a filesystem to mount.
-#[lsm(hook = "sb_kern_mount")]
-pub fn fp_sb_kern_mount(ctx: LsmContext) -> i32 {
+hook! {
+    /// A new filesystem instance for userspace: mount(2) (refused by sb_mount already) and the
+    /// new mount API's `fsconfig(FSCONFIG_CMD_CREATE)`, so `fsmount` never gets a filesystem to
+    /// mount.
+    lsm("sb_kern_mount", ret = 1) fp_sb_kern_mount;
+    fmod_ret("security_sb_kern_mount") fp_fmod_ret_sb_kern_mount;
     // sb_kern_mount(const struct super_block *sb, int ret)
-    in_session(ctx.arg(1), |session| {
-        refuse_mount(session, Hook::SbKernMount, || sb_identity(ctx.arg(0)))
-    })
+    |session, ctx| refuse_mount(session, Hook::SbKernMount, || sb_identity(ctx.arg(0)))
 }
 
-#[lsm(hook = "sb_pivotroot")]
-pub fn fp_sb_pivotroot(ctx: LsmContext) -> i32 {
+hook! {
+    lsm("sb_pivotroot", ret = 2) fp_sb_pivotroot;
+    fmod_ret("security_sb_pivotroot") fp_fmod_ret_sb_pivotroot;
     // sb_pivotroot(const struct path *old_path, const struct path *new_path, int ret)
-    in_session(ctx.arg(2), |session| {
-        refuse_mount(session, Hook::SbPivotroot, || path_identity(ctx.arg(1)))
-    })
+    |session, ctx| refuse_mount(session, Hook::SbPivotroot, || path_identity(ctx.arg(1)))
 }
 
-/// move_mount(2): attaching a mount made with the new mount API (fsmount, open_tree) or moving
-/// an existing one.
-#[lsm(hook = "move_mount")]
-pub fn fp_move_mount(ctx: LsmContext) -> i32 {
+hook! {
+    /// move_mount(2): attaching a mount made with the new mount API (fsmount, open_tree) or
+    /// moving an existing one.
+    lsm("move_mount", ret = 2) fp_move_mount;
+    fmod_ret("security_move_mount") fp_fmod_ret_move_mount;
     // move_mount(const struct path *from_path, const struct path *to_path, int ret)
-    in_session(ctx.arg(2), |session| {
-        refuse_mount(session, Hook::MoveMount, || path_identity(ctx.arg(1)))
-    })
+    |session, ctx| refuse_mount(session, Hook::MoveMount, || path_identity(ctx.arg(1)))
 }

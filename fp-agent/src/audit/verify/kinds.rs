@@ -60,7 +60,7 @@ impl Walk<'_> {
         }
         if !matches!(
             common.kind,
-            "log-open" | "checkpoint" | "recovery" | "loss" | "daemon-restart"
+            "log-open" | "checkpoint" | "recovery" | "loss" | "daemon-restart" | "enforcement"
         ) {
             return None;
         }
@@ -159,6 +159,10 @@ impl Walk<'_> {
                 .report
                 .warnings
                 .push(format!("seq {}: {} event(s) lost at {}", record.seq, loss.count, loss.at)),
+            Body::Enforcement(e) if e.state == "off" => self.report.warnings.push(format!(
+                "seq {}: enforcement off ({} backend): {}",
+                record.seq, e.backend, e.reason
+            )),
             _ => {}
         }
         None

@@ -34,6 +34,7 @@ pub use prompt::BrokerClock;
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
 use super::{
+    backend::{Backend, chosen},
     btf,
     load::{SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, load, open},
 };
@@ -102,8 +103,17 @@ impl Enforcer {
         if !pin_dir.join(maps::SESSIONS).exists() {
             return Ok(None);
         }
-        let hooks = available_hooks(btf::Btf::from_sys()?)?;
+        let backend = chosen()?.backend;
+        let hooks = available_hooks(btf::Btf::from_sys()?, backend)?;
         let this = Self::open_pinned(pin_dir)?;
+        if this.backend() != backend {
+            bail!(
+                "the programs pinned under {} enforce through the {} backend, this fp chose {}",
+                this.pin_dir.display(),
+                this.backend().name(),
+                backend.name()
+            );
+        }
         let mut pinned = this.hooks();
         pinned.sort();
         let mut expected: Vec<String> = hooks.iter().map(|(_, h)| h.name().to_owned()).collect();
@@ -196,6 +206,15 @@ impl Enforcer {
             self.links.push((path, pinned));
         }
         Ok(())
+    }
+
+    /// The backend the programs enforce through: on the BPF LSM's, the hottest hooks' programs
+    /// are per session cgroup; on fmod_ret's, every program is attached for every task.
+    pub fn backend(&self) -> Backend {
+        match self.per_session.is_empty() {
+            true => Backend::FModRet,
+            false => Backend::BpfLsm,
+        }
     }
 
     /// The hooks fp's programs are on: attached for every task, or to each session's cgroup.

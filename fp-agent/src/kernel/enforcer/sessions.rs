@@ -108,7 +108,11 @@ impl Enforcer {
 
     /// The per-cgroup programs' copy of the session, in its cgroup's storage, which exists while
     /// they are attached there. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
+    /// (The fmod_ret backend attaches no per-cgroup program: no storage to write.)
     fn write_cgroup_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
+        if self.per_session.is_empty() {
+            return Ok(());
+        }
         self.store_cgroup_session(cgroup, CgroupSession { cgroup, info })?
             .with_context(|| format!("writing the session of cgroup {cgroup} (not attached?)"))
     }
@@ -116,6 +120,9 @@ impl Enforcer {
     /// [`Self::write_cgroup_session`]'s value zeroed; a storage already gone (the programs
     /// detached) is not an error.
     fn clear_cgroup_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
+        if self.per_session.is_empty() {
+            return Ok(());
+        }
         gone(self.store_cgroup_session(cgroup, CgroupSession::default())?)
             .with_context(|| format!("clearing the session of cgroup {cgroup}"))
     }
