@@ -77,11 +77,30 @@ impl Target {
     }
 }
 
-/// The test executables that need a VM booted otherwise, each with the kernel parameter that
-/// boots it: each runs alone, in a boot of its own after each kernel's main boot. Without BPF
-/// LSM; locked down for confidentiality (the kernel then refuses BPF reads of its memory).
-const OWN_BOOTS: [(&str, &str); 2] =
-    [("no_bpf_lsm", "lsm=capability,yama"), ("locked_down", "lockdown=confidentiality")];
+/// A VM boot of each kernel besides its main one, after it: booted with `cmdline`, it runs the
+/// test executable `own` (which runs nowhere else) and, on kernel K, the executables `also`
+/// lists for K (which run in the main boot too): (kernel, executables).
+struct OtherBoot {
+    cmdline: &'static str,
+    own: &'static str,
+    also: &'static [(&'static str, &'static [&'static str])],
+}
+
+/// Without the BPF LSM, where fp enforces through its fmod_ret backend: the backend's own tests
+/// and the escape suites, split between the kernels to keep `cargo xtask test` within its hour
+/// (the main boot runs them all on the BPF LSM backend; docs/testing.md). Locked down for
+/// confidentiality (the kernel then refuses BPF reads of its memory).
+const OTHER_BOOTS: [OtherBoot; 2] = [
+    OtherBoot {
+        cmdline: "lsm=capability,yama",
+        own: "no_bpf_lsm",
+        also: &[
+            ("6.1", &["escape_ops", "escape_tools", "escape_floor"]),
+            ("6.12", &["escape_tiers", "escape_per_op", "escape_paths", "escape_boundary"]),
+        ],
+    },
+    OtherBoot { cmdline: "lockdown=confidentiality", own: "locked_down", also: &[] },
+];
 
 /// One VM boot (or the native run) and the test executables it runs.
 struct Boot<'a> {
@@ -125,16 +144,19 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
         .iter()
         .map(|target| {
             let mut lane = vec![Boot { target, tests: built.tests.clone(), cmdline: None }];
-            for (test, cmdline) in &built.own_boots {
+            for other in &built.other_boots {
+                let cmdline = Some(other.cmdline);
                 match target {
-                    Target::Vm(_) => lane.push(Boot {
-                        target,
-                        tests: vec![test.clone()],
-                        cmdline: Some(cmdline),
-                    }),
+                    Target::Vm(pin) => {
+                        let also = other.also.iter().filter(|(k, _)| *k == pin.name);
+                        let also = also.map(|(_, exe)| exe.clone());
+                        let tests = std::iter::once(other.own.clone()).chain(also).collect();
+                        lane.push(Boot { target, tests, cmdline })
+                    }
                     Target::Native => println!(
-                        "xtask: native: {} runs only in the VMs, which can boot with {cmdline}",
-                        test.display()
+                        "xtask: native: {} runs only in the VMs, which can boot with {}",
+                        other.own.display(),
+                        other.cmdline
                     ),
                 }
             }
@@ -268,12 +290,20 @@ impl Totals {
 /// The host build: the fp binary and the privileged test executables (never the BPF stub).
 struct Built {
     fp_bin: PathBuf,
-    /// Every test executable but [`OWN_BOOTS`]'.
+    /// The main boot's test executables: all but [`OTHER_BOOTS`]' own.
     tests: Vec<PathBuf>,
-    /// [`OWN_BOOTS`]' executables, each with its boot's parameter.
-    own_boots: Vec<(PathBuf, &'static str)>,
+    /// The executables of each of [`OTHER_BOOTS`].
+    other_boots: Vec<OtherBootTests>,
     /// fp-tests' package directory: the tests run there, as under `cargo test`.
     tests_dir: PathBuf,
+}
+
+/// One of [`OTHER_BOOTS`], its executables built.
+struct OtherBootTests {
+    cmdline: &'static str,
+    own: PathBuf,
+    /// (kernel, executable).
+    also: Vec<(&'static str, PathBuf)>,
 }
 
 /// Builds the `fp` binary with the real BPF object, as it ships (release): the demo and the
@@ -294,28 +324,42 @@ fn build() -> Result<Built> {
     println!("xtask: building fp and the privileged tests (real BPF object)");
     let args = ["test", "--workspace", "--exclude", "fp-ebpf", "--no-run"];
     let tests_dir = paths::workspace_root().join("tests");
-    let (mut fp_bin, mut tests, mut own_boots) = (None, Vec::new(), Vec::new());
+    let (mut fp_bin, mut executables) = (None, Vec::new());
     for (artifact, exe) in cargo_artifacts(&args)? {
         if artifact.target.name == "fp" && !artifact.profile.test {
             fp_bin = Some(exe);
         } else if artifact.profile.test && artifact.target.src_path.starts_with(&tests_dir) {
-            match OWN_BOOTS.iter().find(|(name, _)| artifact.target.name == *name) {
-                Some(&(_, cmdline)) => own_boots.push((exe, cmdline)),
-                None => tests.push(exe),
-            }
+            executables.push((artifact.target.name.clone(), exe));
         }
     }
     let fp_bin = fp_bin.ok_or_else(|| anyhow!("cargo built no `fp` executable"))?;
-    // In OWN_BOOTS' order, each there once.
-    own_boots.sort_by_key(|(_, cmdline)| OWN_BOOTS.iter().position(|(_, c)| c == cmdline));
-    if own_boots.len() != OWN_BOOTS.len() {
-        let names: Vec<&str> = OWN_BOOTS.iter().map(|(name, _)| *name).collect();
-        bail!("fp-tests lacks one of the test executables {}", names.join(", "));
-    }
+    let named = |name: &str| {
+        executables
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, exe)| exe.clone())
+            .ok_or_else(|| anyhow!("fp-tests has no test executable {name}"))
+    };
+    let other_boots = OTHER_BOOTS
+        .iter()
+        .map(|boot| {
+            let also = boot.also.iter().flat_map(|(k, names)| names.iter().map(move |n| (*k, n)));
+            Ok(OtherBootTests {
+                cmdline: boot.cmdline,
+                own: named(boot.own)?,
+                also: also.map(|(k, n)| Ok((k, named(n)?))).collect::<Result<_>>()?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let tests: Vec<PathBuf> = executables
+        .into_iter()
+        .filter(|(name, _)| OTHER_BOOTS.iter().all(|boot| boot.own != name))
+        .map(|(_, exe)| exe)
+        .collect();
     if tests.is_empty() {
         bail!("fp-tests has no test executables");
     }
-    Ok(Built { fp_bin, tests, own_boots, tests_dir })
+    Ok(Built { fp_bin, tests, other_boots, tests_dir })
 }
 
 /// Runs cargo with JSON messages and returns the executables of the artifacts `wanted` selects.
@@ -473,6 +517,28 @@ fn strip_ansi_colors(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every escape suite runs on the fmod_ret backend on some pinned kernel, and every kernel
+    /// an other boot names is pinned.
+    #[test]
+    fn the_escape_suites_run_on_the_fmod_ret_backend() {
+        let tests = std::fs::read_to_string(paths::workspace_root().join("tests/Cargo.toml"));
+        let escape: Vec<String> = tests
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("name = \"escape_"))
+            .map(|rest| format!("escape_{}", rest.trim_end_matches('"')))
+            .collect();
+        assert!(escape.len() >= 7, "{escape:?}");
+        let fmod_ret = &OTHER_BOOTS[0];
+        assert_eq!(fmod_ret.cmdline, "lsm=capability,yama");
+        for suite in &escape {
+            assert!(fmod_ret.also.iter().any(|(_, s)| s.contains(&suite.as_str())), "{suite}");
+        }
+        for (kernel, _) in OTHER_BOOTS.iter().flat_map(|b| b.also) {
+            assert!(kernels::find(kernel).is_ok(), "{kernel}");
+        }
+    }
 
     const CLEAN: &str = "fp-test-binary: /t/vm_smoke-1\n\nrunning 2 tests\ntest a ... ok\n\
         test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s\n\
