@@ -33,7 +33,10 @@ fn text(status: &Status) -> String {
     );
     let lsm = if host.bpf_lsm { "BPF LSM active" } else { "BPF LSM not active" };
     let _ = writeln!(out, "kernel    {}, {lsm}", daemon.kernel_release);
-    let _ = writeln!(out, "backend   {} ({})", host.backend, host.backend_why);
+    // An older daemon does not say.
+    if !host.backend.is_empty() {
+        let _ = writeln!(out, "backend   {} ({})", host.backend, host.backend_why);
+    }
     let hooks = if host.attached_hooks.is_empty() {
         "none".to_owned()
     } else {

@@ -34,7 +34,7 @@ pub use prompt::BrokerClock;
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
 use super::{
-    backend::{Backend, chosen},
+    backend::{BACKEND_ENV, Backend, chosen},
     btf,
     load::{SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, load, open},
 };
@@ -104,16 +104,19 @@ impl Enforcer {
             return Ok(None);
         }
         let backend = chosen()?.backend;
-        let hooks = available_hooks(btf::Btf::from_sys()?, backend)?;
         let this = Self::open_pinned(pin_dir)?;
         if this.backend() != backend {
             bail!(
-                "the programs pinned under {} enforce through the {} backend, this fp chose {}",
+                "the programs pinned under {} enforce through the {} backend, this fp chose {} \
+                 ({}): run it with {BACKEND_ENV}={} to take their sessions over",
                 this.pin_dir.display(),
                 this.backend().name(),
-                backend.name()
+                backend.name(),
+                chosen()?.why,
+                this.backend().name()
             );
         }
+        let hooks = available_hooks(btf::Btf::from_sys()?, backend)?;
         let mut pinned = this.hooks();
         pinned.sort();
         let mut expected: Vec<String> = hooks.iter().map(|(_, h)| h.name().to_owned()).collect();
