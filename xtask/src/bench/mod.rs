@@ -551,6 +551,7 @@ mod tests {
                     .chain([("inside-1000", 1.2), ("inside-10000", 1.32), ("landlock", 1.1)])
                     .chain([("noop-cgroup", 1.1), ("noop-fmod-ret", 1.02)])
                     .chain([("outside-prompt", 1.01), ("inside-prompt", 1.5)])
+                    .chain([("outside-fmod-ret", 1.03), ("inside-fmod-ret", 1.2)])
             {
                 let v = (base as f64 * factor) as u64;
                 for workload in always_measured() {
@@ -582,6 +583,10 @@ mod tests {
             table.contains("goal flat inside-10000/inside open+close <= 1.05x: NOT met (1.100x")
         );
         assert!(table.contains("goal outside-prompt/outside open+close <= 1.02x: met"), "{table}");
+        let fmod_ret = "goal outside-fmod-ret/noop-fmod-ret open+close <= 1.02x: met (1.010x";
+        assert!(table.contains(fmod_ret), "{table}");
+        assert!(table.contains("goal inside-fmod-ret/inside open+close <= 1.00x: met"), "{table}");
+        assert!(table.contains("fmod-ret outside/noop"), "{table}");
         assert!(table.contains(&format!("{:<24} {:>7}", "fp_file_open", 240314)), "{table}");
         let verified = table.split("instructions the verifier").nth(1).unwrap();
         assert!(!verified.contains("noop_file_open"), "{table}");

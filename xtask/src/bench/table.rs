@@ -5,7 +5,7 @@
 //! adding a workload: docs/testing.md.
 
 /// The phases of every round, in the order they run (and their columns in the report).
-pub(super) const PHASES: [&str; 11] = [
+pub(super) const PHASES: [&str; 13] = [
     // No BPF LSM program loaded: the report's phase columns are ratios to it (it runs first).
     "baseline",
     // A pass-through program on every hook fp attaches, attached globally.
@@ -31,6 +31,11 @@ pub(super) const PHASES: [&str; 11] = [
     // which no workload touches) to the base policy plus 1.
     "outside-prompt",
     "inside-prompt",
+    // Outside and inside a session of the base policy plus 1 on fp's fmod_ret backend
+    // (`FP_BACKEND=fmod_ret`): its programs on the kernel's `security_*` functions, for every
+    // task.
+    "outside-fmod-ret",
+    "inside-fmod-ret",
 ];
 
 /// The unit a workload is reported in.
@@ -100,8 +105,9 @@ pub(super) struct Compared {
 }
 
 /// The comparing columns, in the report's order after the phases'.
-pub(super) const COMPARED: [Compared; 4] = [
+pub(super) const COMPARED: [Compared; 5] = [
     Compared { phase: "outside", to: "noop", title: "outside/noop" },
+    Compared { phase: "outside-fmod-ret", to: "noop-fmod-ret", title: "fmod-ret outside/noop" },
     Compared { phase: "inside", to: "noop-cgroup", title: "inside/noop-cgroup" },
     Compared { phase: "inside", to: "landlock", title: "inside/landlock" },
     Compared { phase: "inside-10000", to: "inside", title: "10000/1 rules" },
@@ -121,8 +127,8 @@ pub(super) struct Goal {
 /// The open workloads, where issue 14 sets most goals.
 const OPENS: &[&str] = &["open-d2", "open+close", "open-d8"];
 
-/// Issue 14's and 15's goals, in the report's order.
-pub(super) const GOALS: [Goal; 7] = [
+/// Issue 14's, 15's and 54's goals, in the report's order.
+pub(super) const GOALS: [Goal; 9] = [
     Goal { name: "outside/noop", phase: "outside", to: "noop", limit: 1.01, workloads: OPENS },
     Goal { name: "inside/landlock", phase: "inside", to: "landlock", limit: 1.0, workloads: OPENS },
     Goal {
@@ -159,6 +165,22 @@ pub(super) const GOALS: [Goal; 7] = [
         to: "inside",
         limit: 1.10,
         workloads: &["tar-x", "build"],
+    },
+    // The fmod_ret backend: outsiders pay its no-op floor (every task runs its programs) and
+    // sessions no more than on the BPF LSM.
+    Goal {
+        name: "outside-fmod-ret/noop-fmod-ret",
+        phase: "outside-fmod-ret",
+        to: "noop-fmod-ret",
+        limit: 1.02,
+        workloads: OPENS,
+    },
+    Goal {
+        name: "inside-fmod-ret/inside",
+        phase: "inside-fmod-ret",
+        to: "inside",
+        limit: 1.0,
+        workloads: OPENS,
     },
 ];
 

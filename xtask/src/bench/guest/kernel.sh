@@ -204,15 +204,27 @@ round() {
 
   # A session with a prompt rule lives (its broker runs): measured outside, then inside it.
   if [ "$1" != stats ] && { has outside-prompt || has inside-prompt; }; then
-    rm -f $W/ready $W/go && mkfifo $W/go
-    $FP run --policy $W/policy-prompt.toml --workspace $W -- sh $W/session.sh $1 $2 inside-prompt &
-    session=$!
-    while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
-    sh $W/measure.sh outside-prompt $1 $2
-    echo go > $W/go
-    wait $session
-    wait_until "$unloaded"
+    around_session policy-prompt.toml "" outside-prompt inside-prompt $1 $2
   fi
+
+  # fp on its fmod_ret backend (the kernel's security_* functions, where the BPF LSM is not
+  # active): outside, then inside a session of the base policy plus 1.
+  if [ "$1" != stats ] && { has outside-fmod-ret || has inside-fmod-ret; }; then
+    around_session policy-1.toml fmod_ret outside-fmod-ret inside-fmod-ret $1 $2
+  fi
+}
+
+# around_session POLICY BACKEND OUTSIDE INSIDE ROUND ITERATIONS: a session of POLICY on BACKEND
+# (FP_BACKEND; empty: fp's choice) lives: phase OUTSIDE measured outside it, then INSIDE in it.
+around_session() {
+  rm -f $W/ready $W/go && mkfifo $W/go
+  FP_BACKEND=$2 $FP run --policy $W/$1 --workspace $W -- sh $W/session.sh $5 $6 $4 &
+  session=$!
+  while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
+  sh $W/measure.sh $3 $5 $6
+  echo go > $W/go
+  wait $session
+  wait_until "$unloaded"
 }
 
 # One untimed pass first: the baseline must not pay for cold caches alone.
