@@ -296,7 +296,8 @@ pub enum Reason {
     Unresolved = 3,
     /// No rule matched: the session's default for the op.
     Default = 4,
-    /// The session's tables were replaced while the decision was made: denied (fail closed).
+    /// The session's tables were replaced while the decision was made: its verdict under the
+    /// replaced tables if they were still whole, else denied (fail closed).
     Reloaded = 5,
     /// A read, write or mmap of a file whose prompt-tier open the broker has not answered (it
     /// may have died mid-prompt, which lets the open through): denied.
@@ -471,7 +472,8 @@ pub struct SessionCounters {
     /// Events that did not fit in the ring buffer (surfaced as loss records).
     pub dropped: u64,
     pub unresolved: u64,
-    /// Decisions that raced with a reload of the session's tables (denied).
+    /// Decisions that raced with a reload of the session's tables (decided under the replaced
+    /// tables while they were whole, else denied).
     pub raced_reload: u64,
     /// Opens held for the prompt broker (files marked pending). While it is 0 no file of the
     /// session is pending, and reads and writes skip the `PENDING` lookup.

@@ -22,7 +22,7 @@ use crate::{
         SCRATCH, Scratch, outcome_of,
         walk::{NO_MOUNT, RESOLVED, Walk, start_walk},
     },
-    tables::evaluate,
+    tables::{evaluate, tables_exist},
     walk::walk_step,
 };
 
@@ -151,8 +151,7 @@ pub(crate) fn begin(s: *mut Scratch) -> u64 {
     }
 }
 
-/// Ends a decision: the outcome, unless the session's tables were replaced meanwhile or another
-/// decision reused the scratch (both fail closed).
+/// Ends a decision: the outcome, unless something interfered with it ([`interference`]).
 #[inline(always)]
 pub(crate) fn settle(
     session: &Session,
@@ -160,24 +159,45 @@ pub(crate) fn settle(
     generation: u64,
     outcome: Outcome,
 ) -> Outcome {
-    interference(session, s, generation).unwrap_or(outcome)
+    interference(session, s, generation, outcome).unwrap_or(outcome)
 }
 
-/// What [`settle`] puts in place of an outcome that something interfered with: a reload replaces
-/// the session's tables id and then deletes the old tables, so a decision that ran while the id
-/// changed may have seen them half deleted (redoing it would double the code the verifier walks
-/// in every program); another decision on this CPU may have reused the scratch.
+/// What the outcome of the decision `generation` becomes if something interfered with it: a
+/// reload (or a restarted agent's takeover) switched the session to other tables meanwhile
+/// ([`under_replaced_tables`]), or another decision on this CPU reused the scratch (fails
+/// closed).
 #[inline(always)]
-fn interference(session: &Session, s: *mut Scratch, generation: u64) -> Option<Outcome> {
+fn interference(
+    session: &Session,
+    s: *mut Scratch,
+    generation: u64,
+    outcome: Outcome,
+) -> Option<Outcome> {
     if session.tables_now() != session.info.tables {
         count(session.id, |c| unsafe { &raw mut (*c).raced_reload });
-        return Some(Outcome::RELOADED);
+        return Some(under_replaced_tables(session.info.tables, outcome));
     }
-    // SAFETY: as above.
+    // SAFETY: this CPU's scratch value.
     if unsafe { core::ptr::read_volatile(&(*s).generation) } != generation {
         return Some(Outcome::UNRESOLVED);
     }
     None
+}
+
+/// The outcome of a decision during which a reload (or an agent's takeover) switched its session
+/// to other tables. fp-agent removes the replaced tables only after the switch, their header
+/// first: while the header of the tables the decision read is still there, nothing of them was
+/// removed before its reads, and its verdict stands, made under the policy in force when it
+/// began (an allowed open is not refused because a reload ran beside it); its rule belongs to
+/// the replaced policy, so the outcome names the reload instead. Without the header it may
+/// have read them half removed, and is denied (redoing it would double the code the verifier
+/// walks in every program).
+#[inline(always)]
+fn under_replaced_tables(tables: u64, outcome: Outcome) -> Outcome {
+    match tables_exist(tables) {
+        true => Outcome { verdict: outcome.verdict, ..Outcome::RELOADED },
+        false => Outcome::RELOADED,
+    }
 }
 
 /// An op's outcome after a remembered grant of the session (opens and execs only).
@@ -272,7 +292,7 @@ pub(crate) fn decide(
     if and_write && other.verdict.strictness() > outcome.verdict.strictness() {
         (outcome, reported) = (other, KernelOp::Write);
     }
-    let interfered = interference(session, s, generation);
+    let interfered = interference(session, s, generation, outcome);
     // What an intact decision leaves for later ones: the sequences its walk ran under.
     let intact = seqs.filter(|_| interfered.is_none());
     if let Some(seqs) = intact {
@@ -317,7 +337,8 @@ fn unmatched_in_dir(
     (hook, op, and_write): (Hook, KernelOp, bool),
 ) -> bool {
     let (allowed, local) = dirs::unmatched::unmatched();
-    if !answered(session, op, and_write, allowed) || interference(session, s, generation).is_some()
+    if !answered(session, op, and_write, allowed)
+        || interference(session, s, generation, Outcome::ALLOWED).is_some()
     {
         return false;
     }

@@ -145,6 +145,14 @@ pub(crate) fn header<'a>(s: *mut Scratch, tables: u64) -> Option<&'a TableHeader
     }
 }
 
+/// Whether the tables `tables` are still installed: their header is, which fp-agent removes
+/// first and writes last.
+#[inline(always)]
+pub(crate) fn tables_exist(tables: u64) -> bool {
+    // SAFETY: only tested for presence.
+    unsafe { HEADERS.get(&tables) }.is_some()
+}
+
 /// [`Scratch::lpm_state`] and the directory cache's copy of it: what the LPM lookup of a path
 /// found (in `lpm` beside it), or that it has not been looked up.
 pub(crate) const LPM_UNKNOWN: u64 = 0;

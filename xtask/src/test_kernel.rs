@@ -78,41 +78,120 @@ impl Target {
 }
 
 /// A VM boot of each kernel besides its main one, after it: booted with `cmdline`, it runs the
-/// test executable `own` (which runs nowhere else) and the executables `also` (which run in the
-/// main boot too).
+/// test executable `own` (which runs nowhere else) and the suites `also` (which run in the main
+/// boot too).
 struct OtherBoot {
     cmdline: &'static str,
     own: &'static str,
-    also: &'static [&'static str],
+    also: &'static [Suite],
+}
+
+/// A test executable of fp-tests, and which of its tests a boot runs: those whose names contain
+/// one of `only`, or all of them when `only` is empty.
+struct Suite {
+    name: &'static str,
+    only: &'static [&'static str],
+}
+
+impl Suite {
+    const fn all(name: &'static str) -> Self {
+        Suite { name, only: &[] }
+    }
 }
 
 /// Without the BPF LSM, where fp enforces through its fmod_ret backend: the backend's own tests,
-/// the escape suites and the realistic workloads (the main boot runs them on the BPF LSM
-/// backend; docs/testing.md). Locked down for confidentiality (the kernel then refuses BPF reads
-/// of its memory).
+/// every escape suite, the prompt tier, the realistic workloads, reloads, and the tests of fp's
+/// own protection and of its takeover of a killed daemon's sessions (the main boot runs them all
+/// on the BPF LSM backend; docs/testing.md). Locked down for confidentiality (the kernel
+/// then refuses BPF reads of its memory).
 const OTHER_BOOTS: [OtherBoot; 2] = [
     OtherBoot {
         cmdline: "lsm=capability,yama",
         own: "no_bpf_lsm",
         also: &[
-            "escape_tiers",
-            "escape_per_op",
-            "escape_paths",
-            "escape_ops",
-            "escape_tools",
-            "escape_boundary",
-            "escape_floor",
-            "realistic",
+            Suite::all("escape_tiers"),
+            Suite::all("escape_per_op"),
+            Suite::all("escape_paths"),
+            Suite::all("escape_ops"),
+            Suite::all("escape_tools"),
+            Suite::all("escape_boundary"),
+            Suite::all("escape_floor"),
+            Suite::all("prompt"),
+            Suite::all("realistic"),
+            Suite {
+                name: "slice",
+                only: &[
+                    "sessions_cannot_reach_fp_itself_even_as_root",
+                    "sessions_cannot_change_the_mount_table_even_as_root",
+                    "enforcement_keeps_working_while_fp_is_paused",
+                ],
+            },
+            Suite {
+                name: "daemon",
+                only: &["daemon_killed_under_load_keeps_enforcing_and_takes_its_sessions_over"],
+            },
+            Suite::all("reload"),
         ],
     },
     OtherBoot { cmdline: "lockdown=confidentiality", own: "locked_down", also: &[] },
 ];
 
+/// Tests of fp's own userspace whose outcome does not depend on the kernel under them (the
+/// daemon's protocol, socket and audit disk, the CLI's reporting, the agent CLIs under their
+/// profiles, the cleanup after a killed run): each runs in the main boot of the kernel named
+/// only, which keeps `cargo xtask test` within its hour (docs/testing.md). The kernels' other
+/// tests run in both main boots.
+const ONE_KERNEL: [(&str, Suite); 4] = [
+    ("6.12", Suite::all("agents")),
+    ("6.12", Suite::all("orphans")),
+    (
+        "6.12",
+        Suite {
+            name: "daemon",
+            only: &[
+                "daemon_refuses_pins_of_another_abi_version",
+                "a_user_in_the_socket_group_runs_confined_sessions_through_the_daemon",
+                "a_full_audit_disk_",
+                "a_log_remounted_read_only_",
+                "the_readme_quick_start_works_in_order",
+            ],
+        },
+    ),
+    (
+        "6.1",
+        Suite {
+            name: "slice",
+            only: &[
+                "the_command_starts_in_its_workspace",
+                "denials_are_reported_on_stderr_and_in_the_log",
+                "exit_status_is_the_commands",
+                "fp_run_unmounts_the_bpffs_it_mounted",
+            ],
+        },
+    ),
+];
+
 /// One VM boot (or the native run) and the test executables it runs.
 struct Boot<'a> {
     target: &'a Target,
-    tests: Vec<PathBuf>,
+    tests: Vec<Executable>,
     cmdline: Option<&'static str>,
+}
+
+/// A test executable a boot runs, and the names of its tests that boot leaves out.
+#[derive(Clone, Debug)]
+struct Executable {
+    name: String,
+    path: PathBuf,
+    skip: Vec<String>,
+}
+
+impl Executable {
+    /// libtest's arguments: `filter`, then a `--skip` for each test left out.
+    fn args<'a>(&'a self, filter: &'a [String]) -> impl Iterator<Item = &'a str> {
+        let skip = self.skip.iter().flat_map(|name| ["--skip", name.as_str()]);
+        filter.iter().map(String::as_str).chain(skip)
+    }
 }
 
 impl Boot<'_> {
@@ -149,7 +228,8 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
     let lanes: Vec<Vec<Boot>> = targets
         .iter()
         .map(|target| {
-            let mut lane = vec![Boot { target, tests: built.tests.clone(), cmdline: None }];
+            let tests = built.main_boot(target);
+            let mut lane = vec![Boot { target, tests, cmdline: None }];
             for other in &built.other_boots {
                 let cmdline = Some(other.cmdline);
                 match target {
@@ -159,7 +239,7 @@ fn kernel_tests(kernel: &str, timeout: Duration, filter: &[String]) -> Result<To
                     }
                     Target::Native => println!(
                         "xtask: native: {} runs only in the VMs, which can boot with {}",
-                        other.own.display(),
+                        other.own.path.display(),
                         other.cmdline
                     ),
                 }
@@ -204,7 +284,8 @@ fn run_boot(
     side_by_side: bool,
 ) -> Result<Totals> {
     let name = boot.name();
-    if !filter.is_empty() && !any_test_matches(&boot.tests, filter)? {
+    let skipped: usize = boot.tests.iter().map(|t| t.skip.len()).sum();
+    if (!filter.is_empty() || skipped > 0) && !any_test_matches(&boot.tests, filter)? {
         println!("xtask: kernel tests on {name}: no test matches the filter; not booted");
         return Ok(Totals::default());
     }
@@ -232,7 +313,7 @@ fn run_boot(
         Target::Native => run_native(&command, built, timeout),
     };
     let result = match output {
-        Ok(output) => judge(&output, boot.tests.len(), !filter.is_empty()),
+        Ok(output) => judge(&output, boot.tests.len(), filter.is_empty().then_some(skipped)),
         Err(e) => KernelResult { problems: vec![format!("{e:#}")], ..KernelResult::default() },
     };
     println!(
@@ -251,21 +332,50 @@ fn run_boot(
 
 /// Whether libtest, given `filter`, would run any test of `tests` (asked on the host with
 /// `--list`, which runs nothing).
-fn any_test_matches(tests: &[PathBuf], filter: &[String]) -> Result<bool> {
+fn any_test_matches(tests: &[Executable], filter: &[String]) -> Result<bool> {
     for test in tests {
-        let out = Command::new(test)
-            .args(filter)
-            .args(["--list", "--format", "terse"])
-            .output()
-            .with_context(|| format!("cannot list the tests of {}", test.display()))?;
-        if !out.status.success() {
-            bail!("{} --list failed: {}", test.display(), String::from_utf8_lossy(&out.stderr));
-        }
-        if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.ends_with(": test")) {
+        if !list_tests(&test.path, test.args(filter))?.is_empty() {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// The names of the tests libtest would run, given `args` (asked with `--list`, which runs
+/// nothing).
+fn list_tests<'a>(test: &Path, args: impl Iterator<Item = &'a str>) -> Result<Vec<String>> {
+    let out = Command::new(test)
+        .args(args)
+        .args(["--list", "--format", "terse"])
+        .output()
+        .with_context(|| format!("cannot list the tests of {}", test.display()))?;
+    if !out.status.success() {
+        bail!("{} --list failed: {}", test.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    let listed = String::from_utf8_lossy(&out.stdout);
+    Ok(listed.lines().filter_map(|l| l.strip_suffix(": test")).map(str::to_owned).collect())
+}
+
+/// The tests of `names` that `suite` names (libtest's substring match, as `--skip` matches);
+/// each name of its `only` must select one.
+fn selected(suite: &Suite, names: &[String]) -> Result<Vec<String>> {
+    if let Some(stale) = suite.only.iter().find(|only| !names.iter().any(|n| n.contains(*only))) {
+        bail!("fp-tests' {} has no test named like {stale} (xtask/src/test_kernel.rs)", suite.name);
+    }
+    let named = |n: &&String| suite.only.is_empty() || suite.only.iter().any(|o| n.contains(o));
+    Ok(names.iter().filter(named).cloned().collect())
+}
+
+/// `executable` with the tests of `skip` left out, checked: no test that still runs may contain
+/// the name of one left out (libtest's `--skip` matches substrings: it would leave that out too).
+fn leave_out(mut executable: Executable, names: &[String], skip: &[String]) -> Result<Executable> {
+    for kept in names.iter().filter(|n| !skip.contains(n)) {
+        if let Some(left_out) = skip.iter().find(|s| kept.contains(s.as_str())) {
+            bail!("{}: `--skip {left_out}` would leave out {kept} too", executable.name);
+        }
+    }
+    executable.skip.extend(skip.iter().cloned());
+    Ok(executable)
 }
 
 /// The kernel tests' outcome over all kernels. Every problem that is not a failed test (the VM did
@@ -294,19 +404,46 @@ impl Totals {
 /// The host build: the fp binary and the privileged test executables (never the BPF stub).
 struct Built {
     fp_bin: PathBuf,
-    /// The main boot's test executables: all but [`OTHER_BOOTS`]' own.
-    tests: Vec<PathBuf>,
+    /// The main boots' test executables: all but [`OTHER_BOOTS`]' own.
+    tests: Vec<Executable>,
+    /// [`ONE_KERNEL`]: (kernel, executable, the names of its tests that run there only; None:
+    /// all of them).
+    one_kernel: Vec<(&'static str, String, Option<Vec<String>>)>,
     /// The executables of each of [`OTHER_BOOTS`].
     other_boots: Vec<OtherBootTests>,
     /// fp-tests' package directory: the tests run there, as under `cargo test`.
     tests_dir: PathBuf,
 }
 
+impl Built {
+    /// What the main boot of `target` runs: every test executable, less the [`ONE_KERNEL`] tests
+    /// of the other kernels (natively: all of them).
+    fn main_boot(&self, target: &Target) -> Vec<Executable> {
+        let kernel = match target {
+            Target::Vm(pin) => pin.name,
+            Target::Native => return self.tests.clone(),
+        };
+        let mut tests = Vec::new();
+        'executables: for exe in &self.tests {
+            let mut exe = exe.clone();
+            let placed = self.one_kernel.iter().filter(|(k, e, _)| *k != kernel && *e == exe.name);
+            for (_, _, elsewhere) in placed {
+                match elsewhere {
+                    None => continue 'executables,
+                    Some(names) => exe.skip.extend(names.iter().cloned()),
+                }
+            }
+            tests.push(exe);
+        }
+        tests
+    }
+}
+
 /// One of [`OTHER_BOOTS`], its executables built.
 struct OtherBootTests {
     cmdline: &'static str,
-    own: PathBuf,
-    also: Vec<PathBuf>,
+    own: Executable,
+    also: Vec<Executable>,
 }
 
 /// Builds the `fp` binary with the real BPF object, as it ships (release): the demo and the
@@ -336,32 +473,57 @@ fn build() -> Result<Built> {
         }
     }
     let fp_bin = fp_bin.ok_or_else(|| anyhow!("cargo built no `fp` executable"))?;
-    let named = |name: &str| {
-        executables
+    let executable = |name: &str| {
+        let path = executables
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, exe)| exe.clone())
-            .ok_or_else(|| anyhow!("fp-tests has no test executable {name}"))
+            .ok_or_else(|| anyhow!("fp-tests has no test executable {name}"))?;
+        anyhow::Ok(Executable { name: name.to_owned(), path, skip: Vec::new() })
+    };
+    // A suite of `OTHER_BOOTS` runs the tests it names; the others are left out.
+    let suite = |suite: &Suite| {
+        let exe = executable(suite.name)?;
+        if suite.only.is_empty() {
+            return Ok(exe);
+        }
+        let names = list_tests(&exe.path, std::iter::empty())?;
+        let run = selected(suite, &names)?;
+        let skip: Vec<String> = names.iter().filter(|n| !run.contains(n)).cloned().collect();
+        leave_out(exe, &names, &skip)
     };
     let other_boots = OTHER_BOOTS
         .iter()
         .map(|boot| {
             Ok(OtherBootTests {
                 cmdline: boot.cmdline,
-                own: named(boot.own)?,
-                also: boot.also.iter().map(|n| named(n)).collect::<Result<_>>()?,
+                own: executable(boot.own)?,
+                also: boot.also.iter().map(suite).collect::<Result<_>>()?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let tests: Vec<PathBuf> = executables
-        .into_iter()
+    let one_kernel = ONE_KERNEL
+        .iter()
+        .map(|(kernel, suite)| {
+            let exe = executable(suite.name)?;
+            if suite.only.is_empty() {
+                return Ok((*kernel, exe.name, None));
+            }
+            let names = list_tests(&exe.path, std::iter::empty())?;
+            let there = selected(suite, &names)?;
+            let exe = leave_out(exe, &names, &there)?;
+            Ok((*kernel, exe.name, Some(there)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let tests: Vec<Executable> = executables
+        .iter()
         .filter(|(name, _)| OTHER_BOOTS.iter().all(|boot| boot.own != name))
-        .map(|(_, exe)| exe)
-        .collect();
+        .map(|(name, _)| executable(name))
+        .collect::<Result<_>>()?;
     if tests.is_empty() {
         bail!("fp-tests has no test executables");
     }
-    Ok(Built { fp_bin, tests, other_boots, tests_dir })
+    Ok(Built { fp_bin, tests, one_kernel, other_boots, tests_dir })
 }
 
 /// Runs cargo with JSON messages and returns the executables of the artifacts `wanted` selects.
@@ -427,14 +589,13 @@ fn run_native(command: &[String], built: &Built, timeout: Duration) -> Result<St
 }
 
 /// A shell script that runs every test executable, framing each one's output with markers.
-fn test_script(tests: &[PathBuf], filter: &[String]) -> String {
-    let filter: String = filter.iter().map(|f| format!(" {}", shell_quote(f))).collect();
+fn test_script(tests: &[Executable], filter: &[String]) -> String {
     let mut script = String::from("# Generated by cargo xtask test-kernel.\n");
     for test in tests {
-        let test = shell_quote(&test.display().to_string());
-        script += &format!(
-            "echo {BINARY_MARKER}{test}\n{test}{filter}\necho \"{BINARY_EXIT_MARKER}$?\"\n"
-        );
+        let args: String = test.args(filter).map(|a| format!(" {}", shell_quote(a))).collect();
+        let test = shell_quote(&test.path.display().to_string());
+        script +=
+            &format!("echo {BINARY_MARKER}{test}\n{test}{args}\necho \"{BINARY_EXIT_MARKER}$?\"\n");
     }
     script
 }
@@ -450,7 +611,9 @@ struct KernelResult {
 }
 
 /// Reads libtest's `test result:` lines per executable and names everything that is not a clean pass.
-fn judge(output: &str, expected_binaries: usize, filtered: bool) -> KernelResult {
+/// `left_out`: how many tests the boot's `--skip`s leave out (None: the command line's filter
+/// leaves out any number).
+fn judge(output: &str, expected_binaries: usize, left_out: Option<usize>) -> KernelResult {
     let mut result = KernelResult::default();
     let mut binaries = 0;
     let mut current: Option<(String, bool)> = None; // (executable, saw a result line)
@@ -496,8 +659,13 @@ fn judge(output: &str, expected_binaries: usize, filtered: bool) -> KernelResult
             .problems
             .push(format!("{} tests ignored (every kernel test must run)", result.ignored));
     }
-    if result.filtered_out > 0 && !filtered {
-        result.problems.push(format!("{} tests filtered out", result.filtered_out));
+    if let Some(left_out) = left_out
+        && result.filtered_out != left_out
+    {
+        result.problems.push(format!(
+            "{} tests filtered out, {left_out} expected (xtask's own --skip)",
+            result.filtered_out
+        ));
     }
     if result.passed == 0 && result.failed == 0 {
         result.problems.push("no test ran".into());
@@ -533,9 +701,75 @@ mod tests {
         assert!(escape.len() >= 7, "{escape:?}");
         let fmod_ret = &OTHER_BOOTS[0];
         assert_eq!(fmod_ret.cmdline, "lsm=capability,yama");
-        for suite in &escape {
-            assert!(fmod_ret.also.contains(&suite.as_str()), "{suite}");
+        for suite in escape.iter().map(String::as_str).chain(["prompt", "realistic"]) {
+            let all = fmod_ret.also.iter().find(|s| s.name == suite).map(|s| s.only.is_empty());
+            assert_eq!(all, Some(true), "{suite}");
         }
+    }
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn a_suite_selects_the_tests_it_names() {
+        let suite = Suite { name: "daemon", only: &["takes_over", "b_c"] };
+        let tests = names(&["a_takes_over_x", "b_c", "other", "last"]);
+        assert_eq!(selected(&suite, &tests).unwrap(), names(&["a_takes_over_x", "b_c"]));
+        assert_eq!(selected(&Suite::all("x"), &tests).unwrap(), tests);
+        let e = selected(&Suite { name: "daemon", only: &["gone"] }, &tests).unwrap_err();
+        assert!(e.to_string().contains("no test named like gone"), "{e}");
+    }
+
+    fn exe(name: &str) -> Executable {
+        Executable { name: name.into(), path: format!("/t/{name}").into(), skip: Vec::new() }
+    }
+
+    #[test]
+    fn a_skip_that_would_leave_out_another_test_is_refused() {
+        let tests = names(&["a_b", "b", "c"]);
+        assert_eq!(leave_out(exe("s"), &tests, &names(&["c"])).unwrap().skip, names(&["c"]));
+        // `--skip b` would leave out `a_b` as well.
+        let e = leave_out(exe("s"), &tests, &names(&["b"])).unwrap_err().to_string();
+        assert!(e.contains("would leave out a_b"), "{e}");
+    }
+
+    #[test]
+    fn each_main_boot_leaves_out_the_other_kernels_one_kernel_tests() {
+        let built = Built {
+            fp_bin: "/t/fp".into(),
+            tests: vec![exe("agents"), exe("daemon"), exe("slice")],
+            one_kernel: vec![
+                ("6.12", "agents".into(), None),
+                ("6.12", "daemon".into(), Some(names(&["a_full_audit_disk"]))),
+            ],
+            other_boots: Vec::new(),
+            tests_dir: "/t".into(),
+        };
+        let boot = |kernel: &str| {
+            let tests = built.main_boot(&Target::Vm(kernels::find(kernel).unwrap()));
+            tests.into_iter().map(|e| (e.name, e.skip)).collect::<Vec<_>>()
+        };
+        let none = Vec::new();
+        let on_6_12 = [("agents".into(), none.clone()), ("daemon".into(), none.clone())];
+        assert_eq!(boot("6.12")[..2], on_6_12);
+        let on_6_1 = [("daemon".into(), names(&["a_full_audit_disk"])), ("slice".into(), none)];
+        assert_eq!(boot("6.1"), on_6_1);
+        assert_eq!(built.main_boot(&Target::Native).len(), 3);
+    }
+
+    #[test]
+    fn one_kernel_tests_name_pinned_kernels() {
+        for (kernel, _) in &ONE_KERNEL {
+            assert!(KERNELS.iter().any(|k| k.name == *kernel), "{kernel}");
+        }
+    }
+
+    #[test]
+    fn the_script_passes_each_executables_skips_after_the_filter() {
+        let exe = Executable { skip: names(&["x y"]), ..exe("a") };
+        let script = test_script(&[exe], &names(&["f"]));
+        assert!(script.contains("'/t/a' 'f' '--skip' 'x y'\n"), "{script}");
     }
 
     const CLEAN: &str = "fp-test-binary: /t/vm_smoke-1\n\nrunning 2 tests\ntest a ... ok\n\
@@ -544,7 +778,7 @@ mod tests {
 
     #[test]
     fn a_clean_run_has_no_problems() {
-        let result = judge(CLEAN, 1, false);
+        let result = judge(CLEAN, 1, Some(0));
         assert_eq!((result.passed, result.failed), (2, 0));
         assert!(result.problems.is_empty(), "{:?}", result.problems);
     }
@@ -553,27 +787,29 @@ mod tests {
     fn ignored_and_filtered_tests_fail_the_run() {
         let output =
             CLEAN.replace("0 ignored", "1 ignored").replace("0 filtered out", "3 filtered out");
-        let result = judge(&output, 1, false);
+        let result = judge(&output, 1, Some(0));
         assert_eq!(result.problems.len(), 2, "{:?}", result.problems);
-        // A filter given on the command line makes filtered-out tests expected.
-        assert_eq!(judge(&output, 1, true).problems.len(), 1);
+        // A filter given on the command line makes filtered-out tests expected; xtask's own
+        // skips, exactly as many as they leave out.
+        assert_eq!(judge(&output, 1, None).problems.len(), 1);
+        assert_eq!(judge(&output, 1, Some(3)).problems.len(), 1);
     }
 
     #[test]
     fn a_crashed_or_missing_executable_is_a_problem() {
         let crashed = "fp-test-binary: /t/a\nrunning 1 test\nfp-test-binary-exit: 139\n";
-        let result = judge(crashed, 2, false);
+        let result = judge(crashed, 2, Some(0));
         let problems = result.problems.join("\n");
         assert!(problems.contains("/t/a exited with status 139"), "{problems}");
         assert!(problems.contains("1 of 2 test executables ran"), "{problems}");
         assert!(problems.contains("no test ran"), "{problems}");
-        assert!(judge("fp-test-binary: /t/a\n", 1, false).problems[0].contains("did not finish"));
+        assert!(judge("fp-test-binary: /t/a\n", 1, Some(0)).problems[0].contains("did not finish"));
     }
 
     #[test]
     fn coloured_result_lines_are_read() {
         let coloured = CLEAN.replace("ok. 2 passed", "\x1b[32mok\x1b[m. 2 passed");
-        let result = judge(&coloured, 1, false);
+        let result = judge(&coloured, 1, Some(0));
         assert_eq!(result.passed, 2);
         assert!(result.problems.is_empty(), "{:?}", result.problems);
     }
@@ -582,7 +818,7 @@ mod tests {
     fn failed_tests_are_counted() {
         let output = CLEAN.replace("ok. 2 passed; 0 failed", "FAILED. 1 passed; 1 failed");
         let output = output.replace("exit: 0", "exit: 101");
-        let result = judge(&output, 1, false);
+        let result = judge(&output, 1, Some(0));
         assert_eq!((result.passed, result.failed), (1, 1));
     }
 }

@@ -381,8 +381,9 @@ impl Manager {
     }
 
     /// Replaces the policy of the session of cgroup `id`: the new tables are installed under a new
-    /// id, the session switched to them in one map update, then the old ones removed. Programs
-    /// that raced with the switch redo their decision on the new tables.
+    /// id, the session switched to them in one map update, then the old ones removed (header
+    /// first). A decision that raced with the switch keeps its verdict under the old tables if
+    /// they were whole, else it is denied (fp-ebpf's `settle`).
     /// Returns the previous and the new policy hash.
     pub fn reload(
         &self,

@@ -14,7 +14,7 @@ use aya::{
     Ebpf,
     maps::{HashMap, LpmTrie, MapData, RingBuf},
     programs::{
-        LsmCgroup, Program,
+        FModRet, LsmCgroup, Program,
         links::{FdLink, PinnedLink},
     },
 };
@@ -39,21 +39,25 @@ use super::{
     load::{SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, load, open},
 };
 
-/// The per-cgroup hooks whose programs only refuse reads, writes and maps of a file whose open a
-/// prompt holds (fp-ebpf's `check_pending`): a session whose tables have no prompt or defer
-/// verdict never holds one, and its reads and writes run none of fp's code
-/// ([`Enforcer::attach_holds`]).
+/// The hooks whose programs only refuse reads, writes and maps of a file whose open a prompt
+/// holds (fp-ebpf's `check_pending`): a session whose tables have no prompt or defer verdict never
+/// holds one, and its reads and writes run none of fp's code ([`Enforcer::attach_holds`]); on
+/// the fmod_ret backend, no task's reads and writes do until some session's can.
 pub const HOLD_HOOKS: [&str; 2] = [Hook::FilePermission.name(), Hook::MmapFile.name()];
 
 /// The LSM programs of one enforcement scope, with their maps, programs and links pinned under
 /// `pin_dir` so enforcement survives the loader being paused or killed: the `#[lsm]` programs
 /// attached for every task (`link_<hook>`), the `#[lsm_cgroup]` ones (`prog_<hook>`) attached to
 /// each session's cgroup as the session starts ([`SESSION_LINKS`]`/<cgroup id>/link_<hook>`).
+/// On the fmod_ret backend every program is attached for every task, the [`HOLD_HOOKS`]' ones
+/// (`hold_<hook>`) once a session can hold an open.
 pub struct Enforcer {
     maps: BTreeMap<&'static str, aya::maps::Map>,
     pin_dir: PathBuf,
     links: Vec<(PathBuf, PinnedLink)>,
     per_session: Vec<(PathBuf, LsmCgroup)>,
+    /// The fmod_ret backend's [`HOLD_HOOKS`] programs, attached by [`Enforcer::attach_holds`].
+    holds: Vec<(PathBuf, FModRet)>,
     /// The per-cgroup programs' links to this agent's empty cgroup, never pinned
     /// ([`Self::keep_warm`]).
     warm: Vec<FdLink>,
@@ -160,6 +164,11 @@ impl Enforcer {
                 .with_context(|| format!("opening the pinned program {}", path.display()))?;
             this.per_session.push((path, program));
         }
+        for path in pinned_files(&this.pin_dir, "hold_")? {
+            let program = FModRet::from_pin(&path)
+                .with_context(|| format!("opening the pinned program {}", path.display()))?;
+            this.holds.push((path, program));
+        }
         Ok(this)
     }
 
@@ -169,6 +178,7 @@ impl Enforcer {
             pin_dir,
             links: Vec::new(),
             per_session: Vec::new(),
+            holds: Vec::new(),
             warm: Vec::new(),
         }
     }
@@ -191,6 +201,20 @@ impl Enforcer {
         let (global, per_session): (Vec<_>, Vec<_>) = programs
             .into_iter()
             .partition(|(p, _)| !matches!(ebpf.program(p), Some(Program::LsmCgroup(_))));
+        // On fmod_ret, the checks of pending files wait for a session that can hold an open.
+        let (holds, global): (Vec<_>, Vec<_>) = global.into_iter().partition(|(p, h)| {
+            HOLD_HOOKS.contains(h) && matches!(ebpf.program(p), Some(Program::FModRet(_)))
+        });
+        for (program, hook) in holds {
+            let path = self.pin_dir.join(format!("hold_{hook}"));
+            let Some(Program::FModRet(prog)) = ebpf.program_mut(program) else {
+                bail!("program {program} missing from the BPF object");
+            };
+            prog.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+            let pinned = FModRet::from_pin(&path)
+                .with_context(|| format!("opening the pinned program {}", path.display()))?;
+            self.holds.push((path, pinned));
+        }
         for (program, hook) in per_session {
             let path = self.pin_dir.join(format!("prog_{hook}"));
             let Some(Program::LsmCgroup(prog)) = ebpf.program_mut(program) else {
@@ -220,11 +244,17 @@ impl Enforcer {
         }
     }
 
-    /// The hooks fp's programs are on: attached for every task, or to each session's cgroup.
+    /// The hooks fp's programs are on: attached for every task, or to each session's cgroup
+    /// (or, for the fmod_ret backend's checks of pending files, to be attached for every task).
     pub fn hooks(&self) -> Vec<String> {
         let links = self.links.iter().filter_map(|(path, _)| hook_of(path, "link_"));
         let per_session = self.per_session.iter().filter_map(|(path, _)| hook_of(path, "prog_"));
-        links.chain(per_session).map(Into::into).collect()
+        let holds = self.holds.iter().filter_map(|(path, _)| hook_of(path, "hold_"));
+        let mut hooks: Vec<String> =
+            links.chain(per_session).chain(holds).map(Into::into).collect();
+        hooks.sort();
+        hooks.dedup();
+        hooks
     }
 
     /// Where the links of the session of cgroup `cgroup` are pinned.
@@ -265,10 +295,32 @@ impl Enforcer {
     /// Attaches the [`HOLD_HOOKS`]' programs to the attached session cgroup `path` (id `cgroup`),
     /// unless they are already: before the session gets tables that can hold an open for the
     /// prompt broker. Once attached they stay (files may be pending after a reload to tables that
-    /// cannot hold one). On error, nothing this call attached stays.
+    /// cannot hold one). On error, nothing this call attached stays. On the fmod_ret backend they
+    /// are attached for every task, once, and stay until the programs are unloaded.
     pub fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
+        if self.backend() == Backend::FModRet {
+            return self.attach_global_holds();
+        }
         let dir = self.session_links(cgroup);
         self.attach_to(path, &dir, |hook| HOLD_HOOKS.contains(&hook))
+    }
+
+    /// [`Self::attach_holds`] on the fmod_ret backend: each hold program without a link yet is
+    /// attached and its link pinned (`link_<hook>`).
+    fn attach_global_holds(&mut self) -> anyhow::Result<()> {
+        for (pinned, program) in &mut self.holds {
+            let hook = hook_of(pinned, "hold_").unwrap_or_default();
+            let path = self.pin_dir.join(format!("link_{hook}"));
+            if path.exists() {
+                continue;
+            }
+            let attaching = || format!("attaching the fmod_ret/{hook} program");
+            let id = program.attach().with_context(attaching)?;
+            let link: FdLink = program.take_link(id).with_context(attaching)?.into();
+            let link = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
+            self.links.push((path, link));
+        }
+        Ok(())
     }
 
     /// Attaches to `cgroup` the per-cgroup programs whose hook `wanted` names and that have no
@@ -374,13 +426,14 @@ impl Enforcer {
     /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously
     /// once their last reference is gone.
     pub fn unload(self) -> anyhow::Result<()> {
-        let Self { maps, pin_dir, links, per_session, warm } = self;
+        let Self { maps, pin_dir, links, per_session, holds, warm } = self;
         drop(warm);
         for (path, link) in links {
             link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
         }
         remove_pins(&pin_dir.join(SESSION_LINKS))?;
-        for (path, _) in per_session {
+        let programs = per_session.into_iter().map(|(p, _)| p);
+        for path in programs.chain(holds.into_iter().map(|(p, _)| p)) {
             remove_pins(&path)?;
         }
         for name in maps::PINNED {
