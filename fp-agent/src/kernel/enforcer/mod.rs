@@ -207,24 +207,12 @@ impl Enforcer {
         });
         for (program, hook) in holds {
             let path = self.pin_dir.join(format!("hold_{hook}"));
-            let Some(Program::FModRet(prog)) = ebpf.program_mut(program) else {
-                bail!("program {program} missing from the BPF object");
-            };
-            prog.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
-            let pinned = FModRet::from_pin(&path)
-                .with_context(|| format!("opening the pinned program {}", path.display()))?;
+            let pinned = pin_program(ebpf, program, &path, |p| FModRet::from_pin(p))?;
             self.holds.push((path, pinned));
         }
         for (program, hook) in per_session {
             let path = self.pin_dir.join(format!("prog_{hook}"));
-            let Some(Program::LsmCgroup(prog)) = ebpf.program_mut(program) else {
-                bail!("program {program} missing from the BPF object");
-            };
-            prog.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
-            // A handle of its own (aya 0.14 cannot take a program out of its `Ebpf`), as an agent
-            // that adopts the pins gets.
-            let pinned = LsmCgroup::from_pin(&path)
-                .with_context(|| format!("opening the pinned program {}", path.display()))?;
+            let pinned = pin_program(ebpf, program, &path, |p| LsmCgroup::from_pin(p))?;
             self.per_session.push((path, pinned));
         }
         for ((_, hook), link) in global.iter().zip(attach_loaded(ebpf, &global, None)?) {
@@ -443,6 +431,21 @@ impl Enforcer {
         remove_empty_dirs(&pin_dir, Path::new("/sys/fs/bpf"));
         Ok(())
     }
+}
+
+/// Pins the loaded, unattached `program` at `path` and opens the pin with `open`: a handle of its
+/// own (aya 0.14 cannot take a program out of its `Ebpf`), as an agent that adopts the pins gets.
+fn pin_program<P>(
+    ebpf: &mut Ebpf,
+    program: &str,
+    path: &Path,
+    open: impl FnOnce(&Path) -> Result<P, aya::programs::ProgramError>,
+) -> anyhow::Result<P> {
+    ebpf.program_mut(program)
+        .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
+        .pin(path)
+        .with_context(|| format!("pinning {}", path.display()))?;
+    open(path).with_context(|| format!("opening the pinned program {}", path.display()))
 }
 
 /// The hook a pin is for, by its name: `<prefix><hook>`.
