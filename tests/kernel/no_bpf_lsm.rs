@@ -5,6 +5,8 @@
 //! each kernel.
 use std::path::Path;
 
+use fp_agent::kernel::NoopEntry;
+use fp_common::kernel::Hook;
 use fp_tests::{Place, TempTree, exclusive, fp, stderr, stdout};
 
 fn bpffs_mounted() -> bool {
@@ -108,6 +110,39 @@ fn asked_for_the_bpf_lsm_without_it_fp_run_and_the_daemon_refuse_before_changing
     let wrong = fp().env("FP_BACKEND", "kprobe").args(["kernel", "probe"]).output().unwrap();
     assert_eq!(wrong.status.code(), Some(1), "{}", stderr(&wrong));
     assert!(stderr(&wrong).contains("FP_BACKEND=kprobe: expected"), "{}", stderr(&wrong));
+}
+
+/// A kernel function takes at most 38 BPF LSM, fmod_ret and fentry programs, shared with every
+/// tool that attaches there. With 38 pass-through programs of another "tool" on one of the
+/// functions fp needs, `fp run` refuses before it runs the command, names the limit and the
+/// function, and leaves nothing behind; on `security_file_open`, where the probe attaches its
+/// program, the probe says the same.
+#[test]
+fn with_a_functions_38_programs_taken_by_other_tools_fp_refuses_and_says_why() {
+    let _g = exclusive();
+    assert_booted_without_bpf_lsm();
+    let t = TempTree::new("trampoline-full");
+    let fill = |hook| -> Vec<_> {
+        (0..38)
+            .map(|_| fp_agent::kernel::attach_noop(NoopEntry::FModRet, Some(hook)).unwrap())
+            .collect()
+    };
+    let full = fill(Hook::PathUnlink);
+    let (out, ran) = fp_tests::run_refused(&t, &[], &[]);
+    drop(full);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("fmod_ret/security_path_unlink") && err.contains("at most 38"), "{err}");
+    assert!(!ran, "the command must not run unconfined");
+    fp_tests::assert_nothing_left_behind();
+
+    let full = fill(Hook::FileOpen);
+    let probe = fp().args(["kernel", "probe"]).output().unwrap();
+    drop(full);
+    let err = stderr(&probe);
+    assert_eq!(probe.status.code(), Some(1), "{err}");
+    assert!(err.contains("fmod_ret/security_file_open") && err.contains("at most 38"), "{err}");
+    assert!(!err.contains("CONFIG_"), "the limit, not a kernel without trampolines: {err}");
 }
 
 /// In the VM only: `kernel.ftrace_enabled` at 0 for the test, 1 again after it.

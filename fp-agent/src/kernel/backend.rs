@@ -76,6 +76,10 @@ pub struct FModRetFacts {
     /// Why it did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// It did not because the function has as many programs as the kernel allows, held by other
+    /// tools (`error` says so).
+    #[serde(skip)]
+    pub full: bool,
     /// The `security_*` functions of the hooks fp needs that this kernel's BTF lacks (the
     /// `security_path_*` ones on kernels built without CONFIG_SECURITY_PATH).
     pub missing: Vec<String>,

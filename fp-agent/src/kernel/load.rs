@@ -47,12 +47,13 @@ pub enum NoopEntry<'fd> {
     FModRet,
 }
 
-/// For `cargo xtask bench kernel` only (`fp-bench-load noop`): loads and attaches fp-ebpf's
-/// pass-through programs (`noop_*`, each letting the operation through) to exactly the hooks fp
-/// attaches on this kernel, with the same choice of prototype, entering where `entry` says, so
-/// the benchmark can tell the cost of a program on these hooks from the cost of fp's. They detach
-/// when the returned links and object are dropped. fp itself never calls this.
-pub fn attach_noop(entry: NoopEntry) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
+/// For `cargo xtask bench kernel` (`fp-bench-load noop`) and the kernel tests only: loads and
+/// attaches fp-ebpf's pass-through programs (`noop_*`, each letting the operation through) to
+/// exactly the hooks fp attaches on this kernel (or to `only` of them), with the same choice of
+/// prototype, entering where `entry` says, so the benchmark can tell the cost of a program on
+/// these hooks from the cost of fp's. They detach when the returned links and object are
+/// dropped. fp itself never calls this.
+pub fn attach_noop(entry: NoopEntry, only: Option<Hook>) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
     if cfg!(fp_ebpf_stub) || NOOP_OBJECT.is_empty() {
         bail!("this build carries no BPF programs (FP_EBPF_STUB=1)");
     }
@@ -61,7 +62,8 @@ pub fn attach_noop(entry: NoopEntry) -> anyhow::Result<(Ebpf, Vec<FdLink>)> {
         NoopEntry::Lsm | NoopEntry::LsmCgroup(_) => Backend::BpfLsm,
         NoopEntry::FModRet => Backend::FModRet,
     };
-    let hooks = available_hooks(btf::Btf::from_sys()?, backend)?;
+    let mut hooks = available_hooks(btf::Btf::from_sys()?, backend)?;
+    hooks.retain(|&(_, hook)| only.is_none_or(|only| hook == only));
     // A loader of its own: the shared one carries fp's globals, which this object lacks.
     let mut ebpf = EbpfLoader::new()
         .btf(Some(btf))
@@ -245,9 +247,7 @@ pub(super) fn attach_loaded(
                 .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
             {
                 Program::Lsm(prog) => {
-                    let id = prog
-                        .attach()
-                        .with_context(|| format!("attaching {program} to lsm/{hook}"))?;
+                    let id = prog.attach().with_context(|| trampoline(program, "lsm", hook))?;
                     Ok(prog.take_link(id)?.into())
                 }
                 Program::LsmCgroup(prog) => {
@@ -256,21 +256,41 @@ pub(super) fn attach_loaded(
                     attach_to_cgroup(prog, cgroup, &attaching)
                 }
                 Program::FModRet(prog) => {
-                    let id = prog.attach().with_context(|| {
-                        format!("attaching {program} to fmod_ret/{}", security_function(hook))
-                    })?;
+                    let function = security_function(hook);
+                    let id = prog
+                        .attach()
+                        .with_context(|| trampoline(program, "fmod_ret", &function))?;
                     Ok(prog.take_link(id)?.into())
                 }
                 Program::FEntry(prog) => {
-                    let id = prog.attach().with_context(|| {
-                        format!("attaching {program} to fentry/{}", security_function(hook))
-                    })?;
+                    let function = security_function(hook);
+                    let id =
+                        prog.attach().with_context(|| trampoline(program, "fentry", &function))?;
                     Ok(prog.take_link(id)?.into())
                 }
                 _ => bail!("program {program} is neither an LSM nor an fmod_ret/fentry program"),
             }
         })
         .collect()
+}
+
+/// The error of attaching `program` as a `kind` program to the kernel function `function`
+/// (`lsm`: the hook's `bpf_lsm_*` stub): each takes at most `BPF_MAX_TRAMP_LINKS` (38 on x86_64)
+/// BPF LSM, fmod_ret and fentry programs, shared with every tool that attaches there (Tetragon,
+/// bpftrace), and the kernel refuses one more with E2BIG.
+pub(super) fn trampoline(program: &str, kind: &str, function: &str) -> String {
+    format!(
+        "attaching {program} to {kind}/{function} (a kernel function takes at most 38 BPF LSM, \
+         fmod_ret and fentry programs, shared with every tool: E2BIG says other tools hold them \
+         all; `bpftool link` lists them)"
+    )
+}
+
+/// Whether `error` is the kernel's refusal of one more program on a function that has all
+/// [`trampoline`] allows.
+pub(super) fn trampoline_full(error: &anyhow::Error) -> bool {
+    let e2big = |e: &std::io::Error| e.raw_os_error() == Some(nix::libc::E2BIG);
+    error.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(e2big))
 }
 
 /// Attaches the loaded per-cgroup program `prog` (`what`, for the error) to `cgroup`: one link,

@@ -13,7 +13,7 @@ use super::{
         BACKEND_ENV, Backend, Chosen, FModRetFacts, active_lsms, chosen, compare_functions,
         ftrace_enabled,
     },
-    load::{SessionCgroups, attach, open},
+    load::{SessionCgroups, attach, open, trampoline_full},
 };
 use crate::owner::Owner;
 
@@ -102,6 +102,9 @@ fn probe_bpf_lsm(cgroup2: &Path) -> anyhow::Result<()> {
 /// (else [`open`] has refused, naming them), and `kernel.ftrace_enabled` is 1.
 fn probe_fmod_ret_backend(chosen: &Chosen) -> anyhow::Result<()> {
     let facts = probe_fmod_ret()?;
+    if let (true, Some(error)) = (facts.full, &facts.error) {
+        bail!("fp cannot enforce through fmod_ret, its backend here ({}): {error}", chosen.why);
+    }
     if let Some(error) = &facts.error {
         bail!(
             "fp cannot enforce on this kernel: the BPF LSM backend is not chosen ({}) and \
@@ -134,9 +137,15 @@ pub fn probe_fmod_ret() -> anyhow::Result<FModRetFacts> {
     let attached = attach(&mut ebpf, btf, &program, None).map(drop);
     let names: Vec<&str> = hooks.iter().map(|(_, hook)| hook.name()).collect();
     let (missing, other_arguments) = compare_functions(super::btf::Btf::from_sys()?, &names);
+    let full = attached.as_ref().is_err_and(trampoline_full);
     Ok(FModRetFacts {
         attaches: attached.is_ok(),
-        error: attached.err().map(|e| e.root_cause().to_string()),
+        // The kernel's reason, or with a full function the limit it names.
+        error: attached.err().map(|e| match full {
+            true => format!("{e:#}"),
+            false => e.root_cause().to_string(),
+        }),
+        full,
         missing,
         other_arguments,
         ftrace_enabled: ftrace_enabled(),

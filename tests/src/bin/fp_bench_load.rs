@@ -239,7 +239,7 @@ fn noop(arg: Option<&std::ffi::OsString>) -> anyhow::Result<()> {
         (None, Some(_)) => NoopEntry::FModRet,
         (None, None) => NoopEntry::Lsm,
     };
-    let (_object, links) = fp_agent::kernel::attach_noop(entry)?;
+    let (_object, links) = fp_agent::kernel::attach_noop(entry, None)?;
     println!("noop: attached {} programs", links.len());
     loop {
         std::thread::park();

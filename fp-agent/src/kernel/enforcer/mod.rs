@@ -34,9 +34,11 @@ pub use prompt::BrokerClock;
 
 use super::bpffs::{ensure_bpffs, remove_empty_dirs};
 use super::{
-    backend::{BACKEND_ENV, Backend, chosen},
+    backend::{BACKEND_ENV, Backend, chosen, security_function},
     btf,
-    load::{SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, load, open},
+    load::{
+        SessionCgroups, attach_loaded, attach_to_cgroup, available_hooks, load, open, trampoline,
+    },
 };
 
 /// The hooks whose programs only refuse reads, writes and maps of a file whose open a prompt
@@ -302,7 +304,8 @@ impl Enforcer {
             if path.exists() {
                 continue;
             }
-            let attaching = || format!("attaching the fmod_ret/{hook} program");
+            let attaching =
+                || trampoline(&format!("hold_{hook}"), "fmod_ret", &security_function(hook));
             let id = program.attach().with_context(attaching)?;
             let link: FdLink = program.take_link(id).with_context(attaching)?.into();
             let link = link.pin(&path).with_context(|| format!("pinning {}", path.display()))?;
