@@ -145,30 +145,42 @@ fn with_a_functions_38_programs_taken_by_other_tools_fp_refuses_and_says_why() {
     assert!(!err.contains("CONFIG_"), "the limit, not a kernel without trampolines: {err}");
 }
 
-/// In the VM only: `kernel.ftrace_enabled` at 0 for the test, 1 again after it.
-struct FtraceOff;
+/// In the VM only: a kernel setting written for the test (`kernel.ftrace_enabled`, or the
+/// preemption mode in debugfs), its old value again after it.
+struct Setting {
+    path: &'static str,
+    old: String,
+}
 
-impl FtraceOff {
-    fn new() -> Self {
-        assert!(matches!(fp_tests::place(), Place::Vm), "a sysctl write: VM only");
-        std::fs::write("/proc/sys/kernel/ftrace_enabled", "0").unwrap();
-        FtraceOff
+impl Setting {
+    fn new(path: &'static str, value: &str) -> Self {
+        assert!(matches!(fp_tests::place(), Place::Vm), "a kernel setting: VM only");
+        let old = std::fs::read_to_string(path).unwrap();
+        // The preemption mode reads "none (voluntary) full": the one in parentheses.
+        let old = match old.split_once('(') {
+            Some((_, rest)) => rest.split_once(')').unwrap().0.to_owned(),
+            None => old.trim().to_owned(),
+        };
+        std::fs::write(path, value).unwrap();
+        Setting { path, old }
     }
 }
 
-impl Drop for FtraceOff {
+impl Drop for Setting {
     fn drop(&mut self) {
-        std::fs::write("/proc/sys/kernel/ftrace_enabled", "1").unwrap();
+        std::fs::write(self.path, &self.old).unwrap();
     }
 }
 
-/// At `kernel.ftrace_enabled` = 0 the kernel runs no fmod_ret program: the probe and `fp run`
-/// refuse, and a running daemon refuses new sessions, until it is 1 again.
+/// At `kernel.ftrace_enabled` = 0 the kernel runs no fmod_ret program, and where it preempts
+/// tasks anywhere in kernel code (`preempt=full`, switched at run time through debugfs) it skips
+/// a program entered while another task sits preempted inside it: the probe and `fp run` refuse,
+/// and a running daemon refuses new sessions and records it, until the setting is back.
 #[test]
-fn with_ftrace_disabled_the_fmod_ret_backend_starts_no_session() {
+fn with_ftrace_disabled_or_full_preemption_the_fmod_ret_backend_starts_no_session() {
     let _g = exclusive();
     assert_booted_without_bpf_lsm();
-    let t = TempTree::new("ftrace-off");
+    let t = TempTree::new("fmod-ret-off");
     let socket = t.join("fp.sock");
     let mut daemon = fp_tests::start_daemon(&fp_tests::daemon_config(&t, ""));
     fp_tests::wait_for_socket(&socket, &mut daemon);
@@ -178,7 +190,6 @@ fn with_ftrace_disabled_the_fmod_ret_backend_starts_no_session() {
         let policy = ["--policy".as_ref(), policy.as_os_str()];
         fp().args(args).args(policy).args(["--user", "root", "--", "true"]).output().unwrap()
     };
-    let said = "kernel.ftrace_enabled is 0";
     let log = t.join("log/audit.log");
     let records = |state: &str| {
         let raw = std::fs::read_to_string(&log).unwrap_or_default();
@@ -187,23 +198,29 @@ fn with_ftrace_disabled_the_fmod_ret_backend_starts_no_session() {
         raw.matches(&kind).count()
     };
     let within = std::time::Duration::from_secs(30);
-    {
-        let _off = FtraceOff::new();
-        let probe = fp().args(["kernel", "probe"]).output().unwrap();
-        assert_eq!(probe.status.code(), Some(1), "{}", stderr(&probe));
-        assert!(stderr(&probe).contains(said), "{}", stderr(&probe));
-        let (out, ran) = fp_tests::run_refused(&t, &[], &["--embedded".as_ref()]);
-        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
-        assert!(stderr(&out).contains(said) && !ran, "{}", stderr(&out));
+    let settings = [
+        ("/proc/sys/kernel/ftrace_enabled", "0", "kernel.ftrace_enabled is 0"),
+        ("/sys/kernel/debug/sched/preempt", "full", "preemption mode `full`"),
+    ];
+    for (n, (path, value, said)) in settings.into_iter().enumerate() {
+        {
+            let _set = Setting::new(path, value);
+            let probe = fp().args(["kernel", "probe"]).output().unwrap();
+            assert_eq!(probe.status.code(), Some(1), "{}", stderr(&probe));
+            assert!(stderr(&probe).contains(said), "{}", stderr(&probe));
+            let (out, ran) = fp_tests::run_refused(&t, &[], &["--embedded".as_ref()]);
+            assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+            assert!(stderr(&out).contains(said) && !ran, "{}", stderr(&out));
+            let out = through_daemon();
+            assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+            assert!(stderr(&out).contains(said), "{}", stderr(&out));
+            // The daemon's watch (every second) says so in its log.
+            fp_tests::wait_until("the enforcement-off record", within, || records("off") == n + 1);
+        }
+        fp_tests::wait_until("the enforcement-on record", within, || records("on") == n + 1);
         let out = through_daemon();
-        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
-        assert!(stderr(&out).contains(said), "{}", stderr(&out));
-        // The daemon's watch (every second) says so in its log.
-        fp_tests::wait_until("the enforcement-off record", within, || records("off") == 1);
+        assert!(out.status.success(), "{}", stderr(&out));
     }
-    fp_tests::wait_until("the enforcement-on record", within, || records("on") == 1);
-    let out = through_daemon();
-    assert!(out.status.success(), "{}", stderr(&out));
     fp_tests::stop_daemon(daemon);
     let verified = fp()
         .args(["audit", "verify"])

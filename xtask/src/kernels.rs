@@ -70,6 +70,8 @@ mount -t tmpfs -o mode=1777 tmpfs /host/dev/shm
 mount -t tmpfs -o mode=1777 tmpfs /host/tmp
 mount -t tmpfs -o mode=755 tmpfs /host/run
 mount -t securityfs securityfs /host/sys/kernel/security || fail "cannot mount securityfs"
+# As systemd mounts it: fp reads the kernel's preemption mode there.
+mount -t debugfs debugfs /host/sys/kernel/debug || fail "cannot mount debugfs"
 mount -t bpf bpf /host/sys/fs/bpf || fail "cannot mount bpffs"
 # As systemd mounts it: cgroup namespaces are delegation boundaries (sub-cgroups of sessions).
 mount -t cgroup2 -o nsdelegate cgroup2 /host/sys/fs/cgroup || fail "cannot mount cgroup2"

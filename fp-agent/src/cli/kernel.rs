@@ -139,4 +139,13 @@ fn print_fmod_ret(facts: &anyhow::Result<kernel::FModRetFacts>) {
         Some(false) => println!("  kernel.ftrace_enabled = 0: no fmod_ret program runs"),
         None => println!("  kernel.ftrace_enabled unreadable"),
     }
+    match facts.preemption.model {
+        Some(model) if model.inside_programs() => println!(
+            "  preemption `{}` ({}): tasks preempted inside programs, fmod_ret cannot enforce",
+            model.name(),
+            facts.preemption.source
+        ),
+        Some(model) => println!("  preemption `{}` ({})", model.name(), facts.preemption.source),
+        None => println!("  preemption unknown: {}", facts.preemption.source),
+    }
 }

@@ -89,6 +89,9 @@ pub struct FModRetFacts {
     /// `kernel.ftrace_enabled`: at 0 the kernel runs no fmod_ret (nor fentry) program, though they
     /// stay attached (None: unreadable).
     pub ftrace_enabled: Option<bool>,
+    /// Whether the kernel may preempt a task inside a program: where it may, a program entered
+    /// meanwhile on the same CPU is skipped, and fmod_ret does not enforce (super::preemption).
+    pub preemption: super::PreemptionFact,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

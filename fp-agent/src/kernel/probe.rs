@@ -14,6 +14,7 @@ use super::{
         ftrace_enabled,
     },
     load::{SessionCgroups, attach, open, trampoline_full},
+    preemption::preemption,
 };
 use crate::owner::Owner;
 
@@ -118,7 +119,10 @@ fn probe_fmod_ret_backend(chosen: &Chosen) -> anyhow::Result<()> {
     if facts.ftrace_enabled == Some(false) {
         bail!("{FTRACE_DISABLED}");
     }
-    Ok(())
+    match facts.preemption.refusal() {
+        Some(why) => bail!("{why}"),
+        None => Ok(()),
+    }
 }
 
 /// What fp says where `kernel.ftrace_enabled` is 0 on the fmod_ret backend.
@@ -149,6 +153,7 @@ pub fn probe_fmod_ret() -> anyhow::Result<FModRetFacts> {
         missing,
         other_arguments,
         ftrace_enabled: ftrace_enabled(),
+        preemption: preemption(),
     })
 }
 

@@ -142,7 +142,7 @@ impl Manager {
         let outputs = Outputs { sink, observer };
         let manager = Self::new(hierarchy, parent, enforcer, outputs, None)?;
         manager.spawn_reader();
-        manager.spawn_ftrace_watch();
+        manager.spawn_fmod_ret_watch();
         Ok(manager)
     }
 
@@ -303,12 +303,12 @@ impl Manager {
         if let Some(log) = self.audit_log() {
             log.refuse_new_session()?;
         }
-        // At kernel.ftrace_enabled = 0 the kernel runs no fmod_ret program: such a session would
-        // not be confined at all.
+        // At kernel.ftrace_enabled = 0 the kernel runs no fmod_ret program, and where it
+        // preempts tasks inside programs it skips some: such a session would not be confined.
         if self.backend() == Some(kernel::Backend::FModRet)
-            && kernel::ftrace_enabled() == Some(false)
+            && let Some(why) = super::fmod_ret::fmod_ret_refusal()
         {
-            anyhow::bail!("{}", kernel::FTRACE_DISABLED);
+            anyhow::bail!("{why}");
         }
         // Where a session's start goes, for `FP_LOG=fp_agent=debug` (issue 53 item 5).
         let mut clock = std::time::Instant::now();

@@ -5,14 +5,14 @@
 //! agent shares), `orphans` (what a killed `fp run` left behind), `reader` and `event` (the
 //! kernel's decision events, read and formatted as lines and audit records), `enforce` (what the
 //! manager needs from the kernel), `freeze` (sessions frozen while the audit log cannot be
-//! written), `ftrace` (the watch on `kernel.ftrace_enabled`, on the fmod_ret backend),
-//! `delegate` (the cgroups a session makes of its own), `links` (the hardlinks looked for after a
-//! session starts).
+//! written), `fmod_ret` (the watch on `kernel.ftrace_enabled` and the preemption mode, on the
+//! fmod_ret backend), `delegate` (the cgroups a session makes of its own), `links` (the
+//! hardlinks looked for after a session starts).
 mod delegate;
 mod enforce;
 pub mod event;
+mod fmod_ret;
 mod freeze;
-mod ftrace;
 mod links;
 pub mod manager;
 #[cfg(test)]

@@ -103,7 +103,7 @@ impl Manager {
             manager.take_over()?;
         }
         manager.spawn_reader();
-        manager.spawn_ftrace_watch();
+        manager.spawn_fmod_ret_watch();
         Ok(manager)
     }
 
