@@ -64,7 +64,7 @@ impl Created {
     }
 }
 
-/// After the `path_mknod` decision of decision `generation` (crate::decide::begin), whose walk
+/// After the `path_mknod` decision of decision `generation` (crate::decide::Decision), whose walk
 /// is in the scratch value: what it allowed (`cache::allowed_ops`), if it was intact and decided
 /// under the sequences `intact`; otherwise the slot is emptied.
 #[inline(always)]

@@ -24,6 +24,7 @@ use crate::{
     },
     tables::{evaluate, tables_exist},
     walk::walk_step,
+    writers,
 };
 
 /// Resolves the file [`set_file`] left in the walk (`vfsmount`, `dentry`; `file` is its proof)
@@ -140,14 +141,30 @@ pub(crate) unsafe fn set_file(
     FileSet(())
 }
 
-/// Starts a decision: bumps this CPU's scratch generation (see [`Scratch`]).
-#[inline(always)]
-pub(crate) fn begin(s: *mut Scratch) -> u64 {
-    // SAFETY: this CPU's scratch value; accessed through the raw pointer (see `check`).
-    unsafe {
-        let g = core::ptr::read_volatile(&(*s).generation).wrapping_add(1);
-        core::ptr::write_volatile(&mut (*s).generation, g);
-        g
+/// A decision on this CPU's scratch value (see [`Scratch`]), from its begin to its drop, which
+/// ends it.
+pub(crate) struct Decision {
+    s: *mut Scratch,
+    /// The scratch's generation as the decision began, which every later check compares: 0 (a
+    /// value it never holds while a decision runs) when another decision on this CPU was in
+    /// progress then, preempted in the middle, and may write the scratch again at any moment.
+    pub(crate) generation: u64,
+}
+
+impl Decision {
+    #[inline(always)]
+    pub(crate) fn begin(s: *mut Scratch) -> Self {
+        // SAFETY: this CPU's scratch value.
+        let now = unsafe { writers::begin(&raw mut (*s).generation) };
+        Decision { s, generation: if writers::alone(now) { now } else { 0 } }
+    }
+}
+
+impl Drop for Decision {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: as in `begin`.
+        unsafe { writers::end(&raw mut (*self.s).generation) };
     }
 }
 
@@ -253,7 +270,8 @@ pub(crate) fn decide(
     {
         return 0;
     }
-    let generation = begin(s);
+    let decision = Decision::begin(s);
+    let generation = decision.generation;
     // Inode hooks only read the cache: their entries come from the walks of opens (see cache).
     let seqs = if vfsmount == NO_MOUNT { None } else { cache::sequences() };
     // SAFETY: this CPU's scratch value.

@@ -42,3 +42,4 @@ mod tables;
 mod terminal;
 mod unix;
 mod walk;
+mod writers;

@@ -12,7 +12,7 @@ use fp_common::{
 };
 
 use crate::{
-    decide::{begin, check, set_file, settle},
+    decide::{Decision, check, set_file, settle},
     kernel::{EACCES, EXDEV, dentry_kind},
     outcome::Outcome,
     report::{MoveEvent, Report, report},
@@ -131,7 +131,8 @@ pub(crate) fn decide_move(
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return -EACCES;
     };
-    let generation = begin(s);
+    let decision = Decision::begin(s);
+    let generation = decision.generation;
     let tables = session.info.tables;
     let (Ok((_, src_dir)), Ok((dst_inode, dst_dir))) = (dentry_kind(src.1), dentry_kind(dst.1))
     else {

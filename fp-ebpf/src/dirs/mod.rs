@@ -177,7 +177,7 @@ fn resolve(s: *mut Scratch, tables: u64, vfsmount: u64) -> Option<()> {
 }
 
 /// Remembers the directory of the name the walk of decision `generation`
-/// (crate::decide::begin) went through, decided under `seqs` (read before the walk), unless it
+/// (crate::decide::Decision) went through, decided under `seqs` (read before the walk), unless it
 /// is remembered already.
 #[inline(always)]
 pub(crate) fn fill(generation: u64, seqs: u64) {

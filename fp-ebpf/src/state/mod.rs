@@ -31,8 +31,9 @@ use self::{
 ///
 /// BPF programs run with migration disabled but may be preempted, so on a fully preemptible
 /// kernel another task can run one of these programs on this CPU in the middle of a decision and
-/// overwrite the scratch. `generation` is bumped by every decision; one that finds it changed
-/// when it is done was interleaved with another and fails closed.
+/// overwrite the scratch. `generation` counts its writers, the decisions ([`crate::writers`],
+/// [`crate::decide::Decision`]): one that finds it changed when it checks, or found another in
+/// progress as it began (which may write again whenever it resumes), fails closed.
 #[repr(C)]
 pub(crate) struct Scratch {
     pub(crate) generation: u64,
