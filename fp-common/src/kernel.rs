@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 18;
+pub const ABI_VERSION: u32 = 19;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -235,9 +235,16 @@ pub mod maps {
     /// verdict cache): likewise.
     pub const OWNERS: &str = "OWNERS";
 
+    /// Bumped after each write of `SESSIONS`: what the programs' per-CPU copies of the last
+    /// session they looked up were copied under.
+    pub const SESSIONS_GENERATION: &str = "SESSIONS_GENERATION";
+    /// Each CPU's copy of the last session looked up: never read by userspace, nor pinned.
+    pub const LAST_SESSION: &str = "LAST_SESSION";
+
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`UNPINNED`].
-    pub const PINNED: [&str; 18] = [
+    pub const PINNED: [&str; 19] = [
         SESSIONS,
+        SESSIONS_GENERATION,
         CGROUP_SESSION,
         COUNTERS,
         HEADERS,
@@ -258,7 +265,8 @@ pub mod maps {
     ];
 
     /// The maps only the programs use, never pinned: the scratch value and the caches.
-    pub const UNPINNED: [&str; 6] = [SCRATCH, VERDICTS, DIRS, DIR_VERDICTS, CREATED, OWNERS];
+    pub const UNPINNED: [&str; 7] =
+        [SCRATCH, VERDICTS, DIRS, DIR_VERDICTS, CREATED, OWNERS, LAST_SESSION];
 }
 
 /// What an operation does to the file it touches, as hooks report it.

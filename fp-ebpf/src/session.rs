@@ -1,9 +1,16 @@
 //! The session of the current task, its counters, and failing closed for sessions.
-use aya_ebpf::{helpers::bpf_get_current_ancestor_cgroup_id, macros::map, maps::HashMap};
+use aya_ebpf::{
+    helpers::bpf_get_current_ancestor_cgroup_id,
+    macros::map,
+    maps::{Array, HashMap, PerCpuArray},
+};
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use fp_common::kernel::{CgroupSession, SESSION_AUDIT_ONLY, SessionCounters, SessionInfo};
 
-use crate::kernel::{EACCES, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, global, off};
+use crate::{
+    kernel::{EACCES, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, global, off},
+    writers,
+};
 
 #[map]
 pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
@@ -14,6 +21,28 @@ pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entrie
 #[map]
 pub(crate) static CGROUP_SESSION: aya_ebpf::maps::CgroupStorage<CgroupSession> =
     aya_ebpf::maps::CgroupStorage::new();
+
+/// Bumped by fp-agent after each write of `SESSIONS` (a session set, reloaded or ended): the
+/// generation [`LAST_SESSION`]'s copy was looked up under.
+#[map]
+static SESSIONS_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Each CPU's copy of the last session [`current_session`] looked up in `SESSIONS`: a
+/// session's tasks skip the hash lookup while they keep a CPU (every program on the fmod_ret
+/// backend, the `#[lsm]` ones on the BPF LSM).
+#[map]
+static LAST_SESSION: PerCpuArray<LastSession> = PerCpuArray::with_max_entries(1, 0);
+
+#[repr(C)]
+struct LastSession {
+    /// Its writers ([`crate::writers`]): a program preempted while it copies a session in may
+    /// leave the copy half-written.
+    writers: u64,
+    id: u64,
+    /// `SESSIONS_GENERATION` as read before the lookup: the copy stands while it is unchanged.
+    generation: u64,
+    info: SessionInfo,
+}
 
 #[map]
 pub(crate) static COUNTERS: HashMap<u64, SessionCounters> = HashMap::with_max_entries(1024, 0);
@@ -70,7 +99,42 @@ pub(crate) fn current_session() -> Option<Session> {
     if id == 0 {
         return None;
     }
-    session(id)
+    last_session(id)
+}
+
+/// [`session`] through this CPU's [`LAST_SESSION`]: its copy while `SESSIONS_GENERATION` says
+/// no write of `SESSIONS` came after it and no program was writing it, else a lookup, copied in.
+#[inline(always)]
+fn last_session(id: u64) -> Option<Session> {
+    // SAFETY: a read of the map's one value.
+    let generation = SESSIONS_GENERATION.get(0).map(|g| unsafe { core::ptr::read_volatile(g) });
+    let (Some(last), Some(generation)) = (LAST_SESSION.get_ptr_mut(0), generation) else {
+        return session(id);
+    };
+    // SAFETY: this CPU's value, read field by field between two reads of its writers' counter.
+    unsafe {
+        let before = core::ptr::read_volatile(&(*last).writers);
+        if writers::none(before)
+            && core::ptr::read_volatile(&(*last).id) == id
+            && core::ptr::read_volatile(&(*last).generation) == generation
+        {
+            let info = core::ptr::read_volatile(&(*last).info);
+            if core::ptr::read_volatile(&(*last).writers) == before {
+                return Some(Session { id, info, attached: false });
+            }
+        }
+    }
+    let found = session(id)?;
+    // SAFETY: as above; written only by a writer alone (`writers`).
+    unsafe {
+        if writers::alone(writers::begin(&raw mut (*last).writers)) {
+            core::ptr::write_volatile(&raw mut (*last).id, id);
+            core::ptr::write_volatile(&raw mut (*last).generation, generation);
+            core::ptr::write_volatile(&raw mut (*last).info, found.info);
+        }
+        writers::end(&raw mut (*last).writers);
+    }
+    Some(found)
 }
 
 /// The session of cgroup `id`, for a decision made on its behalf in whatever task runs then (a

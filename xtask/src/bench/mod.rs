@@ -270,20 +270,22 @@ fn parse(output: &str, phases: &[&str]) -> Result<Results> {
             _ => {}
         }
     }
-    // fp's programs served the outside and then the inside pass: inside is the difference.
-    let both: Vec<(String, (u64, u64))> = results
+    // A session's programs served its outside and then its inside pass (`OUTSIDE+INSIDE`):
+    // inside is the difference.
+    let both: Vec<(String, String, String, (u64, u64))> = results
         .hooks
         .iter()
-        .filter(|((phase, _), _)| phase == "outside+inside")
-        .map(|((_, program), &v)| (program.clone(), v))
+        .filter_map(|((phase, program), &v)| {
+            let (outside, inside) = phase.split_once('+')?;
+            Some((outside.to_owned(), inside.to_owned(), program.clone(), v))
+        })
         .collect();
-    for (program, (ns, count)) in both {
+    for (outside, inside, program, (ns, count)) in both {
         let (ns0, count0) =
-            results.hooks.get(&("outside".into(), program.clone())).copied().unwrap_or((0, 0));
-        results.hooks.insert(
-            ("inside".into(), program),
-            (ns.saturating_sub(ns0), count.saturating_sub(count0)),
-        );
+            results.hooks.get(&(outside, program.clone())).copied().unwrap_or((0, 0));
+        results
+            .hooks
+            .insert((inside, program), (ns.saturating_sub(ns0), count.saturating_sub(count0)));
     }
     // A workload that failed in a pipeline leaves a hole rather than an exit status: refuse it.
     for phase in phases {
@@ -407,6 +409,8 @@ fn report(kernel: &str, quick: bool, results: &Results, phases: &[&str]) -> Resu
                 &["noop-fmod-ret"]
             } else if program.starts_with("noop_") {
                 &["noop", "noop-cgroup"]
+            } else if program.starts_with("fp_fmod_ret_") || program.starts_with("fp_fentry_") {
+                &["outside-fmod-ret", "inside-fmod-ret"]
             } else {
                 &["outside", "inside"]
             };

@@ -110,7 +110,7 @@ impl Enforcer {
             return Ok(None);
         }
         let backend = chosen()?.backend;
-        let this = Self::open_pinned(pin_dir)?;
+        let mut this = Self::open_pinned(pin_dir)?;
         if this.backend() != backend {
             bail!(
                 "the programs pinned under {} enforce through the {} backend, this fp chose {} \
@@ -139,6 +139,7 @@ impl Enforcer {
         if let Some(name) = maps::PINNED.iter().find(|name| !this.maps.contains_key(*name)) {
             bail!("the pinned map {} is missing", this.pin_dir.join(name).display());
         }
+        this.sessions_written()?;
         Ok(Some(this))
     }
 

@@ -34,6 +34,17 @@ impl Enforcer {
         let mut map: HashMap<_, u64, SessionInfo> =
             HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         map.insert(cgroup, info, 0)?;
+        self.sessions_written()
+    }
+
+    /// Says the programs that `SESSIONS` was written: their per-CPU copies of a session made
+    /// before no longer stand (fp-ebpf's `last_session`). After each write, and as an agent
+    /// takes over pins, which a dead agent may have written without saying so.
+    pub(super) fn sessions_written(&mut self) -> anyhow::Result<()> {
+        let mut generation: Array<_, u64> =
+            Array::try_from(self.map_mut(maps::SESSIONS_GENERATION)?)?;
+        let now = generation.get(&0, 0)?;
+        generation.set(0, now.wrapping_add(1), 0)?;
         Ok(())
     }
 
@@ -157,6 +168,7 @@ impl Enforcer {
         let mut map: HashMap<_, u64, SessionInfo> =
             HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         gone(map.remove(&cgroup))?;
+        self.sessions_written()?;
         let mut counters: HashMap<_, u64, SessionCounters> =
             HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
         gone(counters.remove(&cgroup))?;

@@ -168,20 +168,7 @@ round() {
   fi
 
   if has outside || has inside; then
-    rm -f $W/ready $W/go $W/measured && mkfifo $W/go
-    $FP run --policy $W/policy-1.toml --workspace $W -- sh $W/session.sh $1 $2 &
-    session=$!
-    while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
-    stats $1 1; sh $W/measure.sh outside $1 $2
-    [ "$1" != stats ] || sh $W/stats.sh outside
-    echo go > $W/go
-    if [ "$1" = stats ]; then
-      while [ ! -e $W/measured ]; do alive $session "fp run"; sleep 0.2; done
-      stats $1 0; sh $W/stats.sh outside+inside
-      echo go > $W/go
-    fi
-    wait $session
-    wait_until "$unloaded"
+    around_session policy-1.toml "" outside inside $1 $2
   fi
 
   # The same, with 1,000 and 10,000 generated rules (not in the bpf_stats pass).
@@ -209,20 +196,27 @@ round() {
 
   # fp on its fmod_ret backend (the kernel's security_* functions, where the BPF LSM is not
   # active): outside, then inside a session of the base policy plus 1.
-  if [ "$1" != stats ] && { has outside-fmod-ret || has inside-fmod-ret; }; then
+  if has outside-fmod-ret || has inside-fmod-ret; then
     around_session policy-1.toml fmod_ret outside-fmod-ret inside-fmod-ret $1 $2
   fi
 }
 
 # around_session POLICY BACKEND OUTSIDE INSIDE ROUND ITERATIONS: a session of POLICY on BACKEND
 # (FP_BACKEND; empty: fp's choice) lives: phase OUTSIDE measured outside it, then INSIDE in it.
+# In the stats round, fp's programs' counters after OUTSIDE, then after both (OUTSIDE+INSIDE).
 around_session() {
-  rm -f $W/ready $W/go && mkfifo $W/go
+  rm -f $W/ready $W/go $W/measured && mkfifo $W/go
   FP_BACKEND=$2 $FP run --policy $W/$1 --workspace $W -- sh $W/session.sh $5 $6 $4 &
   session=$!
   while [ ! -e $W/ready ]; do alive $session "fp run"; sleep 0.2; done
-  sh $W/measure.sh $3 $5 $6
+  stats $5 1; sh $W/measure.sh $3 $5 $6
+  [ "$5" != stats ] || sh $W/stats.sh $3
   echo go > $W/go
+  if [ "$5" = stats ]; then
+    while [ ! -e $W/measured ]; do alive $session "fp run"; sleep 0.2; done
+    stats $5 0; sh $W/stats.sh $3+$4
+    echo go > $W/go
+  fi
   wait $session
   wait_until "$unloaded"
 }
