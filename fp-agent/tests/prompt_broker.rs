@@ -76,8 +76,7 @@ fn fixture(configure: impl FnOnce(&mut BrokerConfig)) -> Option<Fixture> {
     let name =
         format!("fp-prompt-test-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
     let root = hierarchy.mount.clone();
-    let root_id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&root).unwrap());
-    let cgroup = SessionCgroup::create(&hierarchy, &root, root_id, &name).unwrap();
+    let cgroup = SessionCgroup::create(&hierarchy, &root, &name).unwrap();
     let session = SessionContext::new(name.clone(), "tester".into(), cgroup.id, Arc::new(policy));
     let lookup = Arc::new(Lookup { cgroup: cgroup.path.clone(), session });
     let mut config = BrokerConfig::new(hierarchy, vec![dir.path().to_path_buf()]);

@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 19;
+pub const ABI_VERSION: u32 = 20;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -240,11 +240,15 @@ pub mod maps {
     pub const SESSIONS_GENERATION: &str = "SESSIONS_GENERATION";
     /// Each CPU's copy of the last session looked up: never read by userspace, nor pinned.
     pub const LAST_SESSION: &str = "LAST_SESSION";
+    /// The sessions' slot table ([`super::slot_value`]), written before each session's
+    /// `SESSIONS` entry and after its removal.
+    pub const SESSION_SLOTS: &str = "SESSION_SLOTS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`UNPINNED`].
-    pub const PINNED: [&str; 19] = [
+    pub const PINNED: [&str; 20] = [
         SESSIONS,
         SESSIONS_GENERATION,
+        SESSION_SLOTS,
         CGROUP_SESSION,
         COUNTERS,
         HEADERS,
@@ -669,9 +673,29 @@ pub struct KernelField {
 /// (set by userspace at load time, as the [`KERNEL_FIELDS`] globals).
 pub const SESSION_CGROUP_LEVEL: &str = "SESSION_CGROUP_LEVEL";
 
-/// The read-only global `u64` that holds the cgroup id of the sessions' parent cgroup: the one
-/// cgroup whose tasks' sessions are looked up; every other task is outside every session.
-pub const SESSION_PARENT_CGROUP: &str = "SESSION_PARENT_CGROUP";
+/// How many slots the sessions' slot table (`SESSION_SLOTS`) has: a power of two, four per
+/// session `SESSIONS` can hold.
+pub const SESSION_SLOT_COUNT: u32 = 4096;
+
+/// The value of a slot several sessions fall in: their tasks look their session up.
+pub const SLOT_SHARED: u64 = u64::MAX;
+
+/// The slot of the sessions' slot table a cgroup id falls in: the low bits of its inode number,
+/// which the kernel hands out in turn, so sessions started one after another take distinct slots.
+pub const fn session_slot(cgroup: u64) -> u32 {
+    (cgroup as u32) & (SESSION_SLOT_COUNT - 1)
+}
+
+/// What slot `slot` of the sessions' slot table holds while `sessions` (cgroup ids) are the
+/// sessions: 0 when none falls in it, the one that does, or [`SLOT_SHARED`] for several. A task
+/// whose cgroup at the session level the slot of its id does not name (0, another id) is in no
+/// session, which the programs then know without a lookup.
+pub fn slot_value(slot: u32, sessions: impl IntoIterator<Item = u64>) -> u64 {
+    sessions
+        .into_iter()
+        .filter(|id| session_slot(*id) == slot)
+        .fold(0, |value, id| if value == 0 || value == id { id } else { SLOT_SHARED })
+}
 
 /// A kernel sequence counter the verdict cache validates its entries against: the read-only
 /// global `u64` named `global` holds the address of the `sequence` of the `seqlock_t` named
@@ -817,6 +841,21 @@ mod tests {
         assert_eq!(size_of::<SessionCounters>(), 48);
         assert_eq!(size_of::<GrantValue>(), 16);
         assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 16 + 2 * PATH_MAX);
+    }
+
+    /// A slot names its one session, exactly: another id in it finds no session without a
+    /// lookup, two sessions in it send both to the lookup, and each session's end gives the
+    /// slot back to those left.
+    #[test]
+    fn each_slot_names_exactly_the_sessions_in_it() {
+        let (a, b, c) = (0x1_0000_0007, 0x2_0000_1007, 0x1_0000_0008);
+        assert_eq!(session_slot(a), 7);
+        assert_eq!(session_slot(b), 7, "the same low bits, another id");
+        assert_eq!(slot_value(7, []), 0);
+        assert_eq!(slot_value(7, [a, c]), a);
+        assert_eq!(slot_value(7, [a, a]), a, "a session written again");
+        assert_eq!(slot_value(7, [c, b, a]), SLOT_SHARED);
+        assert_eq!(slot_value(8, [c, b, a]), c);
     }
 
     #[test]

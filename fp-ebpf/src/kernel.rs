@@ -94,11 +94,6 @@ offsets!(
 #[unsafe(no_mangle)]
 pub(crate) static SESSION_CGROUP_LEVEL: u32 = 0;
 
-/// cgroup id of the sessions' parent: a task whose ancestor one level above the sessions' is
-/// another cgroup is outside every session, known after one helper call and a compare.
-#[unsafe(no_mangle)]
-pub(crate) static SESSION_PARENT_CGROUP: u64 = 0;
-
 /// Addresses of the `rename_lock` and `mount_lock` sequences (fp_common::kernel::SEQ_COUNTERS),
 /// for the verdict cache; 0 turns it off.
 #[unsafe(no_mangle)]

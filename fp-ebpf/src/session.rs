@@ -5,10 +5,13 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray},
 };
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
-use fp_common::kernel::{CgroupSession, SESSION_AUDIT_ONLY, SessionCounters, SessionInfo};
+use fp_common::kernel::{
+    CgroupSession, SESSION_AUDIT_ONLY, SESSION_SLOT_COUNT, SLOT_SHARED, SessionCounters,
+    SessionInfo, session_slot,
+};
 
 use crate::{
-    kernel::{EACCES, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP, global, off},
+    kernel::{EACCES, SESSION_CGROUP_LEVEL, off},
     writers,
 };
 
@@ -21,6 +24,12 @@ pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entrie
 #[map]
 pub(crate) static CGROUP_SESSION: aya_ebpf::maps::CgroupStorage<CgroupSession> =
     aya_ebpf::maps::CgroupStorage::new();
+
+/// The sessions by the low bits of their cgroup id (fp_common::kernel::slot_value): a slot
+/// that names another id, or none, says a cgroup is no session's. fp-agent writes a session's
+/// slot before its `SESSIONS` entry, and after the entry's removal.
+#[map]
+static SESSION_SLOTS: Array<u64> = Array::with_max_entries(SESSION_SLOT_COUNT, 0);
 
 /// Bumped by fp-agent after each write of `SESSIONS` (a session set, reloaded or ended): the
 /// generation [`LAST_SESSION`]'s copy was looked up under.
@@ -88,15 +97,15 @@ fn session_info(id: u64) -> Option<SessionInfo> {
 
 #[inline(always)]
 pub(crate) fn current_session() -> Option<Session> {
-    let level = off(&SESSION_CGROUP_LEVEL) as i32;
-    // Outside the sessions' parent: outside every session, without a map lookup (what every
-    // task of the host pays). Only that parent holds session cgroups.
-    if ancestor(level - 1) != global(&SESSION_PARENT_CGROUP) {
+    // The task's cgroup at the session level: a session's, or 0 above that level (the
+    // sessions' parent itself, or shallower).
+    let id = ancestor(off(&SESSION_CGROUP_LEVEL) as i32);
+    if id == 0 {
         return None;
     }
-    // A task in the parent itself has no ancestor at the session level: 0, no session.
-    let id = ancestor(level);
-    if id == 0 {
+    // What every task of the host pays: one array read says whether the id can be a session's.
+    let slot = SESSION_SLOTS.get(session_slot(id)).copied().unwrap_or(SLOT_SHARED);
+    if slot != id && slot != SLOT_SHARED {
         return None;
     }
     last_session(id)

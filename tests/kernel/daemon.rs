@@ -7,6 +7,7 @@ use std::{
     time::Duration,
 };
 
+use fp_common::kernel::{ABI_VERSION, SESSION_SLOT_COUNT, SLOT_SHARED, session_slot};
 use fp_tests::{TempTree, exclusive, fp, start_daemon, statuses, stderr, stdout, wait_for_socket};
 
 #[test]
@@ -236,9 +237,8 @@ fn daemon_killed_under_load_keeps_enforcing_and_takes_its_sessions_over() {
     assert!(denials > 0);
 }
 
-/// The pinned programs know their sessions' parent cgroup by its id: a daemon restarted after that
-/// cgroup was removed and made again (a new id) must not take over programs that would never find
-/// its sessions; it loads new ones, and its sessions are confined.
+/// The pinned programs know each session by its own cgroup id: a daemon restarted after the
+/// sessions' parent cgroup was removed and made again (a new id) confines its new sessions.
 #[test]
 fn daemon_restarted_after_its_cgroup_parent_was_made_again_still_confines() {
     let _g = exclusive();
@@ -312,6 +312,121 @@ impl DenyingDaemon {
         assert!(stderr(&out).contains(note), "{}", stderr(&out));
         fp_tests::assert_log_verifies(&self.t);
     }
+}
+
+/// The programs tell a session's cgroup from others by a slot table (the low 12 bits of its id
+/// pick a slot, which names the one session in it or says several share it): two sessions whose
+/// ids share a slot are both confined, and the one left after the other ends.
+#[test]
+fn sessions_sharing_a_slot_of_the_programs_table_are_each_confined() {
+    let _g = exclusive();
+    let (d, daemon) = DenyingDaemon::start("slots");
+    let denied = |go: &str, then: &str| {
+        let (go, f) = (d.t.join(go), d.f.display().to_string());
+        let wait = |go: &Path| format!("while [ ! -e {} ]; do sleep 0.1; done", go.display());
+        format!("{}; cat {f}; echo first=$?; {then}", wait(&go))
+    };
+    let a = fp_tests::run_with_daemon(&d.socket, &d.deny, &d.ws, &denied("go-a", ""));
+    let a_id = new_session_cgroups(&[]).remove(0);
+    steer_next_cgroup_id(a_id);
+    let b_then = format!(
+        "while [ ! -e {} ]; do sleep 0.1; done; cat {}; echo second=$?",
+        d.t.join("go-b2").display(),
+        d.f.display()
+    );
+    let b = fp_tests::run_with_daemon(&d.socket, &d.deny, &d.ws, &denied("go-b", &b_then));
+    let b_id = new_session_cgroups(&[a_id]).remove(0);
+    assert_eq!(session_slot(b_id), session_slot(a_id), "cgroups {a_id:#x}, {b_id:#x}: two slots");
+    assert_eq!(slot(a_id), SLOT_SHARED, "the slot says both sessions share it");
+    for go in ["go-a", "go-b"] {
+        std::fs::write(d.t.join(go), "").unwrap();
+    }
+    let a = a.wait_with_output().unwrap();
+    assert!(stdout(&a).contains("first=1"), "a read its denied file: {}", stdout(&a));
+    assert_eq!(slot(a_id), b_id, "the slot names the session left");
+    std::fs::write(d.t.join("go-b2"), "").unwrap();
+    let b = b.wait_with_output().unwrap();
+    let out = stdout(&b);
+    assert!(out.contains("first=1") && out.contains("second=1"), "b read its denied file: {out}");
+    assert!(stderr(&b).contains("Permission denied"), "{}", stderr(&b));
+    fp_tests::stop_daemon(daemon);
+    fp_tests::assert_log_verifies(&d.t);
+}
+
+/// The ids of the session cgroups in the sessions' parent other than `known`, once there is one.
+fn new_session_cgroups(known: &[u64]) -> Vec<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let found: Vec<u64> = std::fs::read_dir("/sys/fs/cgroup/fp")
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with("agent-"))
+                    .filter_map(|e| e.metadata().ok().filter(|m| m.is_dir()).map(|m| m.ino()))
+                    .filter(|id| !known.contains(id))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !found.is_empty() {
+            return found;
+        }
+        assert!(std::time::Instant::now() < deadline, "no new session cgroup");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Makes and removes cgroups until the next one made gets an id in the slot of `id`: the kernel
+/// hands out the ids of the cgroup hierarchy's directories and files in turn, so each made and
+/// removed takes as many ids as it has files, plus one.
+fn steer_next_cgroup_id(id: u64) {
+    use std::os::unix::fs::MetadataExt as _;
+    let base = Path::new("/sys/fs/cgroup/fp-test-slots");
+    std::fs::create_dir(base).unwrap();
+    // The last id handed out: the highest of a directory made just now and of its files.
+    let make = || {
+        let d = base.join("d");
+        std::fs::create_dir(&d).unwrap();
+        let files = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.metadata().unwrap().ino());
+        let last = files.chain([std::fs::metadata(&d).unwrap().ino()]).max().unwrap();
+        std::fs::remove_dir(&d).unwrap();
+        last
+    };
+    let first = make();
+    let last = make();
+    let step = last - first;
+    // The next id, last + 1 + n * step, in the slot of `id`: some n < 4096 where `step` is odd.
+    let n = (0..u64::from(SESSION_SLOT_COUNT))
+        .find(|n| session_slot(last + 1 + n * step) == session_slot(id))
+        .unwrap_or_else(|| panic!("cgroups of {step} ids cannot reach slot {}", session_slot(id)));
+    for _ in 0..n {
+        make();
+    }
+    std::fs::remove_dir(base).unwrap();
+}
+
+/// The value of the slot of cgroup id `id` in the programs' slot table.
+fn slot(id: u64) -> u64 {
+    let pins = format!("/sys/fs/bpf/fp/v{ABI_VERSION}/SESSION_SLOTS");
+    let key = session_slot(id).to_le_bytes().map(|b| b.to_string());
+    let out = Command::new("bpftool")
+        .args(["map", "lookup", "pinned", &pins, "key"])
+        .args(&key)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+    let bytes: Vec<u8> = value["value"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter_map(|b| b.as_str())
+                .filter_map(|b| u8::from_str_radix(b.trim_start_matches("0x"), 16).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(bytes.len(), 8, "bpftool map lookup: {} {}", stdout(&out), stderr(&out));
+    u64::from_le_bytes(bytes.try_into().unwrap())
 }
 
 /// Pins of another ABI version belong to an fp this one cannot read: the daemon refuses to

@@ -9,9 +9,7 @@ use aya::{
     Ebpf, EbpfLoader,
     programs::{LsmCgroup, Program, links::FdLink},
 };
-use fp_common::kernel::{
-    Hook, SEQ_COUNTERS, SEQCOUNT_BTF_ID, SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP,
-};
+use fp_common::kernel::{Hook, SEQ_COUNTERS, SEQCOUNT_BTF_ID, SESSION_CGROUP_LEVEL};
 
 use super::{
     backend::{Backend, chosen, security_function},
@@ -26,8 +24,6 @@ use super::{
 pub struct SessionCgroups {
     /// cgroup v2 level of session cgroups (the parent's + 1).
     pub level: u32,
-    /// cgroup id (the directory's inode number) of the one cgroup that holds them.
-    pub parent: u64,
 }
 
 /// Where [`attach_noop`] attaches the pass-through programs.
@@ -167,7 +163,6 @@ pub(super) fn open(
     // process.
     let sessions: &'static SessionCgroups = Box::leak(Box::new(sessions));
     loader.override_global(SESSION_CGROUP_LEVEL, &sessions.level, true);
-    loader.override_global(SESSION_PARENT_CGROUP, &sessions.parent, true);
     for (counter, address) in SEQ_COUNTERS.iter().zip(&prepared.seq_counters) {
         loader.override_global(counter.global, address, true);
     }

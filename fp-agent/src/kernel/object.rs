@@ -82,8 +82,8 @@ fn with_kfunc_calls(object: &[u8], kfunc: u32) -> anyhow::Result<(&'static [u8],
 #[cfg(test)]
 mod tests {
     use fp_common::kernel::{
-        Backend, Hook, KERNEL_FIELDS, OPTIONAL_FIELDS, SEQ_COUNTERS, SESSION_CGROUP_LEVEL,
-        SESSION_PARENT_CGROUP, maps, programs,
+        Backend, Hook, KERNEL_FIELDS, OPTIONAL_FIELDS, SEQ_COUNTERS, SESSION_CGROUP_LEVEL, maps,
+        programs,
     };
 
     use super::*;
@@ -162,9 +162,7 @@ mod tests {
         for f in KERNEL_FIELDS.iter().chain(OPTIONAL_FIELDS) {
             assert!(text.contains(f.global), "object lacks the global {}", f.global);
         }
-        for global in [SESSION_CGROUP_LEVEL, SESSION_PARENT_CGROUP] {
-            assert!(text.contains(global), "object lacks the global {global}");
-        }
+        assert!(text.contains(SESSION_CGROUP_LEVEL), "object lacks {SESSION_CGROUP_LEVEL}");
         for c in SEQ_COUNTERS {
             assert!(text.contains(c.global), "object lacks the global {}", c.global);
         }

@@ -72,7 +72,7 @@ fn probe_bpf_lsm(cgroup2: &Path) -> anyhow::Result<()> {
         );
     }
     // The probe program looks no session up: where sessions sit does not matter.
-    let (mut ebpf, btf, _) = open(SessionCgroups { level: 0, parent: 0 })?;
+    let (mut ebpf, btf, _) = open(SessionCgroups { level: 0 })?;
     let link =
         attach(&mut ebpf, btf, &[(programs::PROBE, Hook::FileOpen.name())], None).map_err(|e| {
             // The kernel's reason (EPERM, ...), without the loader's empty verifier log.
@@ -136,7 +136,7 @@ pub const FTRACE_DISABLED: &str = "fp cannot enforce with the fmod_ret backend w
 /// function of each hook fp attaches with its hook.
 pub fn probe_fmod_ret() -> anyhow::Result<FModRetFacts> {
     // The probe program looks no session up: where sessions sit does not matter.
-    let (mut ebpf, btf, hooks) = open(SessionCgroups { level: 0, parent: 0 })?;
+    let (mut ebpf, btf, hooks) = open(SessionCgroups { level: 0 })?;
     let program = [(programs::PROBE_FMOD_RET, Hook::FileOpen.name())];
     let attached = attach(&mut ebpf, btf, &program, None).map(drop);
     let names: Vec<&str> = hooks.iter().map(|(_, hook)| hook.name()).collect();

@@ -316,8 +316,7 @@ impl Manager {
             let now = std::time::Instant::now();
             std::mem::replace(&mut clock, now).elapsed().as_micros()
         };
-        let cgroup =
-            SessionCgroup::create(&self.hierarchy, &self.parent.path, self.parent.id, &spec.name)?;
+        let cgroup = SessionCgroup::create(&self.hierarchy, &self.parent.path, &spec.name)?;
         let cgroup_us = lap();
         let context =
             SessionContext::new(spec.name.clone(), spec.agent, cgroup.id, Arc::new(spec.policy));

@@ -149,26 +149,11 @@ pub struct SessionCgroup {
 }
 
 impl SessionCgroup {
-    /// Creates `parent/name` in the cgroup `parent` the programs know, by its id `parent_id`: they
-    /// would not find a session below a parent removed and made again since they loaded.
-    pub fn create(
-        hierarchy: &Cgroup2,
-        parent: &Path,
-        parent_id: u64,
-        name: &str,
-    ) -> anyhow::Result<Self> {
+    /// Creates `parent/name` in the cgroup `parent`.
+    pub fn create(hierarchy: &Cgroup2, parent: &Path, name: &str) -> anyhow::Result<Self> {
         let path = parent.join(name);
         std::fs::create_dir(&path)
             .with_context(|| format!("creating cgroup {}", path.display()))?;
-        // Checked once the new cgroup is inside: a cgroup that holds another cannot be removed.
-        if std::fs::metadata(parent).map(|m| m.ino()).ok() != Some(parent_id) {
-            let _ = std::fs::remove_dir(&path);
-            bail!(
-                "cgroup {} was removed and made again since fp loaded its programs, which find \
-                 sessions by its id: restart the agent",
-                parent.display()
-            );
-        }
         let id = std::fs::metadata(&path)?.ino();
         let level = hierarchy.level_of(&path)?;
         // Bounds on the cgroups the session may make of its own (docs/threat-model.md,

@@ -2,13 +2,10 @@
 //! agent on the host: the daemon and each embedded `fp run`. Each agent holds it for its
 //! lifetime by an empty child cgroup of its own, `agent-<pid>-<start>` (see [`Owner`]): a cgroup
 //! with a child cannot be removed, so no agent's end removes it under another. Its programs know
-//! it by its cgroup id (`kernel::SessionCgroups`): a parent removed and made again is not the one
-//! they confine below. The last agent out removes it; holds of agents that died are removed by
-//! the next agent's orphan cleanup. Nothing ever runs in a hold.
-use std::{
-    os::unix::fs::MetadataExt as _,
-    path::{Path, PathBuf},
-};
+//! only its level (`kernel::SessionCgroups`), and each session by its own cgroup id. The last
+//! agent out removes it; holds of agents that died are removed by the next agent's orphan
+//! cleanup. Nothing ever runs in a hold.
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
@@ -21,8 +18,6 @@ pub const HOLD: &str = "agent-";
 /// The parent cgroup, as this agent holds it.
 pub(super) struct Parent {
     pub path: PathBuf,
-    /// Its cgroup id, as the programs know it (they look sessions up only below it).
-    pub id: u64,
     /// This agent's hold on it (none in the unit tests' fake hierarchy).
     pub hold: Option<PathBuf>,
 }
@@ -47,18 +42,15 @@ impl Parent {
                 }
             }
         }
-        let held = std::fs::metadata(&path)
-            .with_context(|| format!("cgroup {}", path.display()))
-            .and_then(|m| Ok((m.ino(), hierarchy.level_of(&path)? + 1)));
-        let (id, level) = match held {
-            Ok(held) => held,
+        let level = match hierarchy.level_of(&path) {
+            Ok(level) => level + 1,
             Err(e) => {
                 release(&path, &hold);
                 return Err(e);
             }
         };
-        let parent = Self { path, id, hold: Some(hold) };
-        Ok((parent, kernel::SessionCgroups { level, parent: id }))
+        let parent = Self { path, hold: Some(hold) };
+        Ok((parent, kernel::SessionCgroups { level }))
     }
 
     /// Lets it go: the hold goes, and the parent too if no one else holds it or has a session

@@ -33,8 +33,8 @@ pub(super) struct Settings {
 }
 
 /// The agent whose sessions the state directory holds: a restarted agent takes over its pinned
-/// programs only if they confine the same cgroups (a parent removed and made again has another id,
-/// which the pinned programs would not know).
+/// programs only if they confine the same cgroups (the same parent, its sessions at the level the
+/// programs were loaded with).
 #[derive(serde::Serialize, serde::Deserialize, PartialEq)]
 pub(super) struct SavedAgent {
     pub abi: u32,

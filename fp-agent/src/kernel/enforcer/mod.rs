@@ -139,6 +139,7 @@ impl Enforcer {
         if let Some(name) = maps::PINNED.iter().find(|name| !this.maps.contains_key(*name)) {
             bail!("the pinned map {} is missing", this.pin_dir.join(name).display());
         }
+        this.write_slots()?;
         this.sessions_written()?;
         Ok(Some(this))
     }
