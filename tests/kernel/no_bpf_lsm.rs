@@ -5,7 +5,7 @@
 //! each kernel.
 use std::path::Path;
 
-use fp_agent::kernel::NoopEntry;
+use fp_agent::kernel::{NoopEntry, debugfs_mode};
 use fp_common::kernel::Hook;
 use fp_tests::{Place, TempTree, exclusive, fp, stderr, stdout};
 
@@ -156,11 +156,7 @@ impl Setting {
     fn new(path: &'static str, value: &str) -> Self {
         assert!(matches!(fp_tests::place(), Place::Vm), "a kernel setting: VM only");
         let old = std::fs::read_to_string(path).unwrap();
-        // The preemption mode reads "none (voluntary) full": the one in parentheses.
-        let old = match old.split_once('(') {
-            Some((_, rest)) => rest.split_once(')').unwrap().0.to_owned(),
-            None => old.trim().to_owned(),
-        };
+        let old = debugfs_mode(&old).unwrap_or(old.trim()).to_owned();
         std::fs::write(path, value).unwrap();
         Setting { path, old }
     }

@@ -28,7 +28,7 @@ pub use object::object;
 pub use offsets::{
     Offset, kernel_release, lockdown_reason, rdonly_cast_ids, resolve_offsets, seq_counters,
 };
-pub use preemption::{Preemption, PreemptionFact, preemption};
+pub use preemption::{Preemption, PreemptionFact, debugfs_mode, preemption};
 pub use probe::{FTRACE_DISABLED, probe, probe_fmod_ret, ready};
 
 /// Where fp pins maps and links: versioned so an fp with another ABI never reuses them.

@@ -93,6 +93,12 @@ pub fn preemption() -> PreemptionFact {
     })
 }
 
+/// The mode in force in debugfs's line of them (`sched/preempt`, switchable at run time): the one
+/// in parentheses, as in "none (voluntary) full".
+pub fn debugfs_mode(line: &str) -> Option<&str> {
+    Some(line.split_once('(')?.1.split_once(')')?.0)
+}
+
 /// What [`preemption`] reads: debugfs's mode line, the kernel's version string (`uname -v`),
 /// its command line, and its build configuration (path, text).
 struct Sources<'a> {
@@ -104,11 +110,7 @@ struct Sources<'a> {
 
 fn fact(sources: Sources) -> PreemptionFact {
     let found = |model, source: &str| PreemptionFact { model: Some(model), source: source.into() };
-    // The mode in force, switchable at run time: "none (voluntary) full".
-    if let Some(model) = sources.debugfs.and_then(|line| {
-        let (_, rest) = line.split_once('(')?;
-        Preemption::parse(rest.split_once(')')?.0)
-    }) {
+    if let Some(model) = sources.debugfs.and_then(debugfs_mode).and_then(Preemption::parse) {
         return found(model, DEBUGFS);
     }
     let flags: Vec<&str> = sources.version.split_whitespace().collect();
