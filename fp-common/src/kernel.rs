@@ -697,6 +697,35 @@ pub fn slot_value(slot: u32, sessions: impl IntoIterator<Item = u64>) -> u64 {
         .fold(0, |value, id| if value == 0 || value == id { id } else { SLOT_SHARED })
 }
 
+/// A slot of the sessions' slot table as the programs read it: its [`slot_value`] and a check
+/// word over it. fp-agent rewrites a slot while programs read it, and the kernel copies a map
+/// value in whatever pieces its `memcpy` takes: a slot whose check word does not match was read
+/// half-written, and the task looks its session up rather than conclude anything from it. A
+/// slot never written (zeros) matches.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionSlot {
+    pub value: u64,
+    pub check: u64,
+}
+
+impl SessionSlot {
+    pub fn new(value: u64) -> Self {
+        Self { value, check: Self::check_of(value) }
+    }
+
+    /// Whether the check word matches: the slot was read whole.
+    #[inline(always)]
+    pub fn intact(&self) -> bool {
+        self.check == Self::check_of(self.value)
+    }
+
+    #[inline(always)]
+    fn check_of(value: u64) -> u64 {
+        crate::check::mix(crate::check::SEED, value) ^ crate::check::mix(crate::check::SEED, 0)
+    }
+}
+
 /// A kernel sequence counter the verdict cache validates its entries against: the read-only
 /// global `u64` named `global` holds the address of the `sequence` of the `seqlock_t` named
 /// `symbol` (from /proc/kallsyms, plus [`SEQCOUNT_SEQUENCE`]'s offset from BTF); 0 turns the
@@ -826,6 +855,7 @@ mod pod {
     unsafe impl aya::Pod for super::PendingKey {}
     unsafe impl aya::Pod for super::UnixPeerKey {}
     unsafe impl aya::Pod for super::BlockDeviceKey {}
+    unsafe impl aya::Pod for super::SessionSlot {}
 }
 
 #[cfg(test)]
@@ -838,6 +868,7 @@ mod tests {
         assert_eq!(size_of::<SessionInfo>(), 24);
         assert_eq!(size_of::<UnixPeerKey>(), 8 + 8 + 4 + 4 + UNIX_KEY_NAME);
         assert_eq!(size_of::<CgroupSession>(), 32);
+        assert_eq!(size_of::<SessionSlot>(), 16);
         assert_eq!(size_of::<SessionCounters>(), 48);
         assert_eq!(size_of::<GrantValue>(), 16);
         assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 16 + 2 * PATH_MAX);
@@ -856,6 +887,10 @@ mod tests {
         assert_eq!(slot_value(7, [a, a]), a, "a session written again");
         assert_eq!(slot_value(7, [c, b, a]), SLOT_SHARED);
         assert_eq!(slot_value(8, [c, b, a]), c);
+        let written = SessionSlot::new(a);
+        assert!(written.intact() && SessionSlot::default().intact());
+        assert!(!SessionSlot { value: a, check: SessionSlot::new(c).check }.intact(), "torn");
+        assert!(!SessionSlot { value: a & 0xffff_ffff, check: written.check }.intact(), "torn");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! same bytes mean the same thing on both sides of a map or ring buffer.
 #![no_std]
 
+pub mod check;
 pub mod floor;
 pub mod kernel;
 pub mod op;

@@ -19,6 +19,7 @@ use aya_ebpf::{
     maps::PerCpuArray,
 };
 use fp_common::{
+    check::mix,
     kernel::SessionInfo,
     policy::{InodeKey, may_have_inode},
 };
@@ -26,7 +27,7 @@ use fp_common::{
 use crate::{
     cache::{self, Fill, number},
     kernel::{OFF_DENTRY_D_INODE, file_path, load, loaded_identity, off, path_parts},
-    state::{SCRATCH, entry::mix},
+    state::SCRATCH,
     tables::INODES,
 };
 

@@ -7,7 +7,7 @@ use aya_ebpf::{
 use core::intrinsics::{AtomicOrdering, atomic_xadd};
 use fp_common::kernel::{
     CgroupSession, SESSION_AUDIT_ONLY, SESSION_SLOT_COUNT, SLOT_SHARED, SessionCounters,
-    SessionInfo, session_slot,
+    SessionInfo, SessionSlot, session_slot,
 };
 
 use crate::{
@@ -26,10 +26,10 @@ pub(crate) static CGROUP_SESSION: aya_ebpf::maps::CgroupStorage<CgroupSession> =
     aya_ebpf::maps::CgroupStorage::new();
 
 /// The sessions by the low bits of their cgroup id (fp_common::kernel::slot_value): a slot
-/// that names another id, or none, says a cgroup is no session's. fp-agent writes a session's
-/// slot before its `SESSIONS` entry, and after the entry's removal.
+/// read whole that names another id, or none, says a cgroup is no session's. fp-agent writes a
+/// session's slot before its `SESSIONS` entry, and after the entry's removal.
 #[map]
-static SESSION_SLOTS: Array<u64> = Array::with_max_entries(SESSION_SLOT_COUNT, 0);
+static SESSION_SLOTS: Array<SessionSlot> = Array::with_max_entries(SESSION_SLOT_COUNT, 0);
 
 /// Bumped by fp-agent after each write of `SESSIONS` (a session set, reloaded or ended): the
 /// generation [`LAST_SESSION`]'s copy was looked up under.
@@ -103,10 +103,13 @@ pub(crate) fn current_session() -> Option<Session> {
     if id == 0 {
         return None;
     }
-    // What every task of the host pays: one array read says whether the id can be a session's.
-    let slot = SESSION_SLOTS.get(session_slot(id)).copied().unwrap_or(SLOT_SHARED);
-    if slot != id && slot != SLOT_SHARED {
-        return None;
+    // What every task of the host pays: one slot read says whether the id can be a session's.
+    if let Some(slot) = SESSION_SLOTS.get_ptr(session_slot(id)) {
+        // SAFETY: a copy of an array value; torn, its check word says so.
+        let slot = unsafe { core::ptr::read_volatile(slot) };
+        if slot.intact() && slot.value != id && slot.value != SLOT_SHARED {
+            return None;
+        }
     }
     last_session(id)
 }

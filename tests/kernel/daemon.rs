@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use fp_common::kernel::{ABI_VERSION, SESSION_SLOT_COUNT, SLOT_SHARED, session_slot};
+use fp_common::kernel::{ABI_VERSION, SESSION_SLOT_COUNT, SLOT_SHARED, SessionSlot, session_slot};
 use fp_tests::{TempTree, exclusive, fp, start_daemon, statuses, stderr, stdout, wait_for_socket};
 
 #[test]
@@ -425,8 +425,11 @@ fn slot(id: u64) -> u64 {
                 .collect()
         })
         .unwrap_or_default();
-    assert_eq!(bytes.len(), 8, "bpftool map lookup: {} {}", stdout(&out), stderr(&out));
-    u64::from_le_bytes(bytes.try_into().unwrap())
+    assert_eq!(bytes.len(), 16, "bpftool map lookup: {} {}", stdout(&out), stderr(&out));
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let slot = SessionSlot { value: word(0), check: word(8) };
+    assert!(slot.intact(), "{slot:?}");
+    slot.value
 }
 
 /// Pins of another ABI version belong to an fp this one cannot read: the daemon refuses to

@@ -1,7 +1,9 @@
 //! A directory cache entry (crate::dirs) and the name a decision reads for it.
 use fp_common::policy::{DirContext, MAX_PREFIX, OpEntry, PrefixValue};
 
-use crate::state::entry::{Stamp, mix};
+use fp_common::check::{SEED, mix};
+
+use crate::state::entry::Stamp;
 
 /// One directory's share of its names' decisions; plain integers, as every map value.
 #[repr(C)]
@@ -29,7 +31,7 @@ impl DirCached {
     #[inline(always)]
     pub(crate) fn check_word(&self) -> u64 {
         let words = self as *const DirCached as *const u64;
-        (1..WORDS).fold(0x243f_6a88_85a3_08d3u64, |h, i| {
+        (1..WORDS).fold(SEED, |h, i| {
             // SAFETY: i < WORDS words of the value.
             mix(h, unsafe { core::ptr::read_volatile(words.add(i)) })
         })

@@ -6,6 +6,7 @@ use aya_ebpf::{
     macros::map,
     maps::Array,
 };
+use fp_common::check::{SEED, mix};
 
 /// Which entry of both caches is live for each dentry address slot (crate::cache::Owner): the
 /// verdict cache's and the directory cache's owner of a slot side by side.
@@ -227,17 +228,8 @@ impl Cached {
 
     fn check_word(&self) -> u64 {
         let [a, b, c, d, e, f, g] = self.stamp.words();
-        [a, b, c, d, e, f, g, self.allowed, self.local]
-            .into_iter()
-            .fold(0x243f_6a88_85a3_08d3u64, mix)
+        [a, b, c, d, e, f, g, self.allowed, self.local].into_iter().fold(SEED, mix)
     }
-}
-
-/// One step of an entry's check word.
-#[inline(always)]
-pub(crate) fn mix(h: u64, word: u64) -> u64 {
-    let h = (h ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^ (h >> 29)
 }
 
 /// Clears `dentry`'s (a plain number) [`Owner`] slot in `cache` if the slot names it: the

@@ -7,7 +7,7 @@ use aya::maps::{Array, CgroupStorageKey, HashMap, LpmTrie, lpm_trie::Key};
 use fp_common::{
     kernel::{
         BlockDeviceKey, CgroupSession, GrantValue, PendingKey, SESSION_SLOT_COUNT, SessionCounters,
-        SessionInfo, UnixPeerKey, maps, session_slot, slot_value,
+        SessionInfo, SessionSlot, UnixPeerKey, maps, session_slot, slot_value,
     },
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
@@ -43,8 +43,8 @@ impl Enforcer {
     /// (fp_common::kernel::slot_value).
     fn write_slot(&mut self, slot: u32, adding: Option<u64>) -> anyhow::Result<()> {
         let sessions = self.sessions()?.into_iter().map(|(id, _)| id).chain(adding);
-        let value = slot_value(slot, sessions);
-        let mut slots: Array<_, u64> = Array::try_from(self.map_mut(maps::SESSION_SLOTS)?)?;
+        let value = SessionSlot::new(slot_value(slot, sessions));
+        let mut slots: Array<_, SessionSlot> = Array::try_from(self.map_mut(maps::SESSION_SLOTS)?)?;
         slots.set(slot, value, 0).with_context(|| format!("writing session slot {slot}"))
     }
 
@@ -53,9 +53,9 @@ impl Enforcer {
     /// sends their ids to the lookup).
     pub(super) fn write_slots(&mut self) -> anyhow::Result<()> {
         let sessions: Vec<u64> = self.sessions()?.into_iter().map(|(id, _)| id).collect();
-        let mut slots: Array<_, u64> = Array::try_from(self.map_mut(maps::SESSION_SLOTS)?)?;
+        let mut slots: Array<_, SessionSlot> = Array::try_from(self.map_mut(maps::SESSION_SLOTS)?)?;
         for slot in 0..SESSION_SLOT_COUNT {
-            let value = slot_value(slot, sessions.iter().copied());
+            let value = SessionSlot::new(slot_value(slot, sessions.iter().copied()));
             slots.set(slot, value, 0).with_context(|| format!("writing session slot {slot}"))?;
         }
         Ok(())
