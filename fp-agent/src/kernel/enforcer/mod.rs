@@ -19,7 +19,7 @@ use aya::{
     },
 };
 use fp_common::{
-    kernel::{GrantValue, Hook, PendingKey, SessionInfo, maps},
+    kernel::{GrantValue, Hook, PendingKey, SESSION_SLOT_COUNT, SessionInfo, maps},
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
         TableHeader,
@@ -139,7 +139,7 @@ impl Enforcer {
         if let Some(name) = maps::PINNED.iter().find(|name| !this.maps.contains_key(*name)) {
             bail!("the pinned map {} is missing", this.pin_dir.join(name).display());
         }
-        this.write_slots()?;
+        this.write_slots(0..SESSION_SLOT_COUNT, None)?;
         this.sessions_written()?;
         Ok(Some(this))
     }

@@ -6,8 +6,8 @@ use anyhow::Context as _;
 use aya::maps::{Array, CgroupStorageKey, HashMap, LpmTrie, lpm_trie::Key};
 use fp_common::{
     kernel::{
-        BlockDeviceKey, CgroupSession, GrantValue, PendingKey, SESSION_SLOT_COUNT, SessionCounters,
-        SessionInfo, SessionSlot, UnixPeerKey, maps, session_slot, slot_value,
+        BlockDeviceKey, CgroupSession, GrantValue, PendingKey, SessionCounters, SessionInfo,
+        SessionSlot, UnixPeerKey, maps, session_slot, slot_value,
     },
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
@@ -32,31 +32,28 @@ impl Enforcer {
         }
         self.write_cgroup_session(cgroup, info)?;
         // Its slot first: a task whose slot does not name its cgroup is in no session.
-        self.write_slot(session_slot(cgroup), Some(cgroup))?;
+        self.write_slots([session_slot(cgroup)], Some(cgroup))?;
         let mut map: HashMap<_, u64, SessionInfo> =
             HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         map.insert(cgroup, info, 0)?;
         self.sessions_written()
     }
 
-    /// Writes slot `slot` of `SESSION_SLOTS` for the sessions in `SESSIONS` and `adding`
-    /// (fp_common::kernel::slot_value).
-    fn write_slot(&mut self, slot: u32, adding: Option<u64>) -> anyhow::Result<()> {
-        let sessions = self.sessions()?.into_iter().map(|(id, _)| id).chain(adding);
-        let value = SessionSlot::new(slot_value(slot, sessions));
-        let mut slots: Array<_, SessionSlot> = Array::try_from(self.map_mut(maps::SESSION_SLOTS)?)?;
-        slots.set(slot, value, 0).with_context(|| format!("writing session slot {slot}"))
-    }
-
-    /// Writes every slot of `SESSION_SLOTS` for the sessions in `SESSIONS`: as an agent takes
-    /// over pins, whose slots a dead agent may have left naming sessions that ended (which only
-    /// sends their ids to the lookup).
-    pub(super) fn write_slots(&mut self) -> anyhow::Result<()> {
-        let sessions: Vec<u64> = self.sessions()?.into_iter().map(|(id, _)| id).collect();
-        let mut slots: Array<_, SessionSlot> = Array::try_from(self.map_mut(maps::SESSION_SLOTS)?)?;
-        for slot in 0..SESSION_SLOT_COUNT {
+    /// Writes `slots` of `SESSION_SLOTS` for the sessions in `SESSIONS` and `adding`
+    /// (fp_common::kernel::slot_value): a session's own before its `SESSIONS` entry and after its
+    /// removal; all of them as an agent takes over pins, whose slots a dead agent may have left
+    /// naming sessions that ended (which only sends their ids to the lookup).
+    pub(super) fn write_slots(
+        &mut self,
+        slots: impl IntoIterator<Item = u32>,
+        adding: Option<u64>,
+    ) -> anyhow::Result<()> {
+        let sessions: Vec<u64> =
+            self.sessions()?.into_iter().map(|(id, _)| id).chain(adding).collect();
+        let mut map: Array<_, SessionSlot> = Array::try_from(self.map_mut(maps::SESSION_SLOTS)?)?;
+        for slot in slots {
             let value = SessionSlot::new(slot_value(slot, sessions.iter().copied()));
-            slots.set(slot, value, 0).with_context(|| format!("writing session slot {slot}"))?;
+            map.set(slot, value, 0).with_context(|| format!("writing session slot {slot}"))?;
         }
         Ok(())
     }
@@ -193,7 +190,7 @@ impl Enforcer {
             HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         gone(map.remove(&cgroup))?;
         self.sessions_written()?;
-        self.write_slot(session_slot(cgroup), None)?;
+        self.write_slots([session_slot(cgroup)], None)?;
         let mut counters: HashMap<_, u64, SessionCounters> =
             HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
         gone(counters.remove(&cgroup))?;
