@@ -5,7 +5,7 @@
 //! so an agent never reuses maps written with another layout.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 20;
+pub const ABI_VERSION: u32 = 21;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.
@@ -235,19 +235,13 @@ pub mod maps {
     /// verdict cache): likewise.
     pub const OWNERS: &str = "OWNERS";
 
-    /// Bumped after each write of `SESSIONS`: what the programs' per-CPU copies of the last
-    /// session they looked up were copied under.
-    pub const SESSIONS_GENERATION: &str = "SESSIONS_GENERATION";
-    /// Each CPU's copy of the last session looked up: never read by userspace, nor pinned.
-    pub const LAST_SESSION: &str = "LAST_SESSION";
-    /// The sessions' slot table ([`super::slot_value`]), written before each session's
+    /// The sessions' slot table ([`super::SessionSlot`]), written before each session's
     /// `SESSIONS` entry and after its removal.
     pub const SESSION_SLOTS: &str = "SESSION_SLOTS";
 
     /// The maps userspace pins (enforcement outlives the loader) and keeps: all but [`UNPINNED`].
-    pub const PINNED: [&str; 20] = [
+    pub const PINNED: [&str; 19] = [
         SESSIONS,
-        SESSIONS_GENERATION,
         SESSION_SLOTS,
         CGROUP_SESSION,
         COUNTERS,
@@ -269,8 +263,7 @@ pub mod maps {
     ];
 
     /// The maps only the programs use, never pinned: the scratch value and the caches.
-    pub const UNPINNED: [&str; 7] =
-        [SCRATCH, VERDICTS, DIRS, DIR_VERDICTS, CREATED, OWNERS, LAST_SESSION];
+    pub const UNPINNED: [&str; 6] = [SCRATCH, VERDICTS, DIRS, DIR_VERDICTS, CREATED, OWNERS];
 }
 
 /// What an operation does to the file it touches, as hooks report it.
@@ -686,43 +679,61 @@ pub const fn session_slot(cgroup: u64) -> u32 {
     (cgroup as u32) & (SESSION_SLOT_COUNT - 1)
 }
 
-/// What slot `slot` of the sessions' slot table holds while `sessions` (cgroup ids) are the
-/// sessions: 0 when none falls in it, the one that does, or [`SLOT_SHARED`] for several. A task
-/// whose cgroup at the session level the slot of its id does not name (0, another id) is in no
-/// session, which the programs then know without a lookup.
-pub fn slot_value(slot: u32, sessions: impl IntoIterator<Item = u64>) -> u64 {
-    sessions
-        .into_iter()
-        .filter(|id| session_slot(*id) == slot)
-        .fold(0, |value, id| if value == 0 || value == id { id } else { SLOT_SHARED })
-}
-
-/// A slot of the sessions' slot table as the programs read it: its [`slot_value`] and a check
-/// word over it. fp-agent rewrites a slot while programs read it, and the kernel copies a map
-/// value in whatever pieces its `memcpy` takes: a slot whose check word does not match was read
+/// A slot of the sessions' slot table as the programs read it: the one session whose cgroup id
+/// falls in it and that session's settings, 0 when none does, or [`SLOT_SHARED`] when several
+/// do (their tasks look their session up in `SESSIONS`); and a check word over it all. A task
+/// whose slot names its cgroup reads its session from there with no lookup; one whose slot
+/// names another id, or none, is in no session.
+///
+/// fp-agent rewrites a slot while programs read it, and the kernel copies a map value in
+/// whatever pieces its `memcpy` takes: a slot whose check word does not match was read
 /// half-written, and the task looks its session up rather than conclude anything from it. A
-/// slot never written (zeros) matches.
+/// value of 0 needs no check word: the agent writes 0 into a slot only once `SESSIONS` has no
+/// session in it, and an id over 0 only before the `SESSIONS` entry of the session it names,
+/// so a 0 read, whole or half-written, is what the lookup would answer (and a slot going
+/// between an id and [`SLOT_SHARED`], which has no zero byte, never reads 0).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionSlot {
     pub value: u64,
+    /// The named session's settings, as in its `SESSIONS` entry; zeros otherwise.
+    pub info: SessionInfo,
     pub check: u64,
 }
 
 impl SessionSlot {
-    pub fn new(value: u64) -> Self {
-        Self { value, check: Self::check_of(value) }
+    /// What slot `slot` holds while `sessions` (cgroup ids and settings) are the sessions; of
+    /// a session listed twice, its last settings.
+    pub fn of(slot: u32, sessions: impl IntoIterator<Item = (u64, SessionInfo)>) -> Self {
+        let (value, info) = sessions.into_iter().filter(|(id, _)| session_slot(*id) == slot).fold(
+            (0, SessionInfo::default()),
+            |(value, _), (id, new)| match value == 0 || value == id {
+                true => (id, new),
+                false => (SLOT_SHARED, SessionInfo::default()),
+            },
+        );
+        Self::new(value, info)
+    }
+
+    fn new(value: u64, info: SessionInfo) -> Self {
+        let mut slot = Self { value, info, check: 0 };
+        slot.check = slot.check_word();
+        slot
     }
 
     /// Whether the check word matches: the slot was read whole.
     #[inline(always)]
     pub fn intact(&self) -> bool {
-        self.check == Self::check_of(self.value)
+        self.check == self.check_word()
     }
 
+    /// The hash of the slot's words, made 0 for a slot of zeros (one never written).
     #[inline(always)]
-    fn check_of(value: u64) -> u64 {
-        crate::check::mix(crate::check::SEED, value) ^ crate::check::mix(crate::check::SEED, 0)
+    fn check_word(&self) -> u64 {
+        use crate::check::{SEED, mix};
+        let hash = |[a, b, c, d]: [u64; 4]| mix(mix(mix(mix(SEED, a), b), c), d);
+        let SessionInfo { tables, flags, inode_devices } = self.info;
+        hash([self.value, tables, flags, inode_devices]) ^ hash([0; 4])
     }
 }
 
@@ -868,29 +879,40 @@ mod tests {
         assert_eq!(size_of::<SessionInfo>(), 24);
         assert_eq!(size_of::<UnixPeerKey>(), 8 + 8 + 4 + 4 + UNIX_KEY_NAME);
         assert_eq!(size_of::<CgroupSession>(), 32);
-        assert_eq!(size_of::<SessionSlot>(), 16);
+        assert_eq!(size_of::<SessionSlot>(), 40);
         assert_eq!(size_of::<SessionCounters>(), 48);
         assert_eq!(size_of::<GrantValue>(), 16);
         assert_eq!(size_of::<DecisionEvent>(), 8 + 8 + 8 * 4 + 5 + 3 + 16 + 16 + 2 * PATH_MAX);
     }
 
-    /// A slot names its one session, exactly: another id in it finds no session without a
-    /// lookup, two sessions in it send both to the lookup, and each session's end gives the
-    /// slot back to those left.
+    /// A slot names its one session, exactly, with its settings: another id in it finds no
+    /// session without a lookup, two sessions in it send both to the lookup, and each session's
+    /// end gives the slot back to those left.
     #[test]
     fn each_slot_names_exactly_the_sessions_in_it() {
         let (a, b, c) = (0x1_0000_0007, 0x2_0000_1007, 0x1_0000_0008);
+        let info = |tables| SessionInfo { tables, flags: 2, inode_devices: 4 };
         assert_eq!(session_slot(a), 7);
         assert_eq!(session_slot(b), 7, "the same low bits, another id");
-        assert_eq!(slot_value(7, []), 0);
-        assert_eq!(slot_value(7, [a, c]), a);
-        assert_eq!(slot_value(7, [a, a]), a, "a session written again");
-        assert_eq!(slot_value(7, [c, b, a]), SLOT_SHARED);
-        assert_eq!(slot_value(8, [c, b, a]), c);
-        let written = SessionSlot::new(a);
-        assert!(written.intact() && SessionSlot::default().intact());
-        assert!(!SessionSlot { value: a, check: SessionSlot::new(c).check }.intact(), "torn");
-        assert!(!SessionSlot { value: a & 0xffff_ffff, check: written.check }.intact(), "torn");
+        let slot =
+            |n, sessions: &[(u64, SessionInfo)]| SessionSlot::of(n, sessions.iter().copied());
+        assert_eq!(slot(7, &[]), SessionSlot::default(), "no session: zeros");
+        let named = slot(7, &[(a, info(1)), (c, info(2))]);
+        assert_eq!((named.value, named.info), (a, info(1)));
+        assert_eq!(slot(7, &[(a, info(1)), (a, info(3))]).info, info(3), "a session reloaded");
+        let shared = slot(7, &[(c, info(2)), (b, info(1)), (a, info(1))]);
+        assert_eq!((shared.value, shared.info), (SLOT_SHARED, SessionInfo::default()));
+        assert_eq!(slot(8, &[(c, info(2)), (b, info(1)), (a, info(1))]).value, c);
+        assert!(named.intact() && shared.intact() && SessionSlot::default().intact());
+        let torn = |f: fn(&mut SessionSlot)| {
+            let mut slot = named;
+            f(&mut slot);
+            !slot.intact()
+        };
+        assert!(torn(|s| s.value = SLOT_SHARED), "the value of one write, the rest of another");
+        assert!(torn(|s| s.value &= 0xffff_ffff), "half a word");
+        assert!(torn(|s| s.info.tables = 3), "another session's tables");
+        assert!(torn(|s| s.info.inode_devices = 0));
     }
 
     #[test]

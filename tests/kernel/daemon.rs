@@ -7,7 +7,9 @@ use std::{
     time::Duration,
 };
 
-use fp_common::kernel::{ABI_VERSION, SESSION_SLOT_COUNT, SLOT_SHARED, SessionSlot, session_slot};
+use fp_common::kernel::{
+    ABI_VERSION, SESSION_SLOT_COUNT, SLOT_SHARED, SessionInfo, SessionSlot, session_slot,
+};
 use fp_tests::{TempTree, exclusive, fp, start_daemon, statuses, stderr, stdout, wait_for_socket};
 
 #[test]
@@ -425,9 +427,11 @@ fn slot(id: u64) -> u64 {
                 .collect()
         })
         .unwrap_or_default();
-    assert_eq!(bytes.len(), 16, "bpftool map lookup: {} {}", stdout(&out), stderr(&out));
-    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-    let slot = SessionSlot { value: word(0), check: word(8) };
+    let size = std::mem::size_of::<SessionSlot>();
+    assert_eq!(bytes.len(), size, "bpftool map lookup: {} {}", stdout(&out), stderr(&out));
+    let word = |at: usize| u64::from_le_bytes(bytes[at * 8..at * 8 + 8].try_into().unwrap());
+    let info = SessionInfo { tables: word(1), flags: word(2), inode_devices: word(3) };
+    let slot = SessionSlot { value: word(0), info, check: word(4) };
     assert!(slot.intact(), "{slot:?}");
     slot.value
 }

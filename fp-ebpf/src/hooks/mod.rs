@@ -68,11 +68,10 @@ use crate::{
 
 /// The first work of every program: keeps the denial of an earlier BPF LSM program on the same
 /// hook (`ret`: fp never turns another program's denial into an allow), then finds the session of
-/// the current task (one cgroup-ancestor helper call and one read of the sessions' slot table;
-/// for a session's task, this CPU's copy of the last session or a `SESSIONS` lookup). A task
-/// outside every session
-/// returns here, before any read of the hook's arguments; a session task's
-/// `decision` gets the session and never looks it up again.
+/// the current task (one cgroup-ancestor helper call and one read of its slot of the sessions'
+/// slot table, which holds a session's settings; a `SESSIONS` lookup only for sessions sharing a
+/// slot). A task outside every session returns here, before any read of the hook's arguments; a
+/// session task's `decision` gets the session and never looks it up again.
 #[inline(always)]
 pub(crate) fn in_session(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i32 {
     if ret != 0 {

@@ -7,7 +7,7 @@ use aya::maps::{Array, CgroupStorageKey, HashMap, LpmTrie, lpm_trie::Key};
 use fp_common::{
     kernel::{
         BlockDeviceKey, CgroupSession, GrantValue, PendingKey, SessionCounters, SessionInfo,
-        SessionSlot, UnixPeerKey, maps, session_slot, slot_value,
+        SessionSlot, UnixPeerKey, maps, session_slot,
     },
     policy::{
         InodeKey, InodeValue, NameKey, NameValue, PrefixKeyData, PrefixValue, ScopeKey, ScopeValue,
@@ -31,41 +31,30 @@ impl Enforcer {
             counters.insert(cgroup, SessionCounters::default(), 0)?;
         }
         self.write_cgroup_session(cgroup, info)?;
-        // Its slot first: a task whose slot does not name its cgroup is in no session.
-        self.write_slots([session_slot(cgroup)], Some(cgroup))?;
+        // Its slot first, which its tasks read it from (fp_common::kernel::SessionSlot).
+        self.write_slots([session_slot(cgroup)], Some((cgroup, info)))?;
         let mut map: HashMap<_, u64, SessionInfo> =
             HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
-        map.insert(cgroup, info, 0)?;
-        self.sessions_written()
+        Ok(map.insert(cgroup, info, 0)?)
     }
 
     /// Writes `slots` of `SESSION_SLOTS` for the sessions in `SESSIONS` and `adding`
-    /// (fp_common::kernel::slot_value): a session's own before its `SESSIONS` entry and after its
-    /// removal; all of them as an agent takes over pins, whose slots a dead agent may have left
-    /// naming sessions that ended (which only sends their ids to the lookup).
+    /// (fp_common::kernel::SessionSlot): a session's own before its `SESSIONS` entry and after
+    /// its removal; all of them as an agent takes over pins, whose slots a dead agent may have
+    /// left half-done (naming a session that ended, which only sends its ids to the lookup, or
+    /// the settings of a reload it did not finish).
     pub(super) fn write_slots(
         &mut self,
         slots: impl IntoIterator<Item = u32>,
-        adding: Option<u64>,
+        adding: Option<(u64, SessionInfo)>,
     ) -> anyhow::Result<()> {
-        let sessions: Vec<u64> =
-            self.sessions()?.into_iter().map(|(id, _)| id).chain(adding).collect();
+        let sessions: Vec<(u64, SessionInfo)> =
+            self.sessions()?.into_iter().chain(adding).collect();
         let mut map: Array<_, SessionSlot> = Array::try_from(self.map_mut(maps::SESSION_SLOTS)?)?;
         for slot in slots {
-            let value = SessionSlot::new(slot_value(slot, sessions.iter().copied()));
+            let value = SessionSlot::of(slot, sessions.iter().copied());
             map.set(slot, value, 0).with_context(|| format!("writing session slot {slot}"))?;
         }
-        Ok(())
-    }
-
-    /// Says the programs that `SESSIONS` was written: their per-CPU copies of a session made
-    /// before no longer stand (fp-ebpf's `last_session`). After each write, and as an agent
-    /// takes over pins, which a dead agent may have written without saying so.
-    pub(super) fn sessions_written(&mut self) -> anyhow::Result<()> {
-        let mut generation: Array<_, u64> =
-            Array::try_from(self.map_mut(maps::SESSIONS_GENERATION)?)?;
-        let now = generation.get(&0, 0)?;
-        generation.set(0, now.wrapping_add(1), 0)?;
         Ok(())
     }
 
@@ -189,7 +178,6 @@ impl Enforcer {
         let mut map: HashMap<_, u64, SessionInfo> =
             HashMap::try_from(self.map_mut(maps::SESSIONS)?)?;
         gone(map.remove(&cgroup))?;
-        self.sessions_written()?;
         self.write_slots([session_slot(cgroup)], None)?;
         let mut counters: HashMap<_, u64, SessionCounters> =
             HashMap::try_from(self.map_mut(maps::COUNTERS)?)?;
