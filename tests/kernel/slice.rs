@@ -234,8 +234,8 @@ fn run_count(name: &str) -> u64 {
 }
 
 /// The hottest hooks' programs are per cgroup (docs/hooks.md): the kernel runs them for the
-/// session's tasks and never for a process outside every session, whose opens, reads and
-/// writes run none of fp's code; nor for one in the cgroup that holds the sessions, since they
+/// session's tasks and never for a process outside every session, whose reads, writes and
+/// attribute changes run none of fp's code; nor for one in the cgroup that holds the sessions, since they
 /// are attached to each session's own cgroup. The checks of pending files are attached only to
 /// sessions whose tables can prompt (tests/kernel/reload.rs).
 #[test]
@@ -246,15 +246,18 @@ fn outsiders_run_none_of_the_per_cgroup_programs() {
     let stats = "/proc/sys/kernel/bpf_stats_enabled";
     let was = std::fs::read_to_string(stats).unwrap();
     std::fs::write(stats, "1").unwrap();
-    // The session opens what `touch`, `cat` and `sleep` open, then sleeps while outsiders work.
+    // The session changes a file's mode, then sleeps while outsiders work.
     let pid = t.join("pid");
-    let mut session = session_running(&t, &format!("echo $$ > {}; exec sleep 10", pid.display()));
+    let script = format!("chmod 644 {}; echo $$ > {}; exec sleep 10", f.display(), pid.display());
+    let mut session = session_running(&t, &script);
     std::thread::sleep(std::time::Duration::from_millis(500)); // `sleep`'s own opens
-    let (open, permission) = (run_count("fp_file_open"), run_count("fp_file_permission"));
+    let (chmod, permission) = (run_count("fp_path_chmod"), run_count("fp_file_permission"));
+    let mode = std::fs::metadata(&f).unwrap().permissions();
     for _ in 0..200 {
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "x\n");
+        std::fs::set_permissions(&f, mode.clone()).unwrap();
     }
-    let after = (run_count("fp_file_open"), run_count("fp_file_permission"));
+    let after = (run_count("fp_path_chmod"), run_count("fp_file_permission"));
     // `0::/<parent>/<session>`, read from outside the session's cgroup namespace: the parent as
     // this host's cgroup2 mount shows it.
     let pid = std::fs::read_to_string(&pid).unwrap();
@@ -265,17 +268,18 @@ fn outsiders_run_none_of_the_per_cgroup_programs() {
         .parent()
         .unwrap()
         .to_owned();
-    let script = format!("for i in $(seq 50); do cat {} >/dev/null; done", f.display());
+    let f = f.display();
+    let script = format!("for i in $(seq 50); do cat {f} >/dev/null; chmod 644 {f}; done");
     let in_parent = fp_tests::in_cgroup(&parent, &script).status().unwrap();
-    let after_parent = (run_count("fp_file_open"), run_count("fp_file_permission"));
+    let after_parent = (run_count("fp_path_chmod"), run_count("fp_file_permission"));
     let ended = session.wait().unwrap();
     std::fs::write(stats, was).unwrap();
     assert!(ended.success() && in_parent.success());
-    assert!(open > 0, "the session's own opens ran the programs");
+    assert!(chmod > 0, "the session's own chmod ran the programs");
     // Its tables cannot prompt: no file of it can be pending, and its reads run no check of one.
     assert_eq!(permission, 0, "a session that cannot prompt ran the pending check");
-    assert_eq!(after, (open, permission), "200 opens and reads outside ran fp's programs");
-    assert_eq!(after_parent, after, "50 cats in the sessions' parent cgroup ran fp's programs");
+    assert_eq!(after, (chmod, permission), "200 reads and chmods outside ran fp's programs");
+    assert_eq!(after_parent, after, "50 cats and chmods in the sessions' parent ran fp's programs");
     fp_tests::assert_nothing_left_behind();
 }
 

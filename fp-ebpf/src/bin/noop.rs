@@ -106,7 +106,6 @@ macro_rules! noop_cgroup {
 // The hooks of fp-ebpf/src/hooks' `#[lsm_cgroup]` programs (fp-agent's
 // `noop_object_mirrors_the_per_cgroup_hooks` checks).
 noop_cgroup! {
-    noop_cgroup_file_open = "file_open";
     noop_cgroup_file_truncate = "file_truncate";
     noop_cgroup_file_permission = "file_permission";
     noop_cgroup_mmap_file = "mmap_file";

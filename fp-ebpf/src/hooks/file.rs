@@ -28,7 +28,7 @@ hook! {
     /// A pseudo filesystem's file (a pidfd on 6.9+) is no path object ([`pseudo_file`]). A block
     /// device is refused by any name, and so is writing a kernel setting (crate::floor). The
     /// session's own cgroups are written past the floor of cgroupfs (crate::cgroups).
-    lsm_cgroup("file_open", ret = 1) fp_file_open;
+    lsm("file_open", ret = 1) fp_file_open;
     fmod_ret("security_file_open") fp_fmod_ret_file_open;
     // file_open(struct file *file, int ret)
     |session, ctx| file_open(session, ctx.arg(0))
@@ -131,9 +131,9 @@ pub fn fp_probe(ctx: LsmContext) -> i32 {
     ctx.arg(1)
 }
 
-/// Its per-cgroup twin (`BPF_LSM_CGROUP`), attached to an empty cgroup of the probe's own: 1
-/// allows, and no task runs it.
-#[lsm_cgroup(hook = "file_open")]
+/// Its per-cgroup counterpart (`BPF_LSM_CGROUP`), on one of the hooks fp attaches per cgroup,
+/// attached to an empty cgroup of the probe's own: 1 allows, and no task runs it.
+#[lsm_cgroup(hook = "path_chmod")]
 pub fn fp_probe_cgroup(_ctx: LsmContext) -> i32 {
     1
 }

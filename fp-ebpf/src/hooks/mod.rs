@@ -1,11 +1,13 @@
 //! The programs, by the object they guard (docs/hooks.md has the hook -> op table).
 //!
-//! The ten hooks every process of the host calls most (opens, reads and writes, maps, creations,
+//! Nine of the hooks every process of the host calls most (reads and writes, maps, creations,
 //! unlinks, renames, truncation and attribute changes) are `#[lsm_cgroup]` programs, attached to
 //! each session's cgroup: the kernel runs them only for the tasks in sessions, so a task outside
 //! every session runs none of fp's code there, and a session's task finds its session in its
 //! cgroup's storage. The kernel has 10 such hooks for the whole host (`CGROUP_LSM_NUM`); the other
-//! hooks are `#[lsm]` programs, which every task runs and which return at once outside sessions.
+//! hooks are `#[lsm]` programs, which every task runs and which return at once outside sessions:
+//! `file_open` too, whose session check costs an outsider's open less than the kernel's
+//! per-cgroup dispatch (docs/performance.md).
 //!
 //! Each hook's decision also has an fmod_ret program on the kernel function that calls the hook's
 //! LSM chain (`security_<hook>`; an fentry program where that function returns nothing): the
