@@ -141,7 +141,7 @@ const OTHER_BOOTS: [OtherBoot; 2] = [
 /// profiles, the cleanup after a killed run): each runs in the main boot of the kernel named
 /// only, which keeps `cargo xtask test` within its hour (docs/testing.md). The kernels' other
 /// tests run in both main boots.
-const ONE_KERNEL: [(&str, Suite); 4] = [
+const ONE_KERNEL: [(&str, Suite); 5] = [
     ("6.12", Suite::all("agents")),
     ("6.12", Suite::all("orphans")),
     (
@@ -158,14 +158,19 @@ const ONE_KERNEL: [(&str, Suite); 4] = [
         },
     ),
     (
+        "6.12",
+        Suite {
+            name: "slice",
+            only: &["exit_status_is_the_commands", "fp_run_unmounts_the_bpffs_it_mounted"],
+        },
+    ),
+    (
         "6.1",
         Suite {
             name: "slice",
             only: &[
                 "the_command_starts_in_its_workspace",
                 "denials_are_reported_on_stderr_and_in_the_log",
-                "exit_status_is_the_commands",
-                "fp_run_unmounts_the_bpffs_it_mounted",
             ],
         },
     ),
