@@ -14,7 +14,7 @@ use fp_common::{
 
 use crate::{
     kernel::{
-        OFF_FILE_F_INODE, OFF_INODE_I_MODE, OFF_INODE_I_RDEV, OFF_INODE_I_SB, OFF_PROC_INODE_PDE,
+        OFF_INODE_I_MODE, OFF_INODE_I_RDEV, OFF_INODE_I_SB, OFF_PROC_INODE_PDE,
         OFF_PROC_INODE_SYSCTL, OFF_PROC_INODE_VFS_INODE, OFF_SUPER_BLOCK_S_MAGIC, PROC_SUPER_MAGIC,
         load, loaded_identity, off, read,
     },
@@ -41,9 +41,9 @@ pub(crate) fn refuse_device_node(session: &Session, mode: u32, dev: u32) -> Opti
 /// Refuses the open of a block device, by whatever name (a node the session did not make
 /// included): its bytes are every file of a filesystem, past the rules of each. A device the
 /// session's policy names (`BLOCK_DEVICES`) is left to its rules for the name it was opened by.
+/// `inode`: the BTF-typed `f_inode` of the open file.
 #[inline(always)]
-pub(crate) fn refuse_block_device(session: &Session, file: u64, op: KernelOp) -> Option<i32> {
-    let inode: u64 = load(file, off(&OFF_FILE_F_INODE));
+pub(crate) fn refuse_block_device(session: &Session, inode: u64, op: KernelOp) -> Option<i32> {
     let mode: u16 = load(inode, off(&OFF_INODE_I_MODE));
     if mode as u32 & S_IFMT != S_IFBLK {
         return None;
@@ -61,10 +61,9 @@ pub(crate) fn refuse_block_device(session: &Session, file: u64, op: KernelOp) ->
 /// name can be another mount of the same files): a file of [`KERNEL_FILESYSTEMS`], or a procfs
 /// file of the kernel's own rather than of a process, a sysctl (`core_pattern` and `modprobe` name
 /// programs the kernel runs outside every session) or another `/proc` entry (`sysrq-trigger`).
-/// `/proc/PID/*` stays the policy's.
+/// `/proc/PID/*` stays the policy's. `inode`: the BTF-typed `f_inode` of the open file.
 #[inline(always)]
-pub(crate) fn refuse_kernel_setting(session: &Session, file: u64) -> Option<i32> {
-    let inode: u64 = load(file, off(&OFF_FILE_F_INODE));
+pub(crate) fn refuse_kernel_setting(session: &Session, inode: u64) -> Option<i32> {
     let sb: u64 = load(inode, off(&OFF_INODE_I_SB));
     let magic: u64 = load(sb, off(&OFF_SUPER_BLOCK_S_MAGIC));
     let kernel = match magic {

@@ -40,9 +40,3 @@ pub(crate) unsafe fn end(counter: *mut u64) {
 pub(crate) fn alone(counter: u64) -> bool {
     counter & 0xffff_ffff == 1
 }
-
-/// Whether no write is in progress at a counter's value `counter`.
-#[inline(always)]
-pub(crate) fn none(counter: u64) -> bool {
-    counter & 0xffff_ffff == 0
-}
