@@ -211,10 +211,11 @@ const SB_NOUSER: u64 = 1 << 31;
 const S_PRIVATE: u32 = 1 << 9;
 
 /// Whether the file of the BTF-typed `struct inode *` (a `struct file`'s `f_inode`) is no path
-/// object: the inode is private or lies on a filesystem no mount table can show (Landlock's `is_nouser_or_private`). Such files have no
-/// path a rule could name, and opening one grants nothing by itself (signals, fds and namespaces
-/// of a pidfd's process are each checked by their own hook); since 6.9 every pidfd is opened
-/// through file_open (pidfs), `pidfd_open` and `clone3(CLONE_PIDFD)` alike.
+/// object: the inode is private or lies on a filesystem no mount table can show (Landlock's
+/// `is_nouser_or_private`). Such files have no path a rule could name, and opening one grants
+/// nothing by itself (signals, fds and namespaces of a pidfd's process are each checked by
+/// their own hook); since 6.9 every pidfd is opened through file_open (pidfs), `pidfd_open` and
+/// `clone3(CLONE_PIDFD)` alike.
 #[inline(always)]
 pub(crate) fn pseudo_file(inode: u64) -> bool {
     let sb: u64 = load(inode, off(&OFF_INODE_I_SB));

@@ -29,9 +29,9 @@ pub fn ready(cgroup2: &Path) -> anyhow::Result<Bpffs> {
 
 /// Proves the backend this process chose ([`chosen`]) works here, with pass-through programs
 /// that cannot deny anything, attached and detached again: on the BPF LSM, a program on
-/// lsm/file_open, then a per-cgroup one (lsm_cgroup/path_chmod) on an empty cgroup made for it under `cgroup2` (the
-/// hierarchy's mount) and removed after; on fmod_ret, a program on security_file_open, and
-/// `kernel.ftrace_enabled`, without which none runs.
+/// lsm/file_open, then a per-cgroup one (lsm_cgroup/path_chmod) on an empty cgroup made for it
+/// under `cgroup2` (the hierarchy's mount) and removed after; on fmod_ret, a program on
+/// security_file_open, and `kernel.ftrace_enabled`, without which none runs.
 pub fn probe(cgroup2: &Path) -> anyhow::Result<&'static Chosen> {
     // A kernel locked down for confidentiality refuses BPF programs' reads of kernel memory
     // (LOCKDOWN_BPF_READ_KERNEL): the probe programs make none and would load, fp's would not.

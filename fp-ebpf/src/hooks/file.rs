@@ -36,9 +36,9 @@ hook! {
 
 #[inline(always)]
 fn file_open(session: &Session, file: u64) -> i32 {
-    // Each field of the hook's argument is read once: the fmod_ret backend's verifier trusts no
-    // argument, so each such read is a probing load there (about 6 more instructions), where a
-    // BPF LSM program's are plain loads (docs/performance.md).
+    // The inode is read once and passed to each check: on the fmod_ret backend the verifier
+    // trusts no argument, so each read of the file's fields is a probing load (about 6 more
+    // instructions), where a BPF LSM program's is a plain load (docs/performance.md).
     let inode: u64 = load(file, off(&OFF_FILE_F_INODE));
     if pseudo_file(inode) {
         return 0;
