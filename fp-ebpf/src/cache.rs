@@ -156,10 +156,11 @@ pub(crate) fn cacheable(s: *const Scratch, (allowed, local): (u64, u64)) -> Opti
 }
 
 /// The ops ([`Op::bit`]s) the decision in `s` allows, and those it allows the inode hooks
-/// (see the module's notes); none for a path that depends on the task.
+/// (see the module's notes); none for a path that depends on the task. Computed once, in
+/// `fp_check`, which leaves it in `s.allowed` for the decision.
 #[inline(always)]
 pub(crate) fn allowed_ops(s: *const Scratch) -> (u64, u64) {
-    // SAFETY: this CPU's scratch value, written by `check`.
+    // SAFETY: this CPU's scratch value, written by the walk and evaluation.
     let (per_task, local_state) = unsafe {
         (
             core::ptr::read_volatile(&(*s).walk.per_task),

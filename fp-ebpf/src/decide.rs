@@ -34,7 +34,8 @@ use crate::{
 /// in `s.walk` for the event. With [`NO_MOUNT`] only inode identity decides: a path relative to
 /// a filesystem root must never be matched against rules written from the system root.
 ///
-/// The outcomes are in `s.outcomes` (read them with [`outcome_of`]).
+/// The outcomes are in `s.outcomes` (read them with [`outcome_of`]), the ops they allow in
+/// `s.allowed`.
 ///
 /// A call of [`fp_check`], which the verifier checks once per program as a global function
 /// (whatever the callers' states), rather than once per state reaching each call site.
@@ -52,6 +53,7 @@ pub(crate) fn check(s: *mut Scratch, file: FileSet, named: bool) {
         (*w).in_dir = in_dir as u64;
         if fp_check() != 0 {
             (*s).outcomes = [Outcome::UNRESOLVED; 3];
+            (*s).allowed = (0, 0);
         }
     }
 }
@@ -59,12 +61,26 @@ pub(crate) fn check(s: *mut Scratch, file: FileSet, named: bool) {
 /// [`check`] as a global BPF function, on the arguments in the scratch value's walk: verified
 /// on its own, so it costs the verifier the same in every program, once (kept global by
 /// `--export` at link time, see fp-agent's build.rs). Nonzero without a scratch value.
+///
+/// Also leaves the ops the outcomes allow in `s.allowed` ([`cache::allowed_ops`]): built bit by
+/// bit, a set of ops is a different constant on each of the verifier's paths; read back from
+/// the scratch value, it is one unknown number, and the rest of the decision is verified once
+/// rather than once per set.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub extern "C" fn fp_check() -> i32 {
     let Some(s) = SCRATCH.get_ptr_mut(0) else {
         return 1;
     };
+    walk_and_evaluate(s);
+    // SAFETY: this CPU's scratch value.
+    unsafe { (*s).allowed = cache::allowed_ops(s) };
+    0
+}
+
+/// [`fp_check`]'s walk and evaluation: the outcomes into `s.outcomes`.
+#[inline(always)]
+fn walk_and_evaluate(s: *mut Scratch) {
     // `s` stays a raw pointer, not `&mut`: bpf_loop's callback writes the scratch value behind
     // the compiler's back, so a `&mut` (noalias) would let it reuse values from before the loop.
     // SAFETY: this CPU's scratch value; every access goes through the raw pointer.
@@ -85,7 +101,7 @@ pub extern "C" fn fp_check() -> i32 {
         let state = core::ptr::read_volatile(&(*s).walk.state);
         if state != RESOLVED {
             *out = [Outcome::UNRESOLVED; 3];
-            return 0;
+            return;
         }
         let pos = core::ptr::read_volatile(&(*s).walk.pos) as usize;
         if pos == PATH_MAX {
@@ -97,7 +113,7 @@ pub extern "C" fn fp_check() -> i32 {
             for op in Op::ALL {
                 *op.of_mut(&mut *out) = by_identity(&op.of(&*hit));
             }
-            return 0;
+            return;
         }
         evaluate(s, tables, &*hit, in_dir);
         let eval = &(*s).eval;
@@ -114,7 +130,6 @@ pub extern "C" fn fp_check() -> i32 {
                 Outcome { verdict: decision.verdict, reason, rule_id: decision.rule_id };
         }
     }
-    0
 }
 
 /// What [`check`] takes to show that its file was set in the walk: only [`set_file`] makes one.
@@ -291,7 +306,8 @@ pub(crate) fn decide(
             other = other.links_pending();
         }
     }
-    let allowed_ops = cache::allowed_ops(s);
+    // SAFETY: this CPU's scratch value, written by `check` (as an unknown number: see fp_check).
+    let allowed_ops = unsafe { core::ptr::read_volatile(&(*s).allowed) };
     let cacheable = cache::cacheable(s, allowed_ops);
     // A remembered grant answers a prompt of an open or exec here, per op: no pending entry, and
     // no broker needed (fanotify still asks the broker, which answers from its own grants).

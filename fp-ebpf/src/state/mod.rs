@@ -47,6 +47,8 @@ pub(crate) struct Scratch {
     pub(crate) other_len: u64,
     /// What [`crate::decide::check`] decided per op.
     pub(crate) outcomes: [Outcome; 3],
+    /// What they allow, for the caches ([`crate::cache::allowed_ops`], set by `fp_check`).
+    pub(crate) allowed: (u64, u64),
     /// The names of a move (crate::moves).
     pub(crate) mv: MoveNames,
     /// A move's source and target as the REFER rule reads them, and their outcomes per op.
