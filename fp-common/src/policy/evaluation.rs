@@ -298,7 +298,11 @@ impl Evaluation {
     #[inline(always)]
     fn dir_lookup<P: PathBytes + ?Sized>(&mut self, header: &TableHeader, path: &P) {
         let start = self.cursor as usize;
-        let len = (self.end as usize).wrapping_sub(start);
+        // The component's end as `scan` stored it, read back from memory (the BPF programs' map
+        // memory): one unknown number to the verifier, not one constant per exit of
+        // `component_end`'s loop, each of which it would follow through every lookup.
+        let end = *core::hint::black_box(&self.end);
+        let len = (end as usize).wrapping_sub(start);
         match next_lookup(Lookups::directory(header), self.lookup, len) {
             Some((kind, at, n, next)) => {
                 self.lookup = next;
