@@ -326,6 +326,13 @@ pub(crate) fn decide(
     if and_write && other.verdict.strictness() > outcome.verdict.strictness() {
         (outcome, reported) = (other, KernelOp::Write);
     }
+    // Read back from the scratch value: one unknown outcome to the verifier, which otherwise
+    // follows the rest of the decision once per combination of grants and ops that led here.
+    // SAFETY: this CPU's scratch value.
+    let (outcome, reported) = unsafe {
+        core::ptr::write_volatile(&raw mut (*s).decided, (outcome, reported));
+        core::ptr::read_volatile(&raw const (*s).decided)
+    };
     let interfered = interference(session, s, generation, outcome);
     // What an intact decision leaves for later ones: the sequences its walk ran under.
     let intact = seqs.filter(|_| interfered.is_none());

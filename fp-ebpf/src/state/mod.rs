@@ -8,7 +8,7 @@ use aya_ebpf::{
     maps::{PerCpuArray, lpm_trie::Key},
 };
 use fp_common::{
-    kernel::PATH_MAX,
+    kernel::{KernelOp, PATH_MAX},
     policy::{Evaluation, NameKey, Op, PrefixKeyData, PrefixValue, TableHeader},
     refer::MoveSide,
 };
@@ -49,6 +49,9 @@ pub(crate) struct Scratch {
     pub(crate) outcomes: [Outcome; 3],
     /// What they allow, for the caches ([`crate::cache::allowed_ops`], set by `fp_check`).
     pub(crate) allowed: (u64, u64),
+    /// A decision's outcome and the op it reports, once grants and both ops are weighed
+    /// (crate::decide::decide).
+    pub(crate) decided: (Outcome, KernelOp),
     /// The names of a move (crate::moves).
     pub(crate) mv: MoveNames,
     /// A move's source and target as the REFER rule reads them, and their outcomes per op.
