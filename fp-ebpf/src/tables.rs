@@ -91,7 +91,27 @@ impl PathBytes for ScratchPath {
         // SAFETY: the mask keeps the index inside the 2 * PATH_MAX buffer.
         unsafe { *self.buf.add((self.start + i) & (2 * PATH_MAX - 1)) }
     }
+
+    /// From the two aligned words the 8 bytes lie in: two loads and shifts, where 8 byte loads
+    /// would cost 8 masked loads (LLVM splits an unaligned word load on BPF).
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        let at = self.start + i;
+        // Below 2 * PATH_MAX - 8 (start < PATH_MAX, i < MAX_PREFIX): the masks change nothing
+        // and keep both words inside the buffer for the verifier.
+        let low = at & (2 * PATH_MAX - 1) & !7;
+        let high = (at + 8) & (2 * PATH_MAX - 1) & !7;
+        let shift = (at & 7) * 8;
+        // SAFETY: aligned (the buffer is, see the assertion below) and inside the buffer.
+        let (low, high) =
+            unsafe { (*(self.buf.add(low) as *const u64), *(self.buf.add(high) as *const u64)) };
+        // `high << (64 - shift)` in two shifts: one by 64 would be undefined.
+        (low >> shift) | ((high << 1) << (63 - shift))
+    }
 }
+
+// `ScratchPath::word`'s aligned loads.
+const _: () = assert!(core::mem::offset_of!(Scratch, path) % 8 == 0);
 
 /// The LPM key of `path` (its first [`MAX_PREFIX`] bytes) under `id`, in the scratch value.
 /// Exact entries are stored with their NUL, so the key covers the path's NUL too.

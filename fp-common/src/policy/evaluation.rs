@@ -8,14 +8,25 @@ use super::{
 /// Name lookups on one component at most: its exact name, then each suffix and prefix length.
 const LOOKUPS: usize = 1 + 2 * MAX_NAME;
 
-/// Steps [`evaluate`] needs at most: per component a scan, then per name lookup on it (exact,
+/// Bytes of a component one step scans for its end: a longer component takes more steps. The BPF
+/// verifier walks every iteration of a bounded loop, and every exit of this one, once per program
+/// that evaluates; a whole component (up to NAME_MAX) per step cost it about 10,000 instructions
+/// per evaluation, where components are rarely longer than this.
+const SCAN_CHUNK: usize = 32;
+
+/// Steps that scan one component at most.
+const SCAN_STEPS: usize = (MAX_COMPONENT + 1).div_ceil(SCAN_CHUNK);
+
+/// Steps [`evaluate`] needs at most: per component its scan, then per name lookup on it (exact,
 /// each suffix and prefix length; directories and the final component alike) a pick and one step
 /// per slot, and the last.
-pub const MAX_STEPS: usize = (MAX_DEPTH + 1) * (1 + LOOKUPS * (1 + NAME_SLOTS)) + 1;
+pub const MAX_STEPS: usize = (MAX_DEPTH + 1) * (SCAN_STEPS + LOOKUPS * (1 + NAME_SLOTS)) + 1;
 
 const PHASE_DONE: u32 = 0;
 /// Find the end of the component at `cursor`.
 const PHASE_SCAN: u32 = 1;
+/// Go on finding it from `end`, where the last step stopped.
+const PHASE_SCAN_ON: u32 = 5;
 /// Pick the next lookup on the final component `cursor..end` (`lookup`, see [`next_lookup`]).
 const PHASE_FINAL: u32 = 2;
 /// Examine slot `slot` of the name entry (`name_kind`, `name_start`, `name_len`), then go on
@@ -45,7 +56,8 @@ pub struct Evaluation {
     phase: u32,
     /// Start of the current component.
     cursor: u64,
-    /// End of the current component (its '/' or the path's length).
+    /// End of the current component (its '/' or the path's length); while it is scanned
+    /// (PHASE_SCAN_ON), where the scan goes on.
     end: u64,
     /// Components scanned so far.
     depth: u64,
@@ -158,7 +170,7 @@ impl Evaluation {
     /// Does one bounded piece of the evaluation; true once it is done.
     pub fn step<T: RuleTables>(&mut self, tables: &T, path: &T::Path) -> bool {
         match self.phase {
-            PHASE_SCAN => self.scan(tables, path),
+            PHASE_SCAN | PHASE_SCAN_ON => self.scan(tables, path),
             PHASE_FINAL => self.final_lookup(tables, path),
             PHASE_SLOT => self.examine_slot(tables, path),
             PHASE_DIR => match tables.header() {
@@ -269,17 +281,28 @@ impl Evaluation {
             return self.force(TableVerdict::Deny);
         };
         let (start, len) = (self.cursor as usize, path.len());
-        if start >= len {
-            self.phase = PHASE_DONE;
-            return;
-        }
-        if self.depth >= MAX_DEPTH as u64 {
-            // A component beyond reach might match a name rule.
-            return self.force(TableVerdict::Defer);
-        }
-        self.depth += 1;
-        let Some(end) = component_end(path, start) else {
-            return self.force(TableVerdict::Defer);
+        let from = if self.phase == PHASE_SCAN_ON {
+            self.end as usize
+        } else {
+            if start >= len {
+                self.phase = PHASE_DONE;
+                return;
+            }
+            if self.depth >= MAX_DEPTH as u64 {
+                // A component beyond reach might match a name rule.
+                return self.force(TableVerdict::Defer);
+            }
+            self.depth += 1;
+            start
+        };
+        let end = match component_end(path, start, from) {
+            Scan::End(end) => end,
+            Scan::From(next) => {
+                self.end = next as u64;
+                self.phase = PHASE_SCAN_ON;
+                return;
+            }
+            Scan::TooLong => return self.force(TableVerdict::Defer),
         };
         self.end = end as u64;
         self.lookup = 0;
@@ -594,17 +617,29 @@ pub fn evaluate<T: RuleTables>(tables: &T, path: &T::Path, op: Op) -> TableDecis
     op.of(&evaluate_all(tables, path))
 }
 
-/// Index of the '/' ending the component at `start`, or the path's length; None if the component
-/// is longer than NAME_MAX.
-fn component_end<P: PathBytes + ?Sized>(path: &P, start: usize) -> Option<usize> {
+/// Where [`component_end`] left the scan of a component.
+enum Scan {
+    /// The index of the '/' ending it, or the path's length.
+    End(usize),
+    /// Not found in this chunk: go on from here.
+    From(usize),
+    /// Longer than NAME_MAX.
+    TooLong,
+}
+
+/// Scans the component at `start` for its end, [`SCAN_CHUNK`] bytes from `from`.
+fn component_end<P: PathBytes + ?Sized>(path: &P, start: usize, from: usize) -> Scan {
     let len = path.len();
-    for i in 0..=MAX_COMPONENT {
-        let at = start + i;
+    for i in 0..SCAN_CHUNK {
+        let at = from + i;
         if at >= len || path.at(at) == b'/' {
-            return Some(at);
+            return Scan::End(at);
+        }
+        if at - start >= MAX_COMPONENT {
+            return Scan::TooLong;
         }
     }
-    None
+    Scan::From(from + SCAN_CHUNK)
 }
 
 /// Whether `path` starts with the scope and the component at `start` lies at or below it (right
@@ -628,10 +663,11 @@ fn in_scope<T: RuleTables>(
     }
     // A fixed trip count, no early exit and no branch: the BPF verifier then walks it once with
     // every index known (a loop bounded by `len` becomes a counter it cannot relate to the
-    // pointer it advances, and a branch per byte multiplies its states).
-    let mut differs = 0u8;
-    for i in 0..MAX_PREFIX {
-        differs |= (path.at(i) ^ scope.path[i]) & scope.mask[i];
+    // pointer it advances, and a branch per word multiplies its states). A word at a time: the
+    // verifier walks every iteration, in every program that evaluates.
+    let mut differs = 0u64;
+    for w in 0..MAX_PREFIX / 8 {
+        differs |= (path.word(8 * w) ^ scope.path_word(w)) & scope.mask_word(w);
     }
     Some(differs == 0)
 }
@@ -760,5 +796,13 @@ mod tests {
         let mut long = b"/".to_vec();
         long.extend([b'n'; MAX_COMPONENT + 1]);
         assert_eq!(evaluate(&t, &long, Op::Read).verdict, TableVerdict::Defer);
+        // Scanned a chunk per step: components at and around the chunks' edges, up to NAME_MAX.
+        for n in [SCAN_CHUNK - 1, SCAN_CHUNK, SCAN_CHUNK + 1, 2 * SCAN_CHUNK, MAX_COMPONENT] {
+            let mut path = b"/".to_vec();
+            path.extend(core::iter::repeat_n(b'n', n));
+            path.extend(b"/x/");
+            path.extend(core::iter::repeat_n(b'n', n));
+            assert_eq!(evaluate(&t, &path, Op::Read).verdict, TableVerdict::Allow, "{n}");
+        }
     }
 }

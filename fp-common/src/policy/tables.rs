@@ -118,8 +118,9 @@ pub struct ScopeKey {
 }
 
 /// A scope: `path[..len]` is an absolute directory path ending in `/`; `mask[i]` is 0xff for
-/// `i < len` and 0 after, so the comparison needs no branch on `len` (see `in_scope`).
-#[repr(C)]
+/// `i < len` and 0 after, so the comparison needs no branch on `len` (see `in_scope`). Aligned
+/// for word reads of `path` and `mask`.
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScopeValue {
     pub len: u16,
@@ -150,6 +151,27 @@ impl ScopeValue {
             scope.mask[i] = 0xff;
         }
         Some(scope)
+    }
+
+    /// `path[8 * w..8 * w + 8]` as a little-endian word ([`PathBytes::word`]'s order).
+    #[inline(always)]
+    pub fn path_word(&self, w: usize) -> u64 {
+        word_at(&self.path, w)
+    }
+
+    /// `mask[8 * w..8 * w + 8]` as a little-endian word.
+    #[inline(always)]
+    pub fn mask_word(&self, w: usize) -> u64 {
+        word_at(&self.mask, w)
+    }
+}
+
+/// Word `w` of `bytes`, little-endian; 0 past the end.
+#[inline(always)]
+fn word_at(bytes: &[u8; MAX_PREFIX], w: usize) -> u64 {
+    match bytes.get(8 * w..8 * w + 8).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+        Some(b) => u64::from_le_bytes(b),
+        None => 0,
     }
 }
 
@@ -196,8 +218,17 @@ pub trait PathBytes {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// The byte at `i`; only asked for `i < len()`.
+    /// The byte at `i`; any byte at or past `len()` (callers mask it).
     fn at(&self, i: usize) -> u8;
+    /// The bytes at `i..i + 8` as a little-endian word, for `i < MAX_PREFIX`; as with
+    /// [`Self::at`], any bytes at or past `len()`.
+    fn word(&self, i: usize) -> u64 {
+        let mut bytes = [0; 8];
+        for (k, byte) in bytes.iter_mut().enumerate() {
+            *byte = self.at(i + k);
+        }
+        u64::from_le_bytes(bytes)
+    }
 }
 
 impl PathBytes for [u8] {
