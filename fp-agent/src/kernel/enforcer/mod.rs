@@ -68,6 +68,9 @@ pub struct Enforcer {
 /// The directory in a pin directory that holds each session's links, by cgroup id.
 pub const SESSION_LINKS: &str = "sessions";
 
+/// Pins of the [`Enforcer::keep_warm`] links while [`Enforcer::unload`] releases them.
+const WARM_PREFIX: &str = "warm_";
+
 /// How full one of the pinned hash maps is.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct MapUsage {
@@ -415,13 +418,23 @@ impl Enforcer {
         Ok(RingBuf::try_from(map)?)
     }
 
-    /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously
-    /// once their last reference is gone.
+    /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously,
+    /// once their last reference is gone: that reference is each link's pin, never a descriptor.
+    /// The kernel detaches a link whose last descriptor closes inside close(2), where a
+    /// trampoline's update waits for RCU-tasks grace periods under ftrace's lock (about 0.1 s
+    /// a link under TCG, seconds for a session's programs), and one whose last pin goes from a
+    /// workqueue.
     pub fn unload(self) -> anyhow::Result<()> {
         let Self { maps, pin_dir, links, per_session, holds, warm } = self;
-        drop(warm);
+        for (i, link) in warm.into_iter().enumerate() {
+            // Pinned only now (for this process's lifetime only, see `keep_warm`); a link that
+            // cannot be pinned detaches as it closes.
+            let _ = link.pin(pin_dir.join(format!("{WARM_PREFIX}{i}")));
+        }
+        remove_pins_by_prefix(&pin_dir, WARM_PREFIX)?;
         for (path, link) in links {
-            link.unpin().with_context(|| format!("unpinning {}", path.display()))?;
+            drop(link);
+            remove_pins(&path)?;
         }
         remove_pins(&pin_dir.join(SESSION_LINKS))?;
         let programs = per_session.into_iter().map(|(p, _)| p);
@@ -484,6 +497,11 @@ pub fn remove_pins(path: &Path) -> anyhow::Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// Unpins every entry of `dir` whose name starts with `prefix`.
+fn remove_pins_by_prefix(dir: &Path, prefix: &str) -> anyhow::Result<()> {
+    pinned_files(dir, prefix)?.iter().try_for_each(|pin| remove_pins(pin))
 }
 
 /// A removal of an entry already gone is not an error. aya 0.14's `remove` reports a missing key
