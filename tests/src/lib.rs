@@ -197,10 +197,17 @@ fn leftovers() -> Vec<String> {
             left.push(root.into());
         }
     }
-    let progs = Command::new("bpftool").args(["prog", "show"]).output().expect("bpftool");
-    for line in String::from_utf8_lossy(&progs.stdout).lines() {
-        if line.contains("name fp_") {
-            left.push(line.trim().to_owned());
+    // In-process, not `bpftool prog show`: polled while the kernel detaches a session's links
+    // from a workqueue, a process per poll took the CPU the detaching needs.
+    // An error (a program freed while listed) counts until a poll lists without one.
+    for info in aya::programs::loaded_programs() {
+        match info {
+            Ok(info) => {
+                if let Some(name) = info.name_as_str().filter(|n| n.starts_with("fp_")) {
+                    left.push(format!("program {} {name}", info.id()));
+                }
+            }
+            Err(e) => left.push(format!("listing programs: {e}")),
         }
     }
     left
