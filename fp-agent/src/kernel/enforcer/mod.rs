@@ -68,9 +68,6 @@ pub struct Enforcer {
 /// The directory in a pin directory that holds each session's links, by cgroup id.
 pub const SESSION_LINKS: &str = "sessions";
 
-/// Pins of the [`Enforcer::keep_warm`] links while [`Enforcer::unload`] releases them.
-const WARM_PREFIX: &str = "warm_";
-
 /// How full one of the pinned hash maps is.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct MapUsage {
@@ -418,23 +415,22 @@ impl Enforcer {
         Ok(RingBuf::try_from(map)?)
     }
 
-    /// Unpins and detaches everything and removes the pin directory. Links detach asynchronously,
-    /// once their last reference is gone: that reference is each link's pin, never a descriptor.
-    /// The kernel detaches a link whose last descriptor closes inside close(2), where a
-    /// trampoline's update waits for RCU-tasks grace periods under ftrace's lock (about 0.1 s
-    /// a link under TCG, seconds for a session's programs), and one whose last pin goes from a
-    /// workqueue.
+    /// Unpins and detaches everything and removes the pin directory. Each link's last reference
+    /// is its pin, never a descriptor: the kernel detaches a link whose last descriptor closes
+    /// inside close(2), where a trampoline's update waits for RCU-tasks grace periods under
+    /// ftrace's lock (about 0.1 s a link under TCG), and one whose last pin goes from a workqueue
+    /// where the kernel defers that release (6.12; 6.1 detaches within the unlink).
     pub fn unload(self) -> anyhow::Result<()> {
         let Self { maps, pin_dir, links, per_session, holds, warm } = self;
-        for (i, link) in warm.into_iter().enumerate() {
-            // Pinned only now (for this process's lifetime only, see `keep_warm`); a link that
-            // cannot be pinned detaches as it closes.
-            let _ = link.pin(pin_dir.join(format!("{WARM_PREFIX}{i}")));
-        }
-        remove_pins_by_prefix(&pin_dir, WARM_PREFIX)?;
-        for (path, link) in links {
-            drop(link);
-            remove_pins(&path)?;
+        // Every descriptor closes here, before any pin goes. The keep-warm links, never pinned
+        // (see `keep_warm`), are pinned for this; one that cannot be detaches as it closes.
+        let warm_pins = warm.into_iter().enumerate().filter_map(|(i, link)| {
+            let path = pin_dir.join(format!("warm_{i}"));
+            link.pin(&path).ok().map(|_| path)
+        });
+        let pins: Vec<PathBuf> = warm_pins.chain(links.into_iter().map(|(path, _)| path)).collect();
+        for path in &pins {
+            remove_pins(path)?;
         }
         remove_pins(&pin_dir.join(SESSION_LINKS))?;
         let programs = per_session.into_iter().map(|(p, _)| p);
@@ -497,11 +493,6 @@ pub fn remove_pins(path: &Path) -> anyhow::Result<()> {
         }
         _ => Ok(()),
     }
-}
-
-/// Unpins every entry of `dir` whose name starts with `prefix`.
-fn remove_pins_by_prefix(dir: &Path, prefix: &str) -> anyhow::Result<()> {
-    pinned_files(dir, prefix)?.iter().try_for_each(|pin| remove_pins(pin))
 }
 
 /// A removal of an entry already gone is not an error. aya 0.14's `remove` reports a missing key
