@@ -1,11 +1,12 @@
 //! The ABI between the BPF programs and userspace: map keys and values, ring-buffer events, and the
 //! names of the read-only globals that carry kernel struct offsets (resolved from BTF at load time).
 //!
-//! Bump [`ABI_VERSION`] whenever a layout here changes: pins live under a directory named after it,
-//! so an agent never reuses maps written with another layout.
+//! Bump [`ABI_VERSION`] whenever a layout here changes, or which programs are attached per
+//! cgroup: pins live under a directory named after it, so an agent never reuses maps written with
+//! another layout, nor takes over programs it would attach otherwise.
 
 /// Version of the map/event layouts; part of the bpffs pin directory name.
-pub const ABI_VERSION: u32 = 21;
+pub const ABI_VERSION: u32 = 22;
 
 /// The broker's heartbeat (`BROKER` map): prompt and defer verdicts of opens are left to the
 /// broker only while its last beat (CLOCK_BOOTTIME ns) is at most this old.

@@ -15,8 +15,8 @@ use crate::kernel::{EACCES, SESSION_CGROUP_LEVEL, off};
 #[map]
 pub(crate) static SESSIONS: HashMap<u64, SessionInfo> = HashMap::with_max_entries(1024, 0);
 
-/// The session each session cgroup's attachment of the `#[lsm_cgroup]` programs serves, in the
-/// cgroup's own storage. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
+/// The session each session cgroup's attachment of the `#[lsm_cgroup]` programs (the checks of
+/// pending files) serves, in the cgroup's own storage. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
 #[expect(deprecated, reason = "the storage lsm_cgroup programs can read on Linux 6.1")]
 #[map]
 pub(crate) static CGROUP_SESSION: aya_ebpf::maps::CgroupStorage<CgroupSession> =
@@ -105,7 +105,8 @@ pub(crate) fn session(id: u64) -> Option<Session> {
 
 /// The session of an `#[lsm_cgroup]` program's task: the one whose cgroup the program is attached
 /// to (the kernel runs it for no other task), read from that cgroup's storage with no lookup.
-/// `None` while userspace has not written it, which it does before any task joins the cgroup.
+/// `None` while userspace has not written it (it does once the programs are attached) or after it
+/// zeroed it (first, as the session ends).
 #[inline(always)]
 pub(crate) fn attached_session() -> Option<Session> {
     // SAFETY: the helper returns the storage of the cgroup this program runs for, never null;

@@ -29,7 +29,7 @@ pub fn ready(cgroup2: &Path) -> anyhow::Result<Bpffs> {
 
 /// Proves the backend this process chose ([`chosen`]) works here, with pass-through programs
 /// that cannot deny anything, attached and detached again: on the BPF LSM, a program on
-/// lsm/file_open, then a per-cgroup one (lsm_cgroup/path_chmod) on an empty cgroup made for it
+/// lsm/file_open, then a per-cgroup one (lsm_cgroup/mmap_file) on an empty cgroup made for it
 /// under `cgroup2` (the hierarchy's mount) and removed after; on fmod_ret, a program on
 /// security_file_open, and `kernel.ftrace_enabled`, without which none runs.
 pub fn probe(cgroup2: &Path) -> anyhow::Result<&'static Chosen> {
@@ -88,7 +88,7 @@ fn probe_bpf_lsm(cgroup2: &Path) -> anyhow::Result<()> {
             )
         })?;
     drop(link);
-    // The hottest hooks are per-cgroup programs, which need more of the kernel.
+    // The checks of pending files are per-cgroup programs, which need more of the kernel.
     // Those of probes killed before they removed theirs (nothing ever runs in one).
     crate::owner::remove_dead(cgroup2, PROBE_CGROUP_PREFIX);
     let empty = cgroup2.join(Owner::current()?.name(PROBE_CGROUP_PREFIX));
@@ -161,12 +161,12 @@ pub fn probe_fmod_ret() -> anyhow::Result<FModRetFacts> {
 fn probe_cgroup(ebpf: &mut Ebpf, btf: &aya::Btf, empty: &Path) -> anyhow::Result<()> {
     let cgroup =
         std::fs::File::open(empty).with_context(|| format!("opening {}", empty.display()))?;
-    let programs = [(programs::PROBE_CGROUP, Hook::PathChmod.name())];
+    let programs = [(programs::PROBE_CGROUP, Hook::MmapFile.name())];
     let links = attach(ebpf, btf, &programs, Some(cgroup.as_fd())).map_err(|e| {
         anyhow!(
             "fp cannot enforce on this kernel: per-cgroup BPF LSM programs are not usable: fp \
-             needs BPF_LSM_CGROUP (Linux 6.0+, CONFIG_CGROUP_BPF=y) and one of the 10 per-cgroup hook \
-             slots for each of its 9 hottest hooks (docs/hooks.md); the kernel refused a \
+             needs BPF_LSM_CGROUP (Linux 6.0+, CONFIG_CGROUP_BPF=y) and two of the 10 per-cgroup \
+             hook slots for its checks of pending files (docs/hooks.md); the kernel refused a \
              pass-through program: {}",
             e.root_cause()
         )

@@ -32,12 +32,9 @@ pub(super) trait Enforce: Send {
         tables: &KernelTables,
         inodes: &InodeTable,
     ) -> anyhow::Result<()>;
-    /// Attaches the per-cgroup programs to a new session's cgroup, but for the checks of pending
-    /// files; on error nothing stays.
-    fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()>;
-    /// Attaches the checks of pending files to an attached session's cgroup, if they are not.
+    /// Attaches the checks of pending files to a session's cgroup, if they are not.
     fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()>;
-    /// Writes the session of an attached cgroup (fails for one not attached).
+    /// Writes the session of a cgroup.
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()>;
     fn session(&mut self, cgroup: u64) -> anyhow::Result<SessionInfo>;
     /// The unix sockets served from outside the session of `cgroup` that it may use, exactly.
@@ -74,9 +71,6 @@ impl Enforce for kernel::Enforcer {
         inodes: &InodeTable,
     ) -> anyhow::Result<()> {
         kernel::Enforcer::remove_tables(self, id, tables, inodes)
-    }
-    fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
-        kernel::Enforcer::attach_session(self, cgroup, path)
     }
     fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
         kernel::Enforcer::attach_holds(self, cgroup, path)

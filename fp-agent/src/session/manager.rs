@@ -153,12 +153,6 @@ impl Manager {
         outputs: Outputs,
         state: Option<PathBuf>,
     ) -> anyhow::Result<Arc<Self>> {
-        // Each session's attach then finds the hooks' trampolines in place.
-        if let Some(hold) = &parent.hold
-            && let Err(e) = enforcer.keep_warm(hold)
-        {
-            tracing::warn!("sessions will start slower: {e:#}");
-        }
         // Sessions may not signal or trace the agent itself.
         let taken = enforcer
             .protect(std::process::id())
@@ -322,14 +316,10 @@ impl Manager {
             SessionContext::new(spec.name.clone(), spec.agent, cgroup.id, Arc::new(spec.policy));
         let flags = if spec.mode == Mode::Audit { SESSION_AUDIT_ONLY } else { 0 }
             | if spec.full_audit { SESSION_FULL_AUDIT } else { 0 };
-        // Attached before any task can join: a session cgroup never runs without its programs.
-        let attached = self.with_enforcer(|e| e.attach_session(cgroup.id, &cgroup.path));
-        let attach_us = lap();
-        let installed = attached.and_then(|()| self.install(&context, &cgroup.path, flags));
+        let installed = self.install(&context, &cgroup.path, flags);
         tracing::debug!(
             session = %spec.name,
             cgroup_us,
-            attach_us,
             tables_us = lap(),
             "session set up"
         );

@@ -34,9 +34,7 @@ use crate::{
 struct Maps {
     /// Installed tables ids.
     tables: HashSet<u64>,
-    /// Cgroups the per-cgroup programs are attached to.
-    attached: HashSet<u64>,
-    /// Those of them the checks of pending files are attached to too.
+    /// Cgroups the checks of pending files are attached to.
     holds: HashSet<u64>,
     sessions: HashMap<u64, SessionInfo>,
     /// Every value written to `sessions`, in order.
@@ -63,15 +61,9 @@ impl Enforce for FakeKernel {
         self.0.lock().unwrap().tables.remove(&id);
         Ok(())
     }
-    fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
+    fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
         assert!(path.is_dir(), "attached to a cgroup that is not there");
-        assert!(self.0.lock().unwrap().attached.insert(cgroup), "{cgroup} attached twice");
-        Ok(())
-    }
-    fn attach_holds(&mut self, cgroup: u64, _path: &Path) -> anyhow::Result<()> {
-        let mut maps = self.0.lock().unwrap();
-        anyhow::ensure!(maps.attached.contains(&cgroup), "cgroup {cgroup} is not attached");
-        maps.holds.insert(cgroup);
+        self.0.lock().unwrap().holds.insert(cgroup);
         Ok(())
     }
     fn set_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
@@ -79,7 +71,6 @@ impl Enforce for FakeKernel {
         if maps.fail_set_session {
             anyhow::bail!("SESSIONS is full");
         }
-        anyhow::ensure!(maps.attached.contains(&cgroup), "cgroup {cgroup} is not attached");
         maps.sessions.insert(cgroup, info);
         maps.written.push(info);
         maps.counters.entry(cgroup).or_default();
@@ -101,7 +92,6 @@ impl Enforce for FakeKernel {
         let mut maps = self.0.lock().unwrap();
         maps.unix_peers.remove(&cgroup);
         maps.block_devices.remove(&cgroup);
-        maps.attached.remove(&cgroup);
         maps.sessions.remove(&cgroup);
         maps.counters.remove(&cgroup);
         Ok(())
@@ -297,7 +287,7 @@ fn a_session_the_kernel_refuses_leaves_nothing_behind() {
     let err = f.manager.create(spec("s1", deny(&["/srv/x"]), Mode::Enforce, false)).unwrap_err();
     assert!(format!("{err:#}").contains("SESSIONS is full"), "{err:#}");
     assert!(f.maps.lock().unwrap().tables.is_empty(), "the new tables are rolled back");
-    assert!(f.maps.lock().unwrap().attached.is_empty(), "the programs are detached");
+    assert!(f.maps.lock().unwrap().sessions.is_empty(), "the session is forgotten");
     assert!(!f.parent.join("s1").exists(), "the cgroup is removed");
     assert!(f.records().is_empty());
     assert!(f.manager.sessions().is_empty());
@@ -502,7 +492,6 @@ fn a_restarted_agent_takes_over_saved_sessions_and_kills_the_rest() {
     let unsaved = SessionInfo { tables: 99, ..SessionInfo::default() };
     let pending = PendingKey { session: id, ino: 5, dev: 8, _pad: 0 };
     let maps = Maps {
-        attached: HashSet::from([id, 4242]),
         sessions: HashMap::from([(id, info), (4242, unsaved)]),
         pending: vec![pending],
         ..Maps::default()

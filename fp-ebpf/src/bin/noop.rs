@@ -106,16 +106,8 @@ macro_rules! noop_cgroup {
 // The hooks of fp-ebpf/src/hooks' `#[lsm_cgroup]` programs (fp-agent's
 // `noop_object_mirrors_the_per_cgroup_hooks` checks).
 noop_cgroup! {
-    noop_cgroup_file_truncate = "file_truncate";
     noop_cgroup_file_permission = "file_permission";
     noop_cgroup_mmap_file = "mmap_file";
-    noop_cgroup_inode_setattr = "inode_setattr";
-    noop_cgroup_inode_setattr_idmap = "inode_setattr";
-    noop_cgroup_path_unlink = "path_unlink";
-    noop_cgroup_path_mknod = "path_mknod";
-    noop_cgroup_path_rename = "path_rename";
-    noop_cgroup_path_chmod = "path_chmod";
-    noop_cgroup_path_chown = "path_chown";
 }
 
 /// `noop_fmod_ret_<hook>` on `fmod_ret/security_<hook>`, one per program of `noop!`: 0 lets the

@@ -85,7 +85,7 @@ fn own_cgroup_file(session: &Session, file: u64, inode: u64) -> bool {
 
 hook! {
     /// ftruncate(2) and open(O_TRUNC) since 6.2.
-    lsm_cgroup("file_truncate", ret = 1) fp_file_truncate;
+    lsm("file_truncate", ret = 1) fp_file_truncate;
     fmod_ret("security_file_truncate") fp_fmod_ret_file_truncate;
     // file_truncate(struct file *file, int ret)
     |session, ctx| {
@@ -140,7 +140,7 @@ pub fn fp_probe(ctx: LsmContext) -> i32 {
 
 /// Its per-cgroup counterpart (`BPF_LSM_CGROUP`), on one of the hooks fp attaches per cgroup,
 /// attached to an empty cgroup of the probe's own: 1 allows, and no task runs it.
-#[lsm_cgroup(hook = "path_chmod")]
+#[lsm_cgroup(hook = "mmap_file")]
 pub fn fp_probe_cgroup(_ctx: LsmContext) -> i32 {
     1
 }

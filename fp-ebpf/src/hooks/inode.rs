@@ -28,7 +28,7 @@ hook! {
     /// [`fp_inode_setattr_idmap`], after the hook's prototype in the kernel's BTF: the arguments
     /// of an LSM context must be read at constant offsets. (security_inode_setattr takes a
     /// namespace first on every kernel fp supports.)
-    lsm_cgroup("inode_setattr", ret = 2) fp_inode_setattr;
+    lsm("inode_setattr", ret = 2) fp_inode_setattr;
     // inode_setattr(struct dentry *dentry, struct iattr *attr, int ret)
     |session, ctx| inode_setattr(session, ctx.arg(0))
 }
@@ -36,7 +36,7 @@ hook! {
 hook! {
     /// inode_setattr with its leading `idmap` argument (6.12; `mnt_userns` in
     /// security_inode_setattr on 6.1).
-    lsm_cgroup("inode_setattr", ret = 3) fp_inode_setattr_idmap;
+    lsm("inode_setattr", ret = 3) fp_inode_setattr_idmap;
     fmod_ret("security_inode_setattr") fp_fmod_ret_inode_setattr_idmap;
     // inode_setattr(struct mnt_idmap *idmap, struct dentry *dentry, struct iattr *attr, int ret)
     |session, ctx| inode_setattr(session, ctx.arg(1))

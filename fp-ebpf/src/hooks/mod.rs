@@ -1,13 +1,12 @@
 //! The programs, by the object they guard (docs/hooks.md has the hook -> op table).
 //!
-//! Nine of the hooks every process of the host calls most (reads and writes, maps, creations,
-//! unlinks, renames, truncation and attribute changes) are `#[lsm_cgroup]` programs, attached to
-//! each session's cgroup: the kernel runs them only for the tasks in sessions, so a task outside
-//! every session runs none of fp's code there, and a session's task finds its session in its
-//! cgroup's storage. The kernel has 10 such hooks for the whole host (`CGROUP_LSM_NUM`); the other
-//! hooks are `#[lsm]` programs, which every task runs and which return at once outside sessions:
-//! `file_open` too, whose session check costs an outsider's open less than the kernel's
-//! per-cgroup dispatch (docs/performance.md).
+//! The checks of pending files on reads, writes and maps (`file_permission`, `mmap_file`) are
+//! `#[lsm_cgroup]` programs, attached only to the cgroups of sessions whose tables can prompt:
+//! the kernel runs them only for the tasks in those sessions, and a session's task finds its
+//! session in its cgroup's storage. The kernel has 10 such hooks for the whole host
+//! (`CGROUP_LSM_NUM`). The other hooks are `#[lsm]` programs, which every task runs and which
+//! return at once outside sessions: their session check costs an outsider less than the kernel's
+//! per-cgroup dispatch would (docs/performance.md).
 //!
 //! Each hook's decision also has an fmod_ret program on the kernel function that calls the hook's
 //! LSM chain (`security_<hook>`; an fentry program where that function returns nothing): the
@@ -63,10 +62,7 @@ mod unix;
 
 use aya_ebpf::helpers::generated::bpf_set_retval;
 
-use crate::{
-    kernel::EACCES,
-    session::{Session, attached_session, current_session},
-};
+use crate::session::{Session, attached_session, current_session};
 
 /// The first work of every program: keeps the denial of an earlier BPF LSM program on the same
 /// hook (`ret`: fp never turns another program's denial into an allow), then finds the session of
@@ -86,14 +82,16 @@ pub(crate) fn in_session(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i3
 }
 
 /// [`in_session`] for an `#[lsm_cgroup]` program: the kernel runs it only for the tasks of the
-/// session whose cgroup it is attached to, and the session is read from that cgroup's storage (a
-/// storage not written yet denies: fail closed); and the verdict (0 or -errno, as an `#[lsm]`
-/// program returns it) is given as the kernel takes it from these programs: 1 to allow, 0 to deny
-/// with the errno set by `bpf_set_retval`.
+/// session whose cgroup it is attached to, and the session is read from that cgroup's storage,
+/// or found as [`in_session`] finds it while the storage is not written (the programs are
+/// attached to a running session by the reload that lets its tables hold an open, before its
+/// storage is written, and it is zeroed first at the session's end); and the verdict (0 or
+/// -errno, as an `#[lsm]` program returns it) is given as the kernel takes it from these
+/// programs: 1 to allow, 0 to deny with the errno set by `bpf_set_retval`.
 #[inline(always)]
 pub(crate) fn in_session_cgroup(ret: i32, decision: impl FnOnce(&Session) -> i32) -> i32 {
     let verdict = match ret {
-        0 => attached_session().map_or(-EACCES, |session| decision(&session)),
+        0 => attached_session().or_else(current_session).map_or(0, |session| decision(&session)),
         denied => denied,
     };
     if verdict == 0 {

@@ -14,7 +14,7 @@ use crate::{
 };
 
 hook! {
-    lsm_cgroup("path_unlink", ret = 2) fp_path_unlink;
+    lsm("path_unlink", ret = 2) fp_path_unlink;
     fmod_ret("security_path_unlink") fp_fmod_ret_path_unlink;
     // path_unlink(const struct path *dir, struct dentry *dentry, int ret)
     |session, ctx| {
@@ -39,7 +39,7 @@ hook! {
     /// Creation of a regular file, FIFO, socket or device node: `open(O_CREAT)` calls it before
     /// creating, so a denied path is never created. Device nodes are refused first
     /// (crate::floor).
-    lsm_cgroup("path_mknod", ret = 4) fp_path_mknod;
+    lsm("path_mknod", ret = 4) fp_path_mknod;
     fmod_ret("security_path_mknod") fp_fmod_ret_path_mknod;
     // path_mknod(const struct path *dir, struct dentry *dentry, umode_t mode, unsigned int dev,
     //            int ret)
@@ -102,7 +102,7 @@ hook! {
 hook! {
     /// rename(2) and RENAME_EXCHANGE, of files and directories: the accesses the move needs and
     /// the REFER rule (fp_common::refer), both names walked once.
-    lsm_cgroup("path_rename", ret = 5) fp_path_rename;
+    lsm("path_rename", ret = 5) fp_path_rename;
     fmod_ret("security_path_rename") fp_fmod_ret_path_rename;
     // path_rename(const struct path *old_dir, struct dentry *old_dentry,
     //             const struct path *new_dir, struct dentry *new_dentry, unsigned int flags,
@@ -134,14 +134,14 @@ hook! {
 }
 
 hook! {
-    lsm_cgroup("path_chmod", ret = 2) fp_path_chmod;
+    lsm("path_chmod", ret = 2) fp_path_chmod;
     fmod_ret("security_path_chmod") fp_fmod_ret_path_chmod;
     // path_chmod(const struct path *path, umode_t mode, int ret)
     |session, ctx| decide_path(session, Hook::PathChmod, KernelOp::Write, false, ctx.arg(0))
 }
 
 hook! {
-    lsm_cgroup("path_chown", ret = 3) fp_path_chown;
+    lsm("path_chown", ret = 3) fp_path_chown;
     fmod_ret("security_path_chown") fp_fmod_ret_path_chown;
     // path_chown(const struct path *path, kuid_t uid, kgid_t gid, int ret)
     |session, ctx| decide_path(session, Hook::PathChown, KernelOp::Write, false, ctx.arg(0))

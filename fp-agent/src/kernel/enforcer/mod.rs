@@ -49,20 +49,20 @@ pub const HOLD_HOOKS: [&str; 2] = [Hook::FilePermission.name(), Hook::MmapFile.n
 
 /// The LSM programs of one enforcement scope, with their maps, programs and links pinned under
 /// `pin_dir` so enforcement survives the loader being paused or killed: the `#[lsm]` programs
-/// attached for every task (`link_<hook>`), the `#[lsm_cgroup]` ones (`prog_<hook>`) attached to
-/// each session's cgroup as the session starts ([`SESSION_LINKS`]`/<cgroup id>/link_<hook>`).
-/// On the fmod_ret backend every program is attached for every task, the [`HOLD_HOOKS`]' ones
-/// (`hold_<hook>`) once a session can hold an open.
+/// attached for every task (`link_<hook>`), the `#[lsm_cgroup]` ones (`prog_<hook>`: the
+/// [`HOLD_HOOKS`]') attached to the cgroup of each session that can hold an open
+/// ([`SESSION_LINKS`]`/<cgroup id>/link_<hook>`). On the fmod_ret backend every program is
+/// attached for every task, the [`HOLD_HOOKS`]' ones (`hold_<hook>`) once a session can hold an
+/// open.
 pub struct Enforcer {
     maps: BTreeMap<&'static str, aya::maps::Map>,
     pin_dir: PathBuf,
     links: Vec<(PathBuf, PinnedLink)>,
+    /// The BPF LSM backend's [`HOLD_HOOKS`] programs, attached per session cgroup by
+    /// [`Enforcer::attach_holds`] (fp-ebpf has no other `#[lsm_cgroup]` programs).
     per_session: Vec<(PathBuf, LsmCgroup)>,
     /// The fmod_ret backend's [`HOLD_HOOKS`] programs, attached by [`Enforcer::attach_holds`].
     holds: Vec<(PathBuf, FModRet)>,
-    /// The per-cgroup programs' links to this agent's empty cgroup, never pinned
-    /// ([`Self::keep_warm`]).
-    warm: Vec<FdLink>,
 }
 
 /// The directory in a pin directory that holds each session's links, by cgroup id.
@@ -78,7 +78,7 @@ pub struct MapUsage {
 
 impl Enforcer {
     /// Loads the programs for sessions whose cgroups sit where `sessions` says and attaches those
-    /// that every task runs; the per-cgroup ones wait for [`Self::attach_session`]. The session
+    /// that every task runs; the per-cgroup ones wait for [`Self::attach_holds`]. The session
     /// tables start empty, so attaching denies nothing yet.
     pub fn load(sessions: SessionCgroups, pin_dir: PathBuf) -> anyhow::Result<Self> {
         // Mounted for good if no caller holds a [`Bpffs`]: the pins must outlive this process.
@@ -182,7 +182,6 @@ impl Enforcer {
             links: Vec::new(),
             per_session: Vec::new(),
             holds: Vec::new(),
-            warm: Vec::new(),
         }
     }
 
@@ -226,7 +225,7 @@ impl Enforcer {
         Ok(())
     }
 
-    /// The backend the programs enforce through: on the BPF LSM's, the hottest hooks' programs
+    /// The backend the programs enforce through: on the BPF LSM's, the checks of pending files
     /// are per session cgroup; on fmod_ret's, every program is attached for every task.
     pub fn backend(&self) -> Backend {
         match self.per_session.is_empty() {
@@ -253,47 +252,24 @@ impl Enforcer {
         self.pin_dir.join(SESSION_LINKS).join(cgroup.to_string())
     }
 
-    /// Attaches the per-cgroup programs to the cgroup `path` (id `cgroup`) of a session about to
-    /// start, before any task joins it: from then on its tasks run them, and until
-    /// [`Self::set_session`] writes the cgroup's session they deny. All but the [`HOLD_HOOKS`]'
-    /// ([`Self::attach_holds`]). On error nothing of it stays attached.
-    pub fn attach_session(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
-        let dir = self.session_links(cgroup);
-        let attached = self.attach_to(path, &dir, |hook| !HOLD_HOOKS.contains(&hook));
-        if attached.is_err() {
-            // attach_to removed its links; the directory is this session's, and empty.
-            let _ = std::fs::remove_dir(&dir);
-        }
-        attached
+    /// Whether per-cgroup programs are attached to the session cgroup `cgroup` (the
+    /// [`HOLD_HOOKS`]', [`Self::attach_holds`]): its links are pinned.
+    fn attached_to(&self, cgroup: u64) -> bool {
+        std::fs::read_dir(self.session_links(cgroup)).is_ok_and(|mut links| links.next().is_some())
     }
 
-    /// Attaches every per-cgroup program to `cgroup`, where no task ever runs (the agent's hold
-    /// on the session parent), for this process's lifetime: the links are not pinned. While a
-    /// cgroup has them attached the kernel keeps each hook's trampoline; without, the end of the
-    /// last session tears them down and the next session's attach builds them again: about 1 s
-    /// of each session's start under TCG on 6.12, against 4 ms (docs/performance.md).
-    pub fn keep_warm(&mut self, cgroup: &Path) -> anyhow::Result<()> {
-        let fd = std::fs::File::open(cgroup)
-            .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
-        for (pinned, program) in &mut self.per_session {
-            let hook = hook_of(pinned, "prog_").unwrap_or_default();
-            let what = format!("the lsm_cgroup/{hook} program to {}", cgroup.display());
-            self.warm.push(attach_to_cgroup(program, fd.as_fd(), &what)?);
-        }
-        Ok(())
-    }
-
-    /// Attaches the [`HOLD_HOOKS`]' programs to the attached session cgroup `path` (id `cgroup`),
-    /// unless they are already: before the session gets tables that can hold an open for the
-    /// prompt broker. Once attached they stay (files may be pending after a reload to tables that
-    /// cannot hold one). On error, nothing this call attached stays. On the fmod_ret backend they
-    /// are attached for every task, once, and stay until the programs are unloaded.
+    /// Attaches the [`HOLD_HOOKS`]' programs to the session cgroup `path` (id `cgroup`), unless
+    /// they are already: before the session gets tables that can hold an open for the prompt
+    /// broker, whose session they deny until [`Self::set_session`] writes it. Once attached they
+    /// stay (files may be pending after a reload to tables that cannot hold one). On error,
+    /// nothing this call attached stays. On the fmod_ret backend they are attached for every
+    /// task, once, and stay until the programs are unloaded.
     pub fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
         if self.backend() == Backend::FModRet {
             return self.attach_global_holds();
         }
         let dir = self.session_links(cgroup);
-        self.attach_to(path, &dir, |hook| HOLD_HOOKS.contains(&hook))
+        self.attach_to(path, &dir)
     }
 
     /// [`Self::attach_holds`] on the fmod_ret backend: each hold program without a link yet is
@@ -315,15 +291,9 @@ impl Enforcer {
         Ok(())
     }
 
-    /// Attaches to `cgroup` the per-cgroup programs whose hook `wanted` names and that have no
-    /// link pinned in `dir` yet, pinning each link there. On error, the links it pinned are
-    /// removed again.
-    fn attach_to(
-        &mut self,
-        cgroup: &Path,
-        dir: &Path,
-        wanted: impl Fn(&str) -> bool,
-    ) -> anyhow::Result<()> {
+    /// Attaches to `cgroup` the per-cgroup programs that have no link pinned in `dir` yet,
+    /// pinning each link there. On error, the links it pinned are removed again.
+    fn attach_to(&mut self, cgroup: &Path, dir: &Path) -> anyhow::Result<()> {
         let fd = std::fs::File::open(cgroup)
             .with_context(|| format!("opening cgroup {}", cgroup.display()))?;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -332,7 +302,7 @@ impl Enforcer {
             for (pinned, program) in &mut self.per_session {
                 let hook = hook_of(pinned, "prog_").unwrap_or_default();
                 let path = dir.join(format!("link_{hook}"));
-                if !wanted(hook) || path.exists() {
+                if path.exists() {
                     continue;
                 }
                 let what = format!("the lsm_cgroup/{hook} program to {}", cgroup.display());
@@ -421,14 +391,9 @@ impl Enforcer {
     /// ftrace's lock (about 0.1 s a link under TCG), and one whose last pin goes from a workqueue
     /// where the kernel defers that release (6.12; 6.1 detaches within the unlink).
     pub fn unload(self) -> anyhow::Result<()> {
-        let Self { maps, pin_dir, links, per_session, holds, warm } = self;
-        // Every descriptor closes here, before any pin goes. The keep-warm links, never pinned
-        // (see `keep_warm`), are pinned for this; one that cannot be detaches as it closes.
-        let warm_pins = warm.into_iter().enumerate().filter_map(|(i, link)| {
-            let path = pin_dir.join(format!("warm_{i}"));
-            link.pin(&path).ok().map(|_| path)
-        });
-        let pins: Vec<PathBuf> = warm_pins.chain(links.into_iter().map(|(path, _)| path)).collect();
+        let Self { maps, pin_dir, links, per_session, holds } = self;
+        // Every descriptor closes here, before any pin goes.
+        let pins: Vec<PathBuf> = links.into_iter().map(|(path, _)| path).collect();
         for path in &pins {
             remove_pins(path)?;
         }

@@ -128,10 +128,11 @@ impl Enforcer {
     }
 
     /// The per-cgroup programs' copy of the session, in its cgroup's storage, which exists while
-    /// they are attached there. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
-    /// (The fmod_ret backend attaches no per-cgroup program: no storage to write.)
+    /// they are attached there: the checks of pending files, attached only to sessions whose
+    /// tables can hold an open ([`Self::attach_holds`], which comes first), and never on the
+    /// fmod_ret backend. Its successor, `BPF_MAP_TYPE_CGRP_STORAGE`, needs Linux 6.2.
     fn write_cgroup_session(&mut self, cgroup: u64, info: SessionInfo) -> anyhow::Result<()> {
-        if self.per_session.is_empty() {
+        if !self.attached_to(cgroup) {
             return Ok(());
         }
         self.store_cgroup_session(cgroup, CgroupSession { cgroup, info })?
@@ -141,7 +142,7 @@ impl Enforcer {
     /// [`Self::write_cgroup_session`]'s value zeroed; a storage already gone (the programs
     /// detached) is not an error.
     fn clear_cgroup_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
-        if self.per_session.is_empty() {
+        if !self.attached_to(cgroup) {
             return Ok(());
         }
         gone(self.store_cgroup_session(cgroup, CgroupSession::default())?)
@@ -170,7 +171,8 @@ impl Enforcer {
     /// separately). What is already gone is not an error.
     pub fn end_session(&mut self, cgroup: u64) -> anyhow::Result<()> {
         // Cleared first: a per-cgroup program still deciding reads its tables id from here to
-        // know they are going (`interference` in fp-ebpf), and a new one denies until detached.
+        // know they are going (`interference` in fp-ebpf), and a new one finds the session as
+        // the global programs do, until it is forgotten below.
         // The rest of the teardown goes on if that fails, and the failure is reported after it.
         let cleared = self.clear_cgroup_session(cgroup);
         let links = self.session_links(cgroup);
