@@ -260,10 +260,10 @@ impl Enforcer {
 
     /// Attaches the [`HOLD_HOOKS`]' programs to the session cgroup `path` (id `cgroup`), unless
     /// they are already: before the session gets tables that can hold an open for the prompt
-    /// broker, whose session they deny until [`Self::set_session`] writes it. Once attached they
-    /// stay (files may be pending after a reload to tables that cannot hold one). On error,
-    /// nothing this call attached stays. On the fmod_ret backend they are attached for every
-    /// task, once, and stay until the programs are unloaded.
+    /// broker. They find the session in its slot until [`Self::set_session`] writes their
+    /// cgroup's storage. Once attached they stay (files may be pending after a reload to tables
+    /// that cannot hold one). On error, nothing this call attached stays. On the fmod_ret backend
+    /// they are attached for every task, once, and stay until the programs are unloaded.
     pub fn attach_holds(&mut self, cgroup: u64, path: &Path) -> anyhow::Result<()> {
         if self.backend() == Backend::FModRet {
             return self.attach_global_holds();
