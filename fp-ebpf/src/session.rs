@@ -36,8 +36,8 @@ pub(crate) static COUNTERS: HashMap<u64, SessionCounters> = HashMap::with_max_en
 pub(crate) struct Session {
     pub(crate) id: u64,
     pub(crate) info: SessionInfo,
-    /// Read from the cgroup's storage ([`attached_session`]) rather than its slot: a constant
-    /// in each program once inlined, so an `#[lsm]` program, which may not call
+    /// Read from the cgroup's storage ([`attached_session`]) rather than its slot: false in
+    /// every `#[lsm]` program once inlined, so such a program, which may not call
     /// `bpf_get_local_storage`, keeps no such call for the verifier to refuse.
     attached: bool,
 }
